@@ -1,0 +1,55 @@
+"""Findings: what the core reports when an exchange breaks a rule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Boundary(StrEnum):
+    """Which boundary a rule concerns."""
+
+    REQUEST = "request"
+    RESPONSE = "response"
+    HOP = "hop"
+    CLIENT = "client"
+    SDK = "sdk"
+    GATE = "gate"
+    TAP = "tap"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One broken rule: the stable rule id, its JSON-RPC code, and where it was seen.
+
+    ``where`` names the view or place (``ingress``, ``origin``, ``egress``, ``sse[2]``,
+    ``hop edge->origin``); ``message`` is a one-line human explanation.
+    """
+
+    rule: str
+    code: int | None
+    boundary: Boundary
+    message: str
+    where: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the finding as a plain JSON object (the evidence and report shape)."""
+        return {
+            "rule": self.rule,
+            "code": self.code,
+            "boundary": str(self.boundary),
+            "message": self.message,
+            "where": self.where,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Finding:
+        """Rebuild a finding from :meth:`to_json` output."""
+        return cls(
+            rule=str(data["rule"]),
+            code=data.get("code"),
+            boundary=Boundary(data.get("boundary", "response")),
+            message=str(data.get("message", "")),
+            where=str(data.get("where", "")),
+        )

@@ -1,0 +1,30 @@
+"""The exceptions mcp-tap raises on purpose.
+
+```
+TapError                    base of everything mcp-tap raises on purpose
+ ├── InputError             bad input from the user: file, fixture, policy, config (exit 2)
+ │    └── BundleFormatError unknown bundle version or malformed evidence record
+ └── UpstreamError          the upstream could not be reached (probe, replay, proxy)
+```
+
+Foreign exceptions (OSError, orjson.JSONDecodeError, httpx.HTTPError, ...) are translated
+into these at one boundary per shell, so the CLI can print one line and choose the exit code.
+"""
+
+from __future__ import annotations
+
+
+class TapError(Exception):
+    """Base of every error mcp-tap raises on purpose."""
+
+
+class InputError(TapError):
+    """Bad input from the user: an unreadable or malformed file, fixture, policy or config."""
+
+
+class BundleFormatError(InputError):
+    """An evidence bundle of an unknown format version, or a malformed record."""
+
+
+class UpstreamError(TapError):
+    """The upstream server could not be reached or answered unusably."""
