@@ -1,0 +1,1 @@
+"""One module per command; see :mod:`mcp_tap.cli`."""
