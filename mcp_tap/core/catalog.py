@@ -73,6 +73,9 @@ RULES: tuple[Rule, ...] = (
          "the HTTP status does not fit the result or error (200 / 400 / 404 mapping)"),
     Rule("response.header-mismatch-unanswered", _S, HEADER_MISMATCH,
          "a request with a header mismatch did not get HTTP 400 and JSON-RPC -32020 with its id"),
+    Rule("response.expected-error", _S, None,
+         "a request the ladder rejects (bad envelope, missing metadata, unsupported version, "
+         "removed method) was not answered with that JSON-RPC error"),
     Rule("response.content-type", _S, INVALID_REQUEST,
          "a request was answered with a content type other than "
          "application/json or text/event-stream"),
@@ -133,6 +136,8 @@ RULES: tuple[Rule, ...] = (
     Rule("gate.sdk", Boundary.GATE, None, "SDK differences the policy does not allow"),
     Rule("gate.sdk.empty", Boundary.GATE, None, "no SDK differential could be computed"),
     Rule("gate.hop", Boundary.GATE, None, "a hop finding names a box that changed the traffic"),
+    Rule("gate.hop.empty", Boundary.GATE, None,
+         "the policy requires a two-hop capture and no hop comparison was recorded"),
     Rule("gate.integrity", Boundary.GATE, None,
          "the evidence failed verification (gap, tampering, truncation)"),
     Rule("gate.health.samples", Boundary.GATE, None, "too few samples in the health window"),

@@ -1,0 +1,110 @@
+"""Version eras: which protocol revisions are modern or legacy, and the metadata keys.
+
+Two eras, never one lenient validator for both: every exchange is judged in exactly one
+era and the era is recorded beside it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
+"""Revisions that use the per-request `_meta` envelope (no initialize handshake)."""
+
+LEGACY_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+"""Revisions of the initialize-handshake era, newest first."""
+
+PINNED_LEGACY_VERSION = "2025-11-25"
+"""The legacy revision a fallback client pins (and the SDK's handshake default)."""
+
+NAMESPACE = "io.modelcontextprotocol/"
+META_PROTOCOL_VERSION = NAMESPACE + "protocolVersion"
+META_CLIENT_CAPABILITIES = NAMESPACE + "clientCapabilities"
+META_CLIENT_INFO = NAMESPACE + "clientInfo"
+META_LOG_LEVEL = NAMESPACE + "logLevel"
+META_SERVER_INFO = NAMESPACE + "serverInfo"
+META_SUBSCRIPTION_ID = NAMESPACE + "subscriptionId"
+MODERN_META_KEYS = frozenset({META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES})
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+HEADER_PROTOCOL_VERSION = "MCP-Protocol-Version"
+HEADER_METHOD = "Mcp-Method"
+HEADER_NAME = "Mcp-Name"
+HEADER_PARAM_PREFIX = "Mcp-Param-"
+HEADER_SESSION_ID = "Mcp-Session-Id"
+
+REMOVED_IN_MODERN = frozenset({
+    "initialize",
+    "notifications/initialized",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+})
+"""Methods the 2026-07-28 revision removed."""
+
+NAME_ROUTED_PARAMS: dict[str, str] = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
+"""Method -> the params key that `Mcp-Name` mirrors."""
+
+
+class Era(StrEnum):
+    """The era an exchange is judged in."""
+
+    MODERN = "modern"
+    LEGACY = "legacy"
+    UNKNOWN = "unknown"
+
+
+def is_modern_version(version: object) -> bool:
+    """Whether ``version`` is a revision of the modern era this build knows."""
+    return isinstance(version, str) and version in MODERN_VERSIONS
+
+
+def is_legacy_version(version: object) -> bool:
+    """Whether ``version`` is a revision of the legacy (initialize) era."""
+    return isinstance(version, str) and version in LEGACY_VERSIONS
+
+
+def body_meta(message: Any) -> dict[str, Any] | None:
+    """The ``params._meta`` object of a JSON-RPC message, or ``None`` when absent or not an object."""
+    if not isinstance(message, dict):
+        return None
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return None
+    meta = params.get("_meta")
+    return meta if isinstance(meta, dict) else None
+
+
+def infer_era(
+    message: Any,
+    version_header: str | None,
+    *,
+    legacy_session: bool = False,
+) -> Era:
+    """Decide the era of one request from what crossed the wire (a pure policy).
+
+    ``legacy_session`` is true when the request belongs to a session that a legacy
+    ``initialize`` opened (the proxy tracks ``Mcp-Session-Id``). Legacy wins when the
+    handshake or its session says so, even if modern metadata leaks in (that leak is then
+    judged as ``request.legacy-leak``); otherwise a request is modern unless only legacy
+    signs are present.
+    """
+    method = message.get("method") if isinstance(message, dict) else None
+    if legacy_session or method in ("initialize", "notifications/initialized"):
+        return Era.LEGACY
+    meta = body_meta(message)
+    if meta is not None and (MODERN_META_KEYS & meta.keys()):
+        return Era.MODERN
+    if is_legacy_version(version_header):
+        return Era.LEGACY
+    return Era.MODERN

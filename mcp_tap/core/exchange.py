@@ -1,0 +1,138 @@
+"""One HTTP exchange as the core sees it, and ``judge``: exchange in, findings out.
+
+The proxy, the transcript runner, ``probe`` and the gate all call :func:`judge`; none of
+them re-implements a rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp_tap.core.eras import (
+    HEADER_PROTOCOL_VERSION,
+    META_CLIENT_CAPABILITIES,
+    MODERN_VERSIONS,
+    Era,
+    body_meta,
+    infer_era,
+)
+from mcp_tap.core.findings import Finding
+from mcp_tap.core.headers import HeaderMap
+from mcp_tap.core.jsonrpc import Kind, parse_json
+from mcp_tap.core.requests import RequestContext, RequestVerdict, check_request
+from mcp_tap.core.responses import ResponseContext, check_response
+from mcp_tap.core.sse import SSEEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """What crossed one boundary: the request and the answer, as bytes and headers.
+
+    ``era`` ``None`` means "infer it from the request" (see :func:`eras.infer_era`).
+    ``response_status`` ``None`` means no answer was seen (the exchange is judged on its
+    request only). Truncated bodies (past a capture cap) are judged incompletely: rules that
+    need the whole body are skipped rather than reported falsely.
+    """
+
+    request_headers: HeaderMap
+    request_body: bytes
+    response_status: int | None = None
+    response_headers: HeaderMap = field(default_factory=HeaderMap)
+    response_body: bytes = b""
+    http_method: str = "POST"
+    era: Era | None = None
+    capabilities: frozenset[str] = frozenset()
+    tool_schemas: Mapping[str, Any] = field(default_factory=dict)
+    legacy_session: bool = False
+    negotiated_version: str | None = None
+    supported_versions: tuple[str, ...] = MODERN_VERSIONS
+    request_truncated: bool = False
+    response_truncated: bool = False
+    sse_events: Sequence[SSEEvent] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """The core's verdict on one exchange."""
+
+    era: Era
+    request: RequestVerdict | None
+    findings: tuple[Finding, ...]
+    request_message: Any
+    response_messages: tuple[Any, ...]
+
+    @property
+    def method(self) -> str | None:
+        """The JSON-RPC method of the request, if any."""
+        return self.request.method if self.request else None
+
+    @property
+    def rpc_id(self) -> Any:
+        """The JSON-RPC id of the request, if any."""
+        return self.request.id if self.request else None
+
+    @property
+    def kind(self) -> Kind | None:
+        """The request's message kind."""
+        return self.request.kind if self.request else None
+
+
+def decode_body(body: bytes) -> tuple[Any, str | None]:
+    """Decode a request body as JSON: ``(message, None)`` or ``(None, why it is not JSON)``."""
+    if not body.strip():
+        return None, "the request body is empty"
+    try:
+        return parse_json(body), None
+    except ValueError as exc:
+        return None, f"the request body is not valid JSON ({exc})"
+
+
+def client_extensions(message: Any) -> frozenset[str] | None:
+    """The extension ids a modern request's clientCapabilities declare (``None`` if unknown)."""
+    meta = body_meta(message)
+    caps = meta.get(META_CLIENT_CAPABILITIES) if meta else None
+    if not isinstance(caps, dict):
+        return None
+    ext = caps.get("extensions")
+    return frozenset(ext) if isinstance(ext, dict) else frozenset()
+
+
+def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
+    """Judge one exchange: request rules on ingress, response rules at ``where``."""
+    if exchange.http_method.upper() != "POST":
+        # GET streams and DELETE exist only in the legacy era and carry no request body;
+        # the modern SHOULD-405 is not a finding.
+        era = exchange.era or (Era.LEGACY if exchange.legacy_session else Era.UNKNOWN)
+        return Judgement(era, None, (), None, ())
+    if exchange.request_truncated:
+        message, parse_error = None, None
+    else:
+        message, parse_error = decode_body(exchange.request_body)
+    era = exchange.era or infer_era(
+        message, exchange.request_headers.get(HEADER_PROTOCOL_VERSION),
+        legacy_session=exchange.legacy_session)
+    if exchange.request_truncated:
+        return Judgement(era, None, (), None, ())
+    ctx = RequestContext(
+        era=era,
+        supported_versions=exchange.supported_versions,
+        tool_schemas=exchange.tool_schemas,
+        negotiated_version=exchange.negotiated_version,
+    )
+    verdict = check_request(exchange.request_headers, message, ctx, parse_error=parse_error)
+    found = list(verdict.findings)
+    messages: list[Any] = []
+    if exchange.response_status is not None and not exchange.response_truncated:
+        rctx = ResponseContext(
+            era=era,
+            capabilities=exchange.capabilities,
+            client_extensions=client_extensions(message),
+            version=verdict.version,
+        )
+        response_found, messages = check_response(
+            verdict, exchange.response_status, exchange.response_headers,
+            exchange.response_body, rctx, where=where, sse_events=exchange.sse_events)
+        found += response_found
+    return Judgement(era, verdict, tuple(found), message, tuple(messages))

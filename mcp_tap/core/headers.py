@@ -1,0 +1,97 @@
+"""An ordered header multimap: keeps order, case and duplicates for evidence.
+
+Lookups are case-insensitive (HTTP field names are), values stay case-sensitive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+class ConflictingHeaderError(ValueError):
+    """A header name appears more than once with different values."""
+
+    def __init__(self, name: str, values: Sequence[str]) -> None:
+        super().__init__(f"header {name} repeated with conflicting values {list(values)!r}")
+        self.name = name
+        self.values = tuple(values)
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderMap:
+    """Immutable ordered list of ``(name, value)`` pairs with case-insensitive lookup."""
+
+    pairs: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, headers: HeaderMap | Mapping[str, str] | Iterable[Sequence[str]] | None) -> HeaderMap:
+        """Build a map from a mapping, a sequence of pairs, another map, or ``None``."""
+        if headers is None:
+            return cls()
+        if isinstance(headers, HeaderMap):
+            return headers
+        if isinstance(headers, Mapping):
+            return cls(tuple((str(k), str(v)) for k, v in headers.items()))
+        pairs: list[tuple[str, str]] = []
+        for item in headers:
+            if len(item) != 2:
+                raise ValueError(f"a header pair must have two items, got {list(item)!r}")
+            pairs.append((str(item[0]), str(item[1])))
+        return cls(tuple(pairs))
+
+    def get_all(self, name: str) -> list[str]:
+        """Every value of ``name`` in order (case-insensitive name match)."""
+        key = name.lower()
+        return [v for k, v in self.pairs if k.lower() == key]
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        """The first value of ``name``, or ``default``."""
+        values = self.get_all(name)
+        return values[0] if values else default
+
+    def single(self, name: str) -> str | None:
+        """The one value of ``name``: ``None`` when absent, identical duplicates collapse.
+
+        Raises :class:`ConflictingHeaderError` when duplicates disagree.
+        """
+        values = self.get_all(name)
+        if not values:
+            return None
+        if any(v != values[0] for v in values[1:]):
+            raise ConflictingHeaderError(name, values)
+        return values[0]
+
+    def names_with_prefix(self, prefix: str) -> list[str]:
+        """Distinct header names (as first seen) that start with ``prefix``, case-insensitively."""
+        seen: dict[str, str] = {}
+        p = prefix.lower()
+        for k, _ in self.pairs:
+            lk = k.lower()
+            if lk.startswith(p) and lk not in seen:
+                seen[lk] = k
+        return list(seen.values())
+
+    def content_type(self) -> str:
+        """The media type of ``Content-Type`` without parameters, lowercased ("" if absent)."""
+        raw = self.get("content-type") or ""
+        return raw.split(";", 1)[0].strip().lower()
+
+    def without(self, names: Iterable[str]) -> HeaderMap:
+        """A copy without any header whose name (case-insensitively) is in ``names``."""
+        drop = {n.lower() for n in names}
+        return HeaderMap(tuple(p for p in self.pairs if p[0].lower() not in drop))
+
+    def to_json(self) -> list[list[str]]:
+        """The evidence shape: a list of ``[name, value]`` pairs."""
+        return [[k, v] for k, v in self.pairs]
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self.pairs)
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __contains__(self, name: Any) -> bool:
+        return isinstance(name, str) and bool(self.get_all(name))

@@ -1,0 +1,106 @@
+"""JSON-RPC 2.0 classification and envelope rules.
+
+A message is a request (method + id), a notification (method, no id), a response (id +
+result/error) or invalid. Request ids are strings or integers; ``null``, booleans and floats
+are not (JSON-RPC allows ``null`` only in error responses to unidentifiable requests, and
+MCP forbids it in requests).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import orjson
+
+
+class Kind(StrEnum):
+    """What a JSON value is as a JSON-RPC message."""
+
+    REQUEST = "request"
+    NOTIFICATION = "notification"
+    RESPONSE = "response"
+    INVALID = "invalid"
+
+
+@dataclass(frozen=True, slots=True)
+class Classified:
+    """A classified message: its kind, and for invalid ones why."""
+
+    kind: Kind
+    message: Any
+    problem: str = ""
+
+    @property
+    def method(self) -> str | None:
+        """The method of a request or notification."""
+        if isinstance(self.message, dict):
+            m = self.message.get("method")
+            return m if isinstance(m, str) else None
+        return None
+
+    @property
+    def id(self) -> Any:
+        """The id member (``None`` when absent)."""
+        return self.message.get("id") if isinstance(self.message, dict) else None
+
+
+def is_valid_id(value: Any) -> bool:
+    """Whether ``value`` is a valid MCP request id: a string or an integer (not a boolean)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def same_id(a: Any, b: Any) -> bool:
+    """Whether two ids are equal in value **and** JSON type (``"6"`` != ``6``, ``True`` != ``1``)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    return type(a) is type(b) and a == b
+
+
+def json_type(value: Any) -> str:
+    """The JSON type name of a decoded value, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def parse_json(data: bytes | str) -> Any:
+    """Decode JSON with orjson; raises ``ValueError`` (orjson.JSONDecodeError) on bad input."""
+    return orjson.loads(data)
+
+
+def classify(message: Any) -> Classified:
+    """Classify one decoded JSON value as a JSON-RPC 2.0 message (never raises)."""
+    if not isinstance(message, dict):
+        return Classified(Kind.INVALID, message, f"a JSON-RPC message must be an object, got {json_type(message)}")
+    if message.get("jsonrpc") != "2.0":
+        return Classified(Kind.INVALID, message, f"jsonrpc must be \"2.0\", got {message.get('jsonrpc')!r}")
+    if "method" in message:
+        if not isinstance(message["method"], str) or not message["method"]:
+            return Classified(Kind.INVALID, message, "method must be a non-empty string")
+        if "params" in message and not isinstance(message["params"], dict):
+            return Classified(Kind.INVALID, message, "params must be an object")
+        if "result" in message or "error" in message:
+            return Classified(Kind.INVALID, message, "a request must not carry result or error")
+        if "id" not in message:
+            return Classified(Kind.NOTIFICATION, message)
+        if not is_valid_id(message["id"]):
+            return Classified(
+                Kind.INVALID, message,
+                f"a request id must be a string or an integer, got {json_type(message['id'])}",
+            )
+        return Classified(Kind.REQUEST, message)
+    if "result" in message or "error" in message or "id" in message:
+        return Classified(Kind.RESPONSE, message)
+    return Classified(Kind.INVALID, message, "neither a request, a notification nor a response")

@@ -1,0 +1,394 @@
+"""The request ladder: judge one client request in its era.
+
+Modern order (it decides the code, see docs/rules.md):
+
+1. JSON parse and JSON-RPC envelope, then the ``_meta`` metadata types   (-32700/-32600/-32602)
+2. ``MCP-Protocol-Version`` vs the body's version                       (-32020)
+3. ``Mcp-Method`` vs ``method``                                          (-32020)
+4. ``Mcp-Name`` vs the routed body value (after sentinel decoding), then
+   ``Mcp-Param-*`` vs ``x-mcp-header`` arguments                         (-32020)
+5. only then: is the agreed version supported?                          (-32022)
+
+The first failing rung wins, as it does on a conforming server. The legacy branch is
+separate: the handshake era has no per-request envelope, and modern metadata leaking into
+it is its own finding.
+"""
+
+from __future__ import annotations
+
+import re
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from mcp_tap.core import schema
+from mcp_tap.core.catalog import INVALID_PARAMS, finding
+from mcp_tap.core.eras import (
+    HEADER_METHOD,
+    HEADER_NAME,
+    HEADER_PARAM_PREFIX,
+    HEADER_PROTOCOL_VERSION,
+    LEGACY_VERSIONS,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_PROTOCOL_VERSION,
+    MODERN_META_KEYS,
+    MODERN_VERSIONS,
+    NAME_ROUTED_PARAMS,
+    REMOVED_IN_MODERN,
+    Era,
+    body_meta,
+    is_modern_version,
+)
+from mcp_tap.core.findings import Finding
+from mcp_tap.core.headers import ConflictingHeaderError, HeaderMap
+from mcp_tap.core.jsonrpc import Classified, Kind, classify, json_type
+from mcp_tap.core.sentinel import SentinelError, decode_header_value
+
+WHERE = "ingress"
+# Plain decimals only: exponent forms and NaN never compare numerically.
+_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+
+
+@dataclass(frozen=True, slots=True)
+class ParamHeader:
+    """One ``x-mcp-header`` declaration of a tool: argument path, header token, JSON type."""
+
+    path: tuple[str, ...]
+    token: str
+    json_type: str | None
+
+
+def param_headers(input_schema: Any) -> tuple[ParamHeader, ...]:
+    """The ``x-mcp-header`` declarations reachable through plain ``properties`` chains."""
+    found: list[ParamHeader] = []
+
+    def walk(node: Any, path: tuple[str, ...]) -> None:
+        if not isinstance(node, dict):
+            return
+        props = node.get("properties")
+        if not isinstance(props, dict):
+            return
+        for name, sub in props.items():
+            if not isinstance(sub, dict):
+                continue
+            token = sub.get("x-mcp-header")
+            if isinstance(token, str) and token:
+                t = sub.get("type")
+                found.append(ParamHeader((*path, name), token, t if isinstance(t, str) else None))
+            walk(sub, (*path, name))
+
+    walk(input_schema, ())
+    return tuple(found)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """What the judge knows besides the request itself.
+
+    ``tool_schemas`` maps tool names to their ``inputSchema`` (learned from ``tools/list``
+    results or given by a fixture) for the ``Mcp-Param-*`` rung; ``negotiated_version`` is
+    the legacy session's version when known.
+    """
+
+    era: Era
+    supported_versions: tuple[str, ...] = MODERN_VERSIONS
+    tool_schemas: Mapping[str, Any] = field(default_factory=dict)
+    negotiated_version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestVerdict:
+    """The outcome of the ladder: the classified message, its era and version, findings."""
+
+    classified: Classified
+    era: Era
+    version: str | None
+    findings: tuple[Finding, ...]
+
+    @property
+    def kind(self) -> Kind:
+        """The message kind."""
+        return self.classified.kind
+
+    @property
+    def method(self) -> str | None:
+        """The JSON-RPC method, if any."""
+        return self.classified.method
+
+    @property
+    def id(self) -> Any:
+        """The request id (``None`` for notifications and unidentifiable requests)."""
+        return self.classified.id if self.classified.kind is Kind.REQUEST else None
+
+    @property
+    def rejection(self) -> Finding | None:
+        """The first request-side finding with a JSON-RPC code: what a server must answer."""
+        for f in self.findings:
+            if f.code is not None:
+                return f
+        return None
+
+
+def check_request(
+    headers: HeaderMap,
+    message: Any,
+    ctx: RequestContext,
+    *,
+    parse_error: str | None = None,
+) -> RequestVerdict:
+    """Run the request ladder of ``ctx.era`` on one decoded request body.
+
+    ``parse_error`` says the body was not JSON (``message`` is then ignored).
+    """
+    if parse_error is not None:
+        c = Classified(Kind.INVALID, None, parse_error)
+        return RequestVerdict(c, ctx.era, None, (finding("request.parse", parse_error, WHERE),))
+    if ctx.era is Era.LEGACY:
+        return _legacy(headers, message, ctx)
+    return _modern(headers, message, ctx)
+
+
+def _modern(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVerdict:
+    c = classify(message)
+    meta = body_meta(message)
+    raw_version = meta.get(META_PROTOCOL_VERSION) if meta is not None else None
+    version = raw_version if isinstance(raw_version, str) else None
+
+    def verdict(*found: Finding) -> RequestVerdict:
+        return RequestVerdict(c, Era.MODERN, version, tuple(found))
+
+    if c.kind is Kind.INVALID:
+        return verdict(finding("request.envelope", c.problem, WHERE))
+    if c.kind is Kind.RESPONSE:
+        return verdict(finding(
+            "request.envelope", "a modern client must not POST a JSON-RPC response", WHERE))
+    if c.kind is Kind.NOTIFICATION:
+        # The 2026-07-28 revision defines no header rules for notification POSTs; only
+        # conflicting duplicates of the routing headers are judged (readers would disagree).
+        dup = _duplicate_routing_header(headers)
+        return verdict(dup) if dup else verdict()
+
+    # Rung 1: metadata types.
+    meta_problem = _meta_problem(message, meta)
+    if meta_problem:
+        return verdict(finding("request.meta.missing", meta_problem, WHERE))
+    # Rung 2: version header.
+    problem = _mirror(headers, HEADER_PROTOCOL_VERSION, version, "the _meta protocol version")
+    if problem:
+        return verdict(problem)
+    # Rung 3: method header.
+    problem = _mirror(headers, HEADER_METHOD, c.method, "the method")
+    if problem:
+        return verdict(problem)
+    # Rung 4: name header, then parameter headers.
+    problem = _name_header(headers, message)
+    if problem:
+        return verdict(problem)
+    problem = _param_headers(headers, message, ctx)
+    if problem:
+        return verdict(problem)
+    # Rung 5: support.
+    if version not in ctx.supported_versions:
+        return verdict(finding(
+            "request.version.unsupported",
+            f"header and body agree on {version!r}, which is not supported "
+            f"(supported: {', '.join(ctx.supported_versions)})",
+            WHERE,
+        ))
+    if c.method in REMOVED_IN_MODERN:
+        return verdict(finding(
+            "request.method.removed", f"{c.method} does not exist in the modern era", WHERE))
+    schema_problem = schema.request_problem(c.method or "", version or "", message.get("params"))
+    if schema_problem:
+        return verdict(finding("wire.schema", schema_problem, WHERE, code=INVALID_PARAMS))
+    return verdict()
+
+
+def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVerdict:
+    version = ctx.negotiated_version
+    if isinstance(message, list):
+        # Batches existed only in 2025-03-26.
+        if version == "2025-03-26" and message:
+            found: list[Finding] = []
+            for item in message:
+                item_c = classify(item)
+                if item_c.kind is Kind.INVALID:
+                    found.append(finding("request.envelope", item_c.problem, WHERE))
+            return RequestVerdict(classify(message[0]), Era.LEGACY, version, tuple(found))
+        c = classify(message)
+        return RequestVerdict(c, Era.LEGACY, version, (finding(
+            "request.envelope", "JSON-RPC batches are not allowed in this revision", WHERE),))
+    c = classify(message)
+    if c.kind is Kind.INVALID:
+        return RequestVerdict(c, Era.LEGACY, version, (finding("request.envelope", c.problem, WHERE),))
+    if c.method == "initialize" and c.kind is Kind.REQUEST:
+        params = message.get("params")
+        offered = params.get("protocolVersion") if isinstance(params, dict) else None
+        version = offered if isinstance(offered, str) else version
+    meta = body_meta(message)
+    leaked = sorted(MODERN_META_KEYS & meta.keys()) if meta else []
+    if leaked:
+        return RequestVerdict(c, Era.LEGACY, version, (finding(
+            "request.legacy-leak",
+            f"modern metadata {', '.join(leaked)} on a legacy-era exchange", WHERE),))
+    header = headers.get(HEADER_PROTOCOL_VERSION)
+    if is_modern_version(header):
+        return RequestVerdict(c, Era.LEGACY, version, (finding(
+            "request.legacy-leak",
+            f"{HEADER_PROTOCOL_VERSION}: {header} (a modern revision) on a legacy-era exchange",
+            WHERE),))
+    if c.kind is Kind.REQUEST:
+        schema_version = version if version in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
+        problem = schema.request_problem(c.method or "", schema_version, message.get("params"))
+        if problem:
+            return RequestVerdict(c, Era.LEGACY, version, (
+                finding("wire.schema", problem, WHERE, code=INVALID_PARAMS),))
+    return RequestVerdict(c, Era.LEGACY, version, ())
+
+
+def _meta_problem(message: dict[str, Any], meta: dict[str, Any] | None) -> str:
+    params = message.get("params")
+    if params is None:
+        return "params._meta is missing (a modern request carries protocolVersion and clientCapabilities)"
+    if not isinstance(params, dict):
+        return "params must be an object"
+    if "_meta" not in params:
+        return "params._meta is missing"
+    if meta is None:
+        return f"params._meta must be an object, got {json_type(params['_meta'])}"
+    missing = [k for k in (META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES) if k not in meta]
+    if missing:
+        aliases = [k for k in ("protocolVersion", "clientCapabilities") if k in meta]
+        note = f" (bare alias {', '.join(aliases)} is not the key)" if aliases else ""
+        return f"params._meta is missing {', '.join(missing)}{note}"
+    checks = (
+        (META_PROTOCOL_VERSION, str, "a string"),
+        (META_CLIENT_CAPABILITIES, dict, "an object"),
+        (META_CLIENT_INFO, dict, "an object"),
+        (META_LOG_LEVEL, str, "a string"),
+    )
+    for key, typ, what in checks:
+        if key in meta and not isinstance(meta[key], typ):
+            return f"params._meta[{key!r}] must be {what}, got {json_type(meta[key])}"
+    return ""
+
+
+def _single(headers: HeaderMap, name: str) -> tuple[str | None, Finding | None]:
+    try:
+        return headers.single(name), None
+    except ConflictingHeaderError as exc:
+        return None, finding("request.header.duplicate", str(exc), WHERE)
+
+
+def _duplicate_routing_header(headers: HeaderMap) -> Finding | None:
+    for name in (HEADER_PROTOCOL_VERSION, HEADER_METHOD, HEADER_NAME):
+        _, problem = _single(headers, name)
+        if problem:
+            return problem
+    return None
+
+
+def _mirror(headers: HeaderMap, name: str, body_value: Any, what: str) -> Finding | None:
+    value, problem = _single(headers, name)
+    if problem:
+        return problem
+    if value is None:
+        return finding("request.header.missing", f"{name} header is missing", WHERE)
+    if value != body_value:
+        return finding(
+            "request.header.mismatch",
+            f"{name}: {value!r} differs from {what} {body_value!r}", WHERE)
+    return None
+
+
+def _decoded(headers: HeaderMap, name: str) -> tuple[str | None, Finding | None]:
+    raw, problem = _single(headers, name)
+    if problem or raw is None:
+        return None, problem
+    try:
+        return decode_header_value(raw), None
+    except SentinelError as exc:
+        return None, finding("request.header.encoding", f"{name}: {exc}", WHERE)
+
+
+def _name_header(headers: HeaderMap, message: dict[str, Any]) -> Finding | None:
+    method = message.get("method")
+    key = NAME_ROUTED_PARAMS.get(method) if isinstance(method, str) else None
+    if key is None:
+        return None
+    params = message.get("params") or {}
+    body_value = params.get(key) if isinstance(params, dict) else None
+    decoded, problem = _decoded(headers, HEADER_NAME)
+    if problem:
+        return problem
+    if decoded is None:
+        if body_value is None:
+            return None
+        return finding("request.header.missing", f"{HEADER_NAME} header is missing", WHERE)
+    if decoded != body_value:
+        return finding(
+            "request.header.mismatch",
+            f"{HEADER_NAME}: {decoded!r} differs from params.{key} {body_value!r}", WHERE)
+    return None
+
+
+def _param_headers(headers: HeaderMap, message: dict[str, Any], ctx: RequestContext) -> Finding | None:
+    if message.get("method") != "tools/call":
+        return None
+    params = message.get("params") or {}
+    tool = params.get("name")
+    if not isinstance(tool, str) or tool not in ctx.tool_schemas:
+        return None
+    arguments = params.get("arguments")
+    arguments = arguments if isinstance(arguments, dict) else {}
+    for decl in param_headers(ctx.tool_schemas[tool]):
+        name = HEADER_PARAM_PREFIX + decl.token
+        value = _at_path(arguments, decl.path)
+        decoded, problem = _decoded(headers, name)
+        if problem:
+            return problem
+        argument = ".".join(decl.path)
+        if value is None:
+            if decoded is not None:
+                return finding(
+                    "request.header.mismatch",
+                    f"{name} is present but argument {argument!r} is absent", WHERE)
+            continue
+        if decoded is None:
+            return finding(
+                "request.header.missing",
+                f"{name} header is missing for argument {argument!r}", WHERE)
+        if not _param_matches(decl.json_type, value, decoded):
+            return finding(
+                "request.header.mismatch",
+                f"{name}: {decoded!r} differs from argument {argument!r} {value!r}", WHERE)
+    return None
+
+
+def _at_path(arguments: dict[str, Any], path: tuple[str, ...]) -> Any:
+    node: Any = arguments
+    for key in path:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node
+
+
+def _param_matches(declared: str | None, value: Any, decoded: str) -> bool:
+    if isinstance(value, bool):
+        return decoded == ("true" if value else "false")
+    if isinstance(value, int | float) and declared in ("integer", "number"):
+        # Integers compare numerically: "042" and "42.0" equal 42.
+        if not _DECIMAL.fullmatch(decoded):
+            return False
+        try:
+            return Decimal(decoded) == Decimal(str(value))
+        except InvalidOperation:  # pragma: no cover - the pattern admits only valid decimals
+            return False
+    if isinstance(value, str | int | float):
+        return decoded == str(value)
+    return False

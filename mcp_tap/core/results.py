@@ -1,0 +1,222 @@
+"""Result rules: the ``resultType`` discriminator by era, then the method payload rules.
+
+Additive unknown fields are valid and never reported here (the SDK differential shows who
+drops them). An unknown or unadvertised ``resultType`` is never read as ``complete``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from mcp_tap.core import schema
+from mcp_tap.core.catalog import finding
+from mcp_tap.core.eras import LEGACY_VERSIONS, MODERN_VERSIONS, TASKS_EXTENSION, Era
+from mcp_tap.core.findings import Finding
+from mcp_tap.core.jsonrpc import json_type
+
+CORE_RESULT_TYPES = frozenset({"complete", "input_required"})
+EXTENSION_RESULT_TYPES: dict[str, str] = {"task": TASKS_EXTENSION}
+"""Extension result types and the capability that must have been advertised for each."""
+
+INPUT_REQUIRED_METHODS = frozenset({"tools/call", "resources/read", "prompts/get"})
+CACHEABLE_METHODS = frozenset({
+    "server/discover", "tools/list", "prompts/list", "resources/list",
+    "resources/templates/list", "resources/read",
+})
+TASK_STATUSES = frozenset({"working", "input_required", "completed", "cancelled", "failed"})
+MAX_COMPLETION_VALUES = 100
+
+# ISO 8601 date-time as the schema's `date-time` format (RFC 3339 profile).
+_ISO8601 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _non_negative_int(value: Any) -> bool:
+    return _is_int(value) and value >= 0
+
+
+def check_result(
+    method: str | None,
+    result: Any,
+    era: Era,
+    *,
+    capabilities: Iterable[str] = (),
+    client_extensions: Iterable[str] | None = None,
+    version: str | None = None,
+    where: str = "origin",
+) -> list[Finding]:
+    """Judge one success ``result`` of ``method`` in ``era``.
+
+    ``capabilities`` are the extension ids the server advertised; ``client_extensions``
+    those the client declared (``None`` when unknown, which does not block ``task``).
+    """
+    if not isinstance(result, dict):
+        return [finding("response.envelope", f"result must be an object, got {json_type(result)}", where)]
+    caps = frozenset(capabilities)
+    rtype = result.get("resultType")
+    if "resultType" not in result:
+        if era is Era.MODERN:
+            return [finding("response.result-type.missing", "modern result has no resultType", where)]
+        rtype = "complete"  # Legacy results are complete once the legacy era was selected.
+    if not isinstance(rtype, str):
+        return [finding("response.result-type.unknown",
+                        f"resultType must be a string, got {json_type(rtype)}", where)]
+    if era is Era.LEGACY and rtype != "complete":
+        return [finding("response.result-type.unknown",
+                        f"resultType {rtype!r} does not exist in the legacy era", where)]
+    if rtype not in CORE_RESULT_TYPES:
+        needed = EXTENSION_RESULT_TYPES.get(rtype)
+        if needed is None:
+            return [finding("response.result-type.unknown", f"unknown resultType {rtype!r}", where)]
+        if needed not in caps:
+            return [finding("response.result-type.unknown",
+                            f"resultType {rtype!r} needs the advertised extension {needed}", where)]
+    found = _payload(method, rtype, result, era, caps, client_extensions, where)
+    if found:
+        return found
+    schema_version = version or (MODERN_VERSIONS[0] if era is Era.MODERN else LEGACY_VERSIONS[0])
+    if method and rtype != "task":
+        problem = schema.result_problem(method, schema_version, result)
+        if problem:
+            return [finding("wire.schema", problem, where)]
+    return []
+
+
+def _payload(
+    method: str | None,
+    rtype: str,
+    result: dict[str, Any],
+    era: Era,
+    caps: frozenset[str],
+    client_extensions: Iterable[str] | None,
+    where: str,
+) -> list[Finding]:
+    if rtype == "task":
+        return _task(method, result, client_extensions, where)
+    if rtype == "input_required":
+        return _input_required(method, result, where)
+    problems: list[Finding] = []
+    if method == "tools/list":
+        problems += _tools_list(result, where)
+    elif method == "completion/complete":
+        problems += _completion(result, where)
+    if era is Era.MODERN and method in CACHEABLE_METHODS:
+        problems += _caching(method, result, where)
+    return problems
+
+
+def _tools_list(result: dict[str, Any], where: str) -> list[Finding]:
+    def bad(msg: str) -> list[Finding]:
+        return [finding("response.payload.tools-list", msg, where)]
+
+    tools = result.get("tools")
+    if not isinstance(tools, list):
+        return bad(f"tools must be an array, got {json_type(tools)}")
+    seen: set[str] = set()
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            return bad(f"tools[{i}] must be an object")
+        name = tool.get("name")
+        if not isinstance(name, str) or not name:
+            return bad(f"tools[{i}].name must be a non-empty string")
+        if name in seen:
+            return bad(f"tools[{i}].name {name!r} is not unique")
+        seen.add(name)
+        desc = tool.get("description")
+        if not isinstance(desc, str) or not desc.strip():
+            return bad(f"tools[{i}] ({name}) has no useful description")
+        schema_ = tool.get("inputSchema")
+        if not isinstance(schema_, dict) or schema_.get("type") != "object":
+            return bad(f"tools[{i}] ({name}) inputSchema must be an object-root schema "
+                       "(type: \"object\")")
+    return []
+
+
+def _completion(result: dict[str, Any], where: str) -> list[Finding]:
+    def bad(msg: str) -> list[Finding]:
+        return [finding("response.payload.completion", msg, where)]
+
+    completion = result.get("completion")
+    if not isinstance(completion, dict):
+        return bad(f"completion must be an object, got {json_type(completion)}")
+    values = completion.get("values")
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        return bad("completion.values must be an array of strings")
+    if len(values) > MAX_COMPLETION_VALUES:
+        return bad(f"completion.values has {len(values)} items (at most {MAX_COMPLETION_VALUES})")
+    if "total" in completion:
+        total = completion["total"]
+        if not _non_negative_int(total):
+            return bad(f"completion.total must be a non-negative integer, got {total!r}")
+        if total < len(values):
+            return bad(f"completion.total {total} is less than the {len(values)} values returned")
+    if "hasMore" in completion and not isinstance(completion["hasMore"], bool):
+        return bad("completion.hasMore must be a boolean")
+    return []
+
+
+def _caching(method: str, result: dict[str, Any], where: str) -> list[Finding]:
+    ttl = result.get("ttlMs")
+    scope = result.get("cacheScope")
+    if not _non_negative_int(ttl):
+        return [finding("response.payload.caching",
+                        f"{method} result needs ttlMs >= 0, got {ttl!r}", where)]
+    if scope not in ("public", "private"):
+        return [finding("response.payload.caching",
+                        f"{method} result needs cacheScope public or private, got {scope!r}", where)]
+    return []
+
+
+def _task(
+    method: str | None,
+    result: dict[str, Any],
+    client_extensions: Iterable[str] | None,
+    where: str,
+) -> list[Finding]:
+    def bad(msg: str) -> list[Finding]:
+        return [finding("response.payload.task", msg, where)]
+
+    if method != "tools/call":
+        return bad(f"a task result is only valid for tools/call, not {method}")
+    if client_extensions is not None and TASKS_EXTENSION not in set(client_extensions):
+        return bad("a task result for a client that did not declare the tasks extension")
+    task_id = result.get("taskId")
+    if not isinstance(task_id, str) or not task_id:
+        return bad("taskId must be a non-empty string")
+    if result.get("status") not in TASK_STATUSES:
+        return bad(f"status {result.get('status')!r} is not one of {sorted(TASK_STATUSES)}")
+    for key in ("createdAt", "lastUpdatedAt"):
+        value = result.get(key)
+        if not isinstance(value, str) or not _ISO8601.fullmatch(value):
+            return bad(f"{key} must be an ISO 8601 date-time, got {value!r}")
+    if "ttlMs" not in result:
+        return bad("ttlMs must be present (null or a non-negative integer)")
+    if result["ttlMs"] is not None and not _non_negative_int(result["ttlMs"]):
+        return bad(f"ttlMs must be null or a non-negative integer, got {result['ttlMs']!r}")
+    if "pollIntervalMs" in result and not _non_negative_int(result["pollIntervalMs"]):
+        return bad(f"pollIntervalMs must be a non-negative integer, got {result['pollIntervalMs']!r}")
+    return []
+
+
+def _input_required(method: str | None, result: dict[str, Any], where: str) -> list[Finding]:
+    def bad(msg: str) -> list[Finding]:
+        return [finding("response.payload.input-required", msg, where)]
+
+    if method not in INPUT_REQUIRED_METHODS:
+        return bad(f"input_required is only valid for {', '.join(sorted(INPUT_REQUIRED_METHODS))}, "
+                   f"not {method}")
+    requests = result.get("inputRequests")
+    state = result.get("requestState")
+    if requests is None and state is None:
+        return bad("input_required carries neither inputRequests nor requestState")
+    if requests is not None and not isinstance(requests, dict):
+        return bad("inputRequests must be an object")
+    if state is not None and not isinstance(state, str):
+        return bad("requestState must be a string")
+    return []

@@ -1,0 +1,306 @@
+"""Transcript fixtures: load them, turn each into an exchange, judge it with the core.
+
+A fixture file holds one case object or a list of them, in the format of
+``docs/transcripts.md``. A case passes when the engine's verdict meets its expectation:
+a golden case (no ``expectedErrorCode``, no ``expectedRule``) must produce no finding; a
+negative case must produce a finding with ``expectedErrorCode`` (and ``expectedRule`` when
+given; a rule without a JSON-RPC code, such as ``sse.unterminated``, is expected by
+``expectedRule`` alone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from mcp_tap.core.catalog import CATALOG
+from mcp_tap.core.eras import TASKS_EXTENSION, Era
+from mcp_tap.core.exchange import Exchange, Judgement, judge
+from mcp_tap.core.findings import Finding
+from mcp_tap.core.hashing import digest
+from mcp_tap.core.headers import HeaderMap
+from mcp_tap.core.redaction import Redactor
+from mcp_tap.core.sse import encode_event
+from mcp_tap.errors import InputError
+
+_KEYS = {
+    "name", "era", "capabilities", "headers", "request", "responseStatus", "responseHeaders",
+    "responseBody", "expectedErrorCode", "expectedRule", "toolSchemas", "protocolVersion",
+    "description",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One transcript case, validated."""
+
+    name: str
+    era: Era
+    headers: HeaderMap
+    request: Any
+    response_status: int | None
+    response_headers: HeaderMap
+    response_body: Any
+    expected_code: int | None
+    expected_rule: str | None
+    capabilities: frozenset[str] = frozenset()
+    tool_schemas: dict[str, Any] = field(default_factory=dict)
+    protocol_version: str | None = None
+    source: str = ""
+
+    @property
+    def golden(self) -> bool:
+        """Whether the case must be accepted."""
+        return self.expected_code is None and self.expected_rule is None
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    """A judged case: the JSON shape of ``mcp-tap transcripts --json``."""
+
+    name: str
+    passed: bool
+    rule: str | None
+    code: int | None
+    detail: str
+    evidence_digest: str
+    findings: tuple[Finding, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The case entry of the JSON report."""
+        return {
+            "name": self.name,
+            "passed": self.passed,
+            "rule": self.rule,
+            "code": self.code,
+            "detail": self.detail,
+            "evidenceDigest": self.evidence_digest,
+        }
+
+
+def _headers(value: Any, where: str) -> HeaderMap:
+    if value is None:
+        return HeaderMap()
+    if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+        return HeaderMap.of(value)
+    if isinstance(value, list) and all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in value
+    ):
+        return HeaderMap.of(value)
+    raise ValueError(f"{where} must be an object of strings or a list of [name, value] pairs")
+
+
+def parse_case(data: Any, source: str = "") -> Case:
+    """Validate one fixture object; raises ``ValueError`` saying what is wrong."""
+    if not isinstance(data, dict):
+        raise ValueError("a case must be a JSON object")
+    unknown = set(data) - _KEYS
+    if unknown:
+        raise ValueError(f"unknown key(s) {sorted(unknown)}")
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError("name must be a non-empty string")
+    try:
+        era = Era(data.get("era", "modern"))
+    except ValueError:
+        raise ValueError(f"case {name}: era must be \"modern\" or \"legacy\"") from None
+    if era is Era.UNKNOWN:
+        raise ValueError(f"case {name}: era must be \"modern\" or \"legacy\"")
+    if "request" not in data:
+        raise ValueError(f"case {name}: request is required")
+    status = data.get("responseStatus")
+    if status is not None and (not isinstance(status, int) or isinstance(status, bool)
+                               or not 100 <= status <= 599):
+        raise ValueError(f"case {name}: responseStatus must be an HTTP status integer")
+    code = data.get("expectedErrorCode")
+    if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
+        raise ValueError(f"case {name}: expectedErrorCode must be null or an integer")
+    rule = data.get("expectedRule")
+    if rule is not None and rule not in CATALOG:
+        raise ValueError(f"case {name}: expectedRule {rule!r} is not in the rule catalog")
+    caps = data.get("capabilities", [])
+    if not isinstance(caps, list) or not all(isinstance(c, str) for c in caps):
+        raise ValueError(f"case {name}: capabilities must be a list of strings")
+    body = data.get("responseBody")
+    if isinstance(body, dict) and "sse" in body and not isinstance(body["sse"], list):
+        raise ValueError(f"case {name}: responseBody.sse must be a list of events")
+    schemas = data.get("toolSchemas", {})
+    if not isinstance(schemas, dict):
+        raise ValueError(f"case {name}: toolSchemas must be an object")
+    version = data.get("protocolVersion")
+    if version is not None and not isinstance(version, str):
+        raise ValueError(f"case {name}: protocolVersion must be a string")
+    return Case(
+        name=name,
+        era=era,
+        headers=_headers(data.get("headers"), f"case {name}: headers"),
+        request=data["request"],
+        response_status=status,
+        response_headers=_headers(data.get("responseHeaders"), f"case {name}: responseHeaders"),
+        response_body=body,
+        expected_code=code,
+        expected_rule=rule,
+        capabilities=frozenset(caps),
+        tool_schemas=schemas,
+        protocol_version=version,
+        source=source,
+    )
+
+
+def load_file(path: str | Path) -> list[Case]:
+    """Load every case of one fixture file; raises :class:`InputError` naming file and cause."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    return load_bytes(raw, str(p))
+
+
+def load_bytes(raw: bytes, source: str) -> list[Case]:
+    """Load cases from fixture bytes; ``source`` names them in errors."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"{source}: not valid JSON ({exc})") from None
+    items = data if isinstance(data, list) else [data]
+    cases: list[Case] = []
+    for i, item in enumerate(items):
+        try:
+            cases.append(parse_case(item, source))
+        except ValueError as exc:
+            raise InputError(f"{source}: case #{i}: {exc}") from None
+    return cases
+
+
+def corpus_files() -> list[tuple[str, bytes]]:
+    """The shipped corpus as ``(name, bytes)`` pairs, in a stable order."""
+    root = resources.files("mcp_tap.transcripts") / "corpus"
+    return sorted(
+        (f"corpus/{entry.name}", entry.read_bytes())
+        for entry in root.iterdir()
+        if entry.name.endswith(".json")
+    )
+
+
+def load_corpus() -> list[Case]:
+    """Every case of the shipped corpus; names are unique."""
+    cases: list[Case] = []
+    for name, raw in corpus_files():
+        cases += load_bytes(raw, name)
+    return cases
+
+
+def _body_bytes(value: Any) -> bytes:
+    if value is None:
+        return b""
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return orjson.dumps(value)
+
+
+def response_bytes(case: Case) -> tuple[HeaderMap, bytes]:
+    """The response headers and body bytes a case describes (content type filled in)."""
+    body = case.response_body
+    headers = case.response_headers
+    if isinstance(body, dict) and "sse" in body and set(body) == {"sse"}:
+        data = b"".join(
+            encode_event(e if isinstance(e, str) else orjson.dumps(e).decode("utf-8"))
+            for e in body["sse"]
+        )
+        default_type = "text/event-stream"
+    else:
+        data = _body_bytes(body)
+        default_type = "application/json" if data else ""
+    if "content-type" not in headers and default_type:
+        headers = HeaderMap((*headers.pairs, ("Content-Type", default_type)))
+    return headers, data
+
+
+def case_exchange(case: Case) -> Exchange:
+    """The exchange a case describes, ready for :func:`mcp_tap.core.exchange.judge`."""
+    headers, body = response_bytes(case)
+    return Exchange(
+        request_headers=case.headers,
+        request_body=_body_bytes(case.request),
+        response_status=case.response_status,
+        response_headers=headers,
+        response_body=body,
+        era=case.era,
+        capabilities=case.capabilities,
+        tool_schemas=case.tool_schemas,
+        legacy_session=case.era is Era.LEGACY,
+        negotiated_version=case.protocol_version,
+    )
+
+
+def evidence(case: Case, redactor: Redactor) -> dict[str, Any]:
+    """The redacted evidence of one case (what its digest covers)."""
+    return {
+        "name": case.name,
+        "era": str(case.era),
+        "capabilities": sorted(case.capabilities),
+        "headers": [list(p) for p in redactor.redact_headers(case.headers.pairs)],
+        "request": redactor.redact_message(case.request),
+        "responseStatus": case.response_status,
+        "responseHeaders": [list(p) for p in redactor.redact_headers(case.response_headers.pairs)],
+        "responseBody": redactor.redact_json(case.response_body),
+        "expectedErrorCode": case.expected_code,
+        "expectedRule": case.expected_rule,
+    }
+
+
+def _matches(case: Case, f: Finding) -> bool:
+    if case.expected_rule is not None and f.rule != case.expected_rule:
+        return False
+    return case.expected_code is None or f.code == case.expected_code
+
+
+def run_case(case: Case, redactor: Redactor | None = None) -> CaseResult:
+    """Judge one case and say whether it met its expectation."""
+    result: Judgement = judge(case_exchange(case))
+    found = result.findings
+    ev_digest = digest(evidence(case, redactor or Redactor()))
+    if case.golden:
+        first = found[0] if found else None
+        return CaseResult(
+            case.name, not found, first.rule if first else None, first.code if first else None,
+            "accepted" if not found else f"{first.rule}: {first.message}" if first else "",
+            ev_digest, found)
+    match = next((f for f in found if _matches(case, f)), None)
+    shown = match or (found[0] if found else None)
+    if shown is None:
+        detail = "accepted, but the case expects a rejection"
+    elif match is None:
+        detail = f"expected {case.expected_rule or case.expected_code}, got {shown.rule}: {shown.message}"
+    else:
+        detail = f"{shown.rule}: {shown.message}"
+    return CaseResult(case.name, match is not None, shown.rule if shown else None,
+                      shown.code if shown else None, detail, ev_digest, found)
+
+
+def run_cases(cases: Iterable[Case], redactor: Redactor | None = None) -> list[CaseResult]:
+    """Judge many cases; duplicate names are an input error."""
+    seen: set[str] = set()
+    out: list[CaseResult] = []
+    red = redactor or Redactor()
+    for case in cases:
+        if case.name in seen:
+            raise InputError(f"{case.source}: duplicate case name {case.name!r}")
+        seen.add(case.name)
+        out.append(run_case(case, red))
+    return out
+
+
+def report(results: Sequence[CaseResult]) -> dict[str, Any]:
+    """The ``mcp-tap transcripts --json`` object."""
+    return {
+        "passed": sum(r.passed for r in results),
+        "total": len(results),
+        "cases": [r.to_json() for r in results],
+    }
