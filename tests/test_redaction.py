@@ -1,0 +1,482 @@
+"""Tests for redaction before serialising, hashing, logging or writing (mcp_tap.core.redaction)."""
+
+from __future__ import annotations
+
+import copy
+import string
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mcp_tap.core.hashing import digest
+from mcp_tap.core.redaction import (
+    DEFAULT_DENYLIST,
+    REDACTED,
+    ArgumentPolicy,
+    RedactionPolicy,
+    Redactor,
+    canonical_key,
+)
+
+REQUIRED = {
+    "authorization", "proxyauthorization", "cookie", "setcookie", "xapikey", "apikey",
+    "accesstoken", "refreshtoken", "idtoken", "token", "password", "secret", "clientsecret",
+    "registrationaccesstoken",
+}
+
+
+def tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Return a tools/call request for tool ``name`` with ``arguments``."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+
+
+def dumped(value: Any) -> str:
+    """Serialise ``value`` the way evidence would (orjson)."""
+    return orjson.dumps(value).decode("utf-8")
+
+
+class TestCanonicalKey:
+    """canonical_key: the one spelling keys are matched in."""
+
+    @pytest.mark.parametrize("key", ["X-Api-Key", "x_api.key", "XAPIKEY", "x api key", "x-Api-KEY"])
+    def test_separators_and_case_collapse(self, key: str) -> None:
+        """Case and separators do not change the canonical form."""
+        assert canonical_key(key) == "xapikey"
+
+    def test_compatibility_forms_collapse(self) -> None:
+        """Full-width letters and the long s reach the ASCII form through NFKC and casefold."""
+        assert (canonical_key("\uff34\uff4f\uff4b\uff45\uff4e"), canonical_key("\u017fecret")) == (
+            "token",
+            "secret",
+        )
+
+    def test_non_ascii_is_dropped_and_digits_kept(self) -> None:
+        """Only ASCII letters and digits remain."""
+        assert canonical_key("caf\u00e9-2\u00b7x") == "caf2x"
+
+
+class TestDefaultDenylist:
+    """DEFAULT_DENYLIST: the required keys, stored canonically."""
+
+    def test_contains_the_required_keys(self) -> None:
+        """Every key the redaction rules require is denylisted."""
+        assert REQUIRED <= DEFAULT_DENYLIST
+
+    def test_entries_are_canonical(self) -> None:
+        """Entries are stored in canonical form, or they could never match."""
+        assert all(canonical_key(key) == key for key in DEFAULT_DENYLIST)
+
+    def test_harmless_protocol_keys_are_not_denylisted(self) -> None:
+        """Keys evidence needs to judge the protocol stay visible."""
+        assert {"mcpsessionid", "nextcursor", "tokencount", "name", "uri"}.isdisjoint(
+            DEFAULT_DENYLIST
+        )
+
+
+class TestArgumentPolicy:
+    """ArgumentPolicy: which messages and which argument it covers."""
+
+    def test_named_tool_matches_only_that_tool(self) -> None:
+        """A policy naming a tool matches that tool's calls only."""
+        policy = ArgumentPolicy("tools/call", "search", "query")
+        assert policy.matches("tools/call", {"name": "search"})
+        assert not policy.matches("tools/call", {"name": "other"})
+        assert not policy.matches("prompts/get", {"name": "search"})
+
+    @pytest.mark.parametrize("tool", [None, "*"])
+    def test_wildcard_matches_any_tool(self, tool: str | None) -> None:
+        """None and '*' match every tool, and a call without a name."""
+        policy = ArgumentPolicy("tools/call", tool, "query")
+        assert policy.matches("tools/call", {"name": "x"})
+        assert policy.matches("tools/call", {})
+
+    def test_argument_without_letters_is_refused(self) -> None:
+        """An argument name that canonicalises to nothing is a configuration error."""
+        with pytest.raises(ValueError):
+            ArgumentPolicy("tools/call", None, "--")
+
+
+class TestRedactionPolicy:
+    """RedactionPolicy: operator additions."""
+
+    def test_defaults_are_empty(self) -> None:
+        """The default policy adds nothing."""
+        assert RedactionPolicy() == RedactionPolicy(frozenset(), ())
+
+    def test_extra_key_without_letters_is_refused(self) -> None:
+        """An extra key that canonicalises to nothing is a configuration error."""
+        with pytest.raises(ValueError):
+            RedactionPolicy(extra_keys=frozenset({"-_-"}))
+
+
+class TestRedactorJson:
+    """Redactor.redact_json: the denylist over any JSON value."""
+
+    def test_nested_object_under_token_is_replaced_wholesale(self) -> None:
+        """A denylisted key's object value is replaced as a whole, not walked into."""
+        value = {"auth": {"token": {"kind": "jwt", "raw": "abc.def"}, "user": "u"}}
+        assert Redactor().redact_json(value) == {"auth": {"token": REDACTED, "user": "u"}}
+
+    def test_list_under_denylisted_key_is_replaced(self) -> None:
+        """A denylisted key's list value is replaced as a whole."""
+        assert Redactor().redact_json({"Set-Cookie": ["a=1", "b=2"]}) == {"Set-Cookie": REDACTED}
+
+    @pytest.mark.parametrize("secret", [None, 0, False, 12.5, ""])
+    def test_any_value_type_is_replaced(self, secret: Any) -> None:
+        """Scalars of every JSON type under a denylisted key are replaced."""
+        assert Redactor().redact_json({"password": secret}) == {"password": REDACTED}
+
+    def test_denylisted_keys_inside_lists_are_found(self) -> None:
+        """Objects inside arrays are searched too."""
+        value = [{"a": 1}, [{"apiKey": "k"}]]
+        assert Redactor().redact_json(value) == [{"a": 1}, [{"apiKey": REDACTED}]]
+
+    def test_non_denylisted_keys_are_untouched(self) -> None:
+        """Keys that only contain a denylisted word, and all other keys, are kept as they are."""
+        value = {"tokenCount": 3, "nextCursor": "c", "name": "secretary", "_meta": {"x": [1, 2]}}
+        assert Redactor().redact_json(value) == value
+
+    def test_input_is_not_mutated(self) -> None:
+        """The input structure is left exactly as it was and shares no container."""
+        value: Any = {"a": [{"token": "t", "b": {"c": 1}}], "d": (1, 2)}
+        before = copy.deepcopy(value)
+        result = Redactor().redact_json(value)
+        assert value == before
+        assert result["a"] is not value["a"] and result["a"][0]["b"] is not value["a"][0]["b"]
+
+    def test_tuples_become_lists(self) -> None:
+        """Tuples are copied as JSON arrays."""
+        assert Redactor().redact_json({"a": (1, {"secret": 2})}) == {"a": [1, {"secret": REDACTED}]}
+
+    def test_scalar_is_returned_as_is(self) -> None:
+        """A bare scalar has no keys and comes back unchanged."""
+        assert Redactor().redact_json("token") == "token"
+
+    def test_deep_nesting_beyond_recursion_limit(self) -> None:
+        """Nesting deeper than Python's recursion limit is handled without RecursionError."""
+        value: Any = {"token": "t"}
+        for _ in range(5000):
+            value = {"a": [value]}
+        result = Redactor().redact_json(value)
+        for _ in range(5000):
+            result = result["a"][0]
+        assert result == {"token": REDACTED}
+
+    def test_extra_keys_any_spelling(self) -> None:
+        """Operator keys are canonicalised, so any spelling of them is redacted."""
+        redactor = Redactor(RedactionPolicy(extra_keys=frozenset({"X-Tenant-Secret"})))
+        assert redactor.redact_json({"x_tenant.SECRET": "s"}) == {"x_tenant.SECRET": REDACTED}
+
+    def test_redaction_happens_before_hashing(self) -> None:
+        """The digest of redacted values no longer depends on the secret."""
+        redactor = Redactor()
+        first = digest(redactor.redact_json({"token": "one"}))
+        assert first == digest(redactor.redact_json({"token": "two"}))
+
+
+class TestRedactorMessage:
+    """Redactor.redact_message: the denylist plus argument policies."""
+
+    POLICY = RedactionPolicy(argument_policies=(ArgumentPolicy("tools/call", "search", "query"),))
+
+    def test_named_tool_argument_is_redacted(self) -> None:
+        """The policy argument of the named tool is redacted, other arguments are kept."""
+        msg = tool_call("search", {"query": "my medical history", "limit": 5})
+        result = Redactor(self.POLICY).redact_message(msg)
+        assert result["params"]["arguments"] == {"query": REDACTED, "limit": 5}
+
+    def test_other_tool_is_untouched(self) -> None:
+        """The same argument of a different tool stays visible."""
+        msg = tool_call("lookup", {"query": "weather"})
+        assert Redactor(self.POLICY).redact_message(msg) == msg
+
+    def test_input_message_is_not_mutated(self) -> None:
+        """Applying argument policies never edits the caller's message."""
+        msg = tool_call("search", {"query": "q", "token": "t"})
+        before = copy.deepcopy(msg)
+        Redactor(self.POLICY).redact_message(msg)
+        assert msg == before
+
+    def test_argument_spelling_variants_are_redacted(self) -> None:
+        """Argument names are matched canonically, like denylisted keys."""
+        msg = tool_call("search", {"Query": "q"})
+        assert Redactor(self.POLICY).redact_message(msg)["params"]["arguments"] == {
+            "Query": REDACTED
+        }
+
+    def test_wildcard_policy_covers_every_tool(self) -> None:
+        """A wildcard tool policy redacts the argument of any tool."""
+        redactor = Redactor(
+            RedactionPolicy(argument_policies=(ArgumentPolicy("tools/call", "*", "ssn"),))
+        )
+        result = redactor.redact_message(tool_call("anything", {"ssn": "123"}))
+        assert result["params"]["arguments"] == {"ssn": REDACTED}
+
+    def test_other_method_uses_params_without_arguments(self) -> None:
+        """For a method without params.arguments the argument is looked up in params."""
+        redactor = Redactor(
+            RedactionPolicy(argument_policies=(ArgumentPolicy("resources/read", None, "uri"),))
+        )
+        msg = {"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": {"uri": "s3://x"}}
+        assert redactor.redact_message(msg)["params"] == {"uri": REDACTED}
+
+    def test_prompt_arguments(self) -> None:
+        """prompts/get arguments are found under params.arguments for the named prompt."""
+        redactor = Redactor(
+            RedactionPolicy(argument_policies=(ArgumentPolicy("prompts/get", "review", "code"),))
+        )
+        msg = {"jsonrpc": "2.0", "id": 3, "method": "prompts/get",
+               "params": {"name": "review", "arguments": {"code": "x", "lang": "py"}}}
+        result = redactor.redact_message(msg)
+        assert result["params"]["arguments"] == {"code": REDACTED, "lang": "py"}
+
+    def test_batch_messages_are_each_redacted(self) -> None:
+        """Every message of a (legacy) batch gets the argument policies."""
+        batch = [tool_call("search", {"query": "a"}), tool_call("search", {"query": "b"})]
+        result = Redactor(self.POLICY).redact_message(batch)
+        assert [m["params"]["arguments"]["query"] for m in result] == [REDACTED, REDACTED]
+
+    def test_denylist_applies_to_messages_too(self) -> None:
+        """Denylisted keys inside a message are redacted without any policy."""
+        msg = tool_call("login", {"password": "hunter2"})
+        assert Redactor().redact_message(msg)["params"]["arguments"] == {"password": REDACTED}
+
+    def test_response_without_method_is_only_denylisted(self) -> None:
+        """A response has no method, so argument policies never apply to it."""
+        msg = {"jsonrpc": "2.0", "id": 1, "result": {"query": "q"}}
+        assert Redactor(self.POLICY).redact_message(msg) == msg
+
+
+class TestRedactorHeaders:
+    """Redactor.redact_headers: header pairs in order with sensitive values redacted."""
+
+    def test_order_duplicates_and_names_are_kept(self) -> None:
+        """Pairs keep their order, duplicates and original name spelling."""
+        pairs = [("Set-Cookie", "a=1"), ("X-Trace", "t"), ("set-cookie", "b=2"), ("X-Trace", "t")]
+        assert Redactor().redact_headers(pairs) == [
+            ("Set-Cookie", REDACTED), ("X-Trace", "t"), ("set-cookie", REDACTED), ("X-Trace", "t"),
+        ]
+
+    @pytest.mark.parametrize(
+        ("value", "expected"),
+        [
+            ("Bearer abc.def.ghi", f"Bearer {REDACTED}"),
+            ("basic dXNlcjpwYXNz", f"basic {REDACTED}"),
+            ("abc.def.ghi", REDACTED),
+            ("my secret words", REDACTED),
+            ("Bearer", REDACTED),
+            ("Bearer\tabc", REDACTED),
+        ],
+    )
+    def test_authorization_keeps_only_a_registered_scheme(self, value: str, expected: str) -> None:
+        """Only a registered auth scheme survives; no part of the credentials does."""
+        result = Redactor().redact_headers([("Authorization", value)])
+        assert result == [("Authorization", expected)]
+
+    def test_proxy_authorization_keeps_scheme(self) -> None:
+        """Proxy-Authorization is treated like Authorization."""
+        result = Redactor().redact_headers([("Proxy-Authorization", "Basic Zm9vOmJhcg==")])
+        assert result == [("Proxy-Authorization", f"Basic {REDACTED}")]
+
+    def test_mirrored_denylisted_argument_is_redacted(self) -> None:
+        """Mcp-Param-{Name} with a denylisted name is redacted, as the argument would be."""
+        pairs = [("Mcp-Param-Api-Key", "k"), ("Mcp-Param-Region", "us-west1")]
+        assert Redactor().redact_headers(pairs) == [
+            ("Mcp-Param-Api-Key", REDACTED), ("Mcp-Param-Region", "us-west1"),
+        ]
+
+    def test_mirrored_policy_argument_is_redacted(self) -> None:
+        """Mcp-Param-{Name} naming a policy argument is redacted, sentinel form included."""
+        redactor = Redactor(
+            RedactionPolicy(argument_policies=(ArgumentPolicy("tools/call", "search", "query"),))
+        )
+        assert redactor.redact_headers([("mcp-param-query", "=?base64?cQ==?=")]) == [
+            ("mcp-param-query", REDACTED)
+        ]
+
+    def test_protocol_headers_are_untouched(self) -> None:
+        """Headers evidence needs (session, method, name, version) stay visible."""
+        pairs = [("Mcp-Session-Id", "s1"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "search"),
+                 ("MCP-Protocol-Version", "2026-07-28")]
+        assert Redactor().redact_headers(pairs) == pairs
+
+
+class TestRedactorText:
+    """Redactor.redact_text: JSON text structurally, other text by a regex pass."""
+
+    def test_json_text_is_redacted_and_reserialised(self) -> None:
+        """JSON text with a secret is redacted and written back compactly."""
+        text = '{"jsonrpc": "2.0", "result": {"access_token": "abc", "n": 1}}'
+        expected = '{"jsonrpc":"2.0","result":{"access_token":"[REDACTED]","n":1}}'
+        assert Redactor().redact_text(text) == expected
+
+    def test_clean_json_text_is_returned_unchanged(self) -> None:
+        """JSON with nothing to redact keeps its exact formatting."""
+        text = '{ "a" : [1, 2],\n  "b": "token" }'
+        assert Redactor().redact_text(text) == text
+
+    def test_duplicate_keys_do_not_smuggle_a_secret(self) -> None:
+        """An earlier duplicate of a denylisted key is dropped with the re-serialisation."""
+        result = Redactor().redact_text('{"token": "leak", "token": "[REDACTED]"}')
+        assert "leak" not in result
+
+    def test_argument_policies_apply_to_json_text(self) -> None:
+        """JSON text is redacted as a message, argument policies included."""
+        redactor = Redactor(
+            RedactionPolicy(argument_policies=(ArgumentPolicy("tools/call", None, "query"),))
+        )
+        assert "private" not in redactor.redact_text(dumped(tool_call("t", {"query": "private"})))
+
+    def test_json_that_orjson_refuses_is_still_structural(self) -> None:
+        """JSON with a lone surrogate escape is redacted structurally via the stdlib parser."""
+        result = Redactor().redact_text('{"a": "\\ud800", "secret": {"x": "nested-value"}}')
+        assert result == '{"a":"\\ud800","secret":"[REDACTED]"}'
+
+    def test_bearer_anywhere_in_text(self) -> None:
+        """A bearer credential in free text is redacted."""
+        text = "upstream said: use Bearer eyJhbGciOi.x-y_z/+= then retry"
+        assert Redactor().redact_text(text) == f"upstream said: use Bearer {REDACTED} then retry"
+
+    def test_header_like_lines(self) -> None:
+        """A denylisted header-like line loses everything after the colon."""
+        text = "Cookie: sid=abc; theme=dark\r\nX-Trace: t1\r\nAuthorization: Digest response=9"
+        assert Redactor().redact_text(text) == (
+            f"Cookie: {REDACTED}\r\nX-Trace: t1\r\nAuthorization: {REDACTED}"
+        )
+
+    def test_query_string_pairs(self) -> None:
+        """Query and form pairs lose only the denylisted values."""
+        text = "GET /cb?state=s&access_token=abc&api-key=k2 HTTP/1.1"
+        assert Redactor().redact_text(text) == (
+            f"GET /cb?state=s&access_token={REDACTED}&api-key={REDACTED} HTTP/1.1"
+        )
+
+    def test_harmless_key_does_not_hide_a_later_secret(self) -> None:
+        """A non-denylisted key's value is not consumed, so a later secret is still found."""
+        text = "see https://h/x?token=abc&page=2"
+        assert Redactor().redact_text(text) == f"see https://h/x?token={REDACTED}&page=2"
+
+    def test_truncated_json_quoted_pairs(self) -> None:
+        """Truncated (invalid) JSON still loses quoted denylisted values, keeping the quotes."""
+        text = '{"user": "bob", "password": "p \\" w", "Client-Secret": "c", "next": ['
+        assert Redactor().redact_text(text) == (
+            f'{{"user": "bob", "password": "{REDACTED}", "Client-Secret": "{REDACTED}", "next": ['
+        )
+
+    def test_escaped_json_inside_text(self) -> None:
+        """A JSON-escaped key (JSON inside a string) still has its value redacted."""
+        text = '"{\\"refresh_token\\": \\"rt-123\\"}" trailing'
+        assert "rt-123" not in Redactor().redact_text(text)
+
+    def test_plain_text_without_secrets_is_unchanged(self) -> None:
+        """Text with no denylisted key or bearer credential comes back unchanged."""
+        text = "error: upstream timed out after 30s (retry=3); see docs"
+        assert Redactor().redact_text(text) == text
+
+
+# --- properties --------------------------------------------------------------------------
+
+_SEPARATORS = ["-", "_", ".", " "]
+_SAFE_KEYS = st.sampled_from(["params", "arguments", "data", "items", "_meta", "value", "a"])
+_SECRETS = st.text(alphabet=string.ascii_letters + string.digits, min_size=8, max_size=24).map(
+    lambda tail: "SECRET-" + tail
+)
+
+
+@st.composite
+def _key_variants(
+    draw: st.DrawFn,
+    separators: tuple[str, ...] = tuple(_SEPARATORS),
+    bases: tuple[str, ...] = tuple(sorted(DEFAULT_DENYLIST)),
+) -> str:
+    """Draw a denylisted key with random letter case and separators between letters."""
+    base = draw(st.sampled_from(bases))
+    out: list[str] = []
+    for index, char in enumerate(base):
+        if index and draw(st.booleans()):
+            out.append(draw(st.sampled_from(separators)))
+        out.append(char.upper() if draw(st.booleans()) else char)
+    return "".join(out)
+
+
+@st.composite
+def _nested_secrets(draw: st.DrawFn) -> tuple[Any, str]:
+    """Draw a JSON value hiding a secret under a denylisted key at a random depth."""
+    secret = draw(_SECRETS)
+    shape = draw(st.sampled_from(["scalar", "object", "list"]))
+    inner: Any = {"scalar": secret, "object": {"v": secret}, "list": [secret, {"v": secret}]}[shape]
+    node: Any = {draw(_key_variants()): inner, "visible": 1}
+    for _ in range(draw(st.integers(min_value=0, max_value=8))):
+        if draw(st.booleans()):
+            node = {draw(_SAFE_KEYS): node, "sibling": "s"}
+        else:
+            position = draw(st.integers(min_value=0, max_value=2))
+            siblings: list[Any] = [1, "x"]
+            siblings.insert(position, node)
+            node = siblings
+    return node, secret
+
+
+class TestRedactorProperties:
+    """Redactor: no denylisted value survives, whatever the spelling or depth."""
+
+    @settings(deadline=None)
+    @given(_nested_secrets())
+    def test_no_secret_survives_redact_json(self, drawn: tuple[Any, str]) -> None:
+        """After redact_json the serialised value never contains the secret."""
+        value, secret = drawn
+        assert secret in dumped(value)
+        assert secret not in dumped(Redactor().redact_json(value))
+
+    @settings(deadline=None)
+    @given(_nested_secrets())
+    def test_no_secret_survives_redact_text_of_json(self, drawn: tuple[Any, str]) -> None:
+        """redact_text of the JSON text never contains the secret."""
+        value, secret = drawn
+        assert secret not in Redactor().redact_text(dumped(value))
+
+    @settings(deadline=None)
+    @given(
+        _key_variants(("-", "_", ".")),
+        _SECRETS,
+        st.sampled_from(["{k}={s}&x=1", "{k}: {s}", '"{k}": "{s}", "x": 1', "a;{k}={s};b"]),
+    )
+    def test_no_secret_survives_redact_text_of_plain_text(
+        self, key: str, secret: str, template: str
+    ) -> None:
+        """The regex pass removes the secret from pairs with any spelling of the key."""
+        text = template.format(k=key, s=secret)
+        assert secret not in Redactor().redact_text(text)
+
+    @settings(deadline=None)
+    @given(
+        st.one_of(
+            _key_variants(("-", "_", ".")),
+            # Authorization-like headers keep a scheme: give them extra attention.
+            _key_variants(("-", "_", "."), ("authorization", "proxyauthorization")),
+            _key_variants(("-",), ("mcpparamtoken", "mcpparampassword", "mcpparamapikey")),
+        ),
+        _SECRETS,
+        st.sampled_from(
+            ["{s}", "Bearer {s}", "Basic {s}", "bearer\t{s}", "{s} {s}", "Token {s}", " {s} "]
+        ),
+        st.lists(st.tuples(st.sampled_from(["X-Trace", "Accept"]), st.text(max_size=5)),
+                 max_size=3),
+    )
+    def test_no_secret_survives_redact_headers(
+        self, name: str, secret: str, template: str, noise: list[tuple[str, str]]
+    ) -> None:
+        """Any spelling of a denylisted header name loses every part of its secret value."""
+        pairs = [*noise, (name, template.format(s=secret)), *noise]
+        result = Redactor().redact_headers(pairs)
+        assert [n for n, _ in result] == [n for n, _ in pairs]
+        assert all(secret not in value for _, value in result)
+        assert result[: len(noise)] == noise
