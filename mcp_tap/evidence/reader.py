@@ -1,0 +1,277 @@
+"""Reading evidence bundles: ``bundle.json``, then segments in order, records upgraded.
+
+:func:`read_bundle` and :func:`iter_records` are for consumers (report, gate, replay): they
+reject unknown format versions, raise :class:`~mcp_tap.errors.BundleFormatError` naming the
+file and line of a malformed record (unless ``lenient``, which skips it), and apply
+:data:`~mcp_tap.evidence.format.MIGRATIONS`. They do not check integrity; that is
+:func:`mcp_tap.evidence.verify.verify_bundle`, which builds on the lower-level helpers here
+(:func:`read_bundle_meta`, :func:`list_segments`, :func:`parse_lines`, :func:`read_manifest`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from mcp_tap.errors import BundleFormatError, InputError
+from mcp_tap.evidence.format import (
+    BUNDLE_FILE,
+    check_format,
+    manifest_number,
+    segment_name,
+    segment_number,
+    upgrade_manifest,
+    upgrade_record,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentFiles:
+    """The files of one segment number; either may be missing from a damaged bundle."""
+
+    number: int
+    path: Path | None
+    manifest_path: Path | None
+
+    @property
+    def name(self) -> str:
+        """The segment's file name, whether or not the file exists."""
+        return segment_name(self.number)
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One line of a segment file: its 1-based number, and its record or why it has none.
+
+    ``complete`` is False for a last line without its trailing newline (a cut-short segment).
+    """
+
+    number: int
+    record: dict[str, Any] | None
+    error: str | None
+    complete: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """A segment as read: its number, path and (upgraded) manifest, if it has one."""
+
+    number: int
+    path: Path
+    manifest: dict[str, Any] | None
+
+
+@dataclass(slots=True)
+class Bundle:
+    """A whole bundle in memory: ``bundle.json``, its segments and every record in order."""
+
+    path: Path
+    format: int
+    meta: dict[str, Any]
+    segments: list[SegmentInfo] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    def exchanges(self) -> list[dict[str, Any]]:
+        """Return the records of kind ``exchange``, in bundle order."""
+        return [record for record in self.records if record.get("kind") == "exchange"]
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+
+
+def read_bundle_meta(path: str | Path) -> tuple[int, dict[str, Any]]:
+    """Return ``(format, bundle.json)`` of the bundle at ``path``.
+
+    Raises :class:`InputError` if ``path`` is not a readable bundle directory and
+    :class:`BundleFormatError` if ``bundle.json`` is malformed or of an unknown format.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise InputError(f"{root}: not a directory")
+    meta_path = root / BUNDLE_FILE
+    if not meta_path.exists():
+        raise InputError(f"{root}: not an evidence bundle (no {BUNDLE_FILE})")
+    data = _read_bytes(meta_path)
+    try:
+        meta = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise BundleFormatError(f"{meta_path}: not valid JSON ({exc})") from exc
+    if not isinstance(meta, dict):
+        raise BundleFormatError(f"{meta_path}: not a JSON object")
+    return check_format(meta.get("format"), str(meta_path)), meta
+
+
+def list_segments(path: str | Path) -> list[SegmentFiles]:
+    """Return every segment number that has a segment file or a manifest, in order."""
+    root = Path(path)
+    segments: dict[int, Path] = {}
+    manifests: dict[int, Path] = {}
+    try:
+        entries = list(root.iterdir())
+    except OSError as exc:
+        raise InputError(f"{root}: cannot list: {exc.strerror or exc}") from exc
+    for entry in entries:
+        number = segment_number(entry.name)
+        if number is not None:
+            segments[number] = entry
+            continue
+        number = manifest_number(entry.name)
+        if number is not None:
+            manifests[number] = entry
+    return [
+        SegmentFiles(number, segments.get(number), manifests.get(number))
+        for number in sorted(segments.keys() | manifests.keys())
+    ]
+
+
+def parse_lines(data: bytes) -> list[Line]:
+    """Split a segment file into lines and parse each as a JSON object."""
+    if not data:
+        return []
+    pieces = data.split(b"\n")
+    # A well-formed segment ends in "\n", leaving an empty last piece; anything else there
+    # is a record that was cut short.
+    last_complete = pieces[-1] == b""
+    if last_complete:
+        pieces.pop()
+    lines: list[Line] = []
+    for index, piece in enumerate(pieces):
+        complete = last_complete or index < len(pieces) - 1
+        number = index + 1
+        if not piece:
+            lines.append(Line(number, None, "empty line", complete))
+            continue
+        try:
+            value = orjson.loads(piece)
+        except orjson.JSONDecodeError:
+            lines.append(Line(number, None, "not valid JSON", complete))
+            continue
+        if not isinstance(value, dict):
+            lines.append(Line(number, None, "not a JSON object", complete))
+            continue
+        lines.append(Line(number, value, None, complete))
+    return lines
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """Return the raw (not upgraded) manifest at ``path``; BundleFormatError if malformed."""
+    data = _read_bytes(path)
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise BundleFormatError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(value, dict):
+        raise BundleFormatError(f"{path}: not a JSON object")
+    return value
+
+
+def check_manifest_format(manifest: dict[str, Any], path: Path, bundle_format: int) -> None:
+    """Raise :class:`BundleFormatError` unless the manifest's format is the bundle's."""
+    manifest_format = check_format(manifest.get("format"), str(path))
+    if manifest_format != bundle_format:
+        raise BundleFormatError(
+            f"{path}: format {manifest_format} does not match the bundle's format {bundle_format}"
+        )
+
+
+def _segment_records(
+    path: Path, bundle_format: int, *, lenient: bool
+) -> Iterator[dict[str, Any]]:
+    for line in parse_lines(_read_bytes(path)):
+        problem = line.error if line.complete else "incomplete last line (truncated segment)"
+        if line.record is None or not line.complete:
+            if lenient:
+                continue
+            raise BundleFormatError(f"{path} line {line.number}: {problem}")
+        yield upgrade_record(line.record, bundle_format)
+
+
+def _segment_info(files: SegmentFiles, bundle_format: int, *, lenient: bool) -> SegmentInfo | None:
+    if files.path is None:
+        if lenient:
+            return None
+        where = files.manifest_path.with_name(files.name) if files.manifest_path else files.name
+        raise BundleFormatError(f"{where}: missing (its manifest exists)")
+    manifest: dict[str, Any] | None = None
+    if files.manifest_path is not None:
+        try:
+            raw = read_manifest(files.manifest_path)
+            check_manifest_format(raw, files.manifest_path, bundle_format)
+        except BundleFormatError:
+            if not lenient:
+                raise
+        else:
+            manifest = upgrade_manifest(raw, bundle_format)
+    return SegmentInfo(files.number, files.path, manifest)
+
+
+def iter_records(path: str | Path, *, lenient: bool = False) -> Iterator[dict[str, Any]]:
+    """Yield every record of the bundle at ``path`` in order, upgraded to the current format.
+
+    Holds one segment in memory at a time. ``lenient`` skips malformed lines and missing
+    segment files instead of raising :class:`BundleFormatError`.
+    """
+    bundle_format, _meta = read_bundle_meta(path)
+    for files in list_segments(path):
+        info = _segment_info(files, bundle_format, lenient=lenient)
+        if info is not None:
+            yield from _segment_records(info.path, bundle_format, lenient=lenient)
+
+
+def read_bundle(path: str | Path, *, lenient: bool = False) -> Bundle:
+    """Read the whole bundle at ``path``: metadata, segments with manifests, records.
+
+    Raises :class:`InputError` for a missing or unreadable directory and
+    :class:`BundleFormatError` for an unknown format version or (unless ``lenient``) a
+    malformed record, manifest or missing segment file.
+    """
+    root = Path(path)
+    bundle_format, meta = read_bundle_meta(root)
+    bundle = Bundle(path=root, format=bundle_format, meta=meta)
+    for files in list_segments(root):
+        info = _segment_info(files, bundle_format, lenient=lenient)
+        if info is None:
+            continue
+        bundle.segments.append(info)
+        bundle.records.extend(_segment_records(info.path, bundle_format, lenient=lenient))
+    return bundle
+
+
+__all__ = [
+    "Bundle",
+    "Line",
+    "SegmentFiles",
+    "SegmentInfo",
+    "check_manifest_format",
+    "iter_records",
+    "list_segments",
+    "parse_lines",
+    "read_bundle",
+    "read_bundle_meta",
+    "read_manifest",
+]
+
+
+def find_bundles(path: str | Path) -> list[Path]:
+    """The bundles ``path`` names: itself if it is one, else the bundles directly inside it.
+
+    The proxy writes one bundle per run under its evidence directory, so commands accept
+    either a bundle or that directory. Raises :class:`InputError` when there is none.
+    """
+    root = Path(path)
+    if (root / BUNDLE_FILE).is_file():
+        return [root]
+    if not root.is_dir():
+        raise InputError(f"{root}: no such evidence directory")
+    found = sorted(p for p in root.iterdir() if (p / BUNDLE_FILE).is_file())
+    if not found:
+        raise InputError(f"{root}: not an evidence bundle and holds none (no {BUNDLE_FILE})")
+    return found
