@@ -1,0 +1,74 @@
+"""``mcp-tap sdk-diff EVIDENCE``: raw wire results against the real SDK's typed view.
+
+For every recorded result of a method the SDK client types, show what the SDK dropped,
+changed or synthesized (see :mod:`mcp_tap.sdkdiff`). Exit 0 when every difference is on an
+allowlisted bookkeeping field, 1 when a semantic difference or an SDK rejection was found,
+2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+import orjson
+
+from mcp_tap.errors import TapError
+
+if TYPE_CHECKING:
+    from mcp_tap.sdkdiff import SdkDiffReport
+
+NAME = "sdk-diff"
+HELP = "compare recorded wire results with the real SDK client's typed view"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``sdk-diff`` arguments to ``parser``."""
+    parser.add_argument("evidence", metavar="EVIDENCE", help="an evidence bundle directory")
+    parser.add_argument(
+        "--allow",
+        metavar="FIELD",
+        action="append",
+        default=[],
+        help="also allow differences on FIELD (a last key such as `nextCursor`, or a full "
+        "path such as `result.tools[].futureHint`); repeatable. Always allowed: "
+        "resultType, _meta, ttlMs, cacheScope",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+
+
+def _text(report: SdkDiffReport) -> str:
+    lines: list[str] = []
+    for entry in report.entries:
+        label = f"{entry.exchangeId or '-'} {entry.method} ({entry.era} {entry.version})"
+        if entry.error is not None:
+            lines.append(f"{label}: rejected: {entry.error}")
+        for found in entry.findings:
+            lines.append(f"{label}: {found.rule} {found.where}: {found.message}")
+    allowed = sum(len(entry.allowed) for entry in report.entries)
+    lines.append(
+        f"sdk-diff: {report.compared} compared, {report.skipped} skipped, "
+        f"{len(report.findings)} difference(s), {len(report.errors)} rejected, "
+        f"{allowed} allowed"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``sdk-diff``; return 0 (no semantic difference), 1 (differences) or 2 (bad input)."""
+    try:
+        from mcp_tap.evidence import read_bundle
+    except ImportError as exc:  # pragma: no cover - the evidence package ships with mcp-tap
+        raise TapError(f"the evidence reader is unavailable: {exc}") from exc
+    from mcp_tap.sdkdiff import DEFAULT_ALLOWLIST, diff_records
+
+    allowlist = DEFAULT_ALLOWLIST | frozenset(name for name in args.allow if name)
+    bundle = read_bundle(args.evidence)
+    report = diff_records(bundle.exchanges(), allowlist)
+    if args.json:
+        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(_text(report))
+    return 0 if report.ok else 1
