@@ -42,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(_text(results))
     failed = [r.name for r in results if not r.passed]
     if failed:
-        sys.stderr.write(f"mcp-tap: {len(failed)} case(s) did not meet their expectation: "
-                         f"{', '.join(failed)}\n")
+        sys.stderr.write(
+            f"mcp-tap: {len(failed)} case(s) did not meet their expectation: {', '.join(failed)}\n"
+        )
         return 1
     return 0

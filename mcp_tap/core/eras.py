@@ -35,14 +35,16 @@ HEADER_NAME = "Mcp-Name"
 HEADER_PARAM_PREFIX = "Mcp-Param-"
 HEADER_SESSION_ID = "Mcp-Session-Id"
 
-REMOVED_IN_MODERN = frozenset({
-    "initialize",
-    "notifications/initialized",
-    "ping",
-    "logging/setLevel",
-    "resources/subscribe",
-    "resources/unsubscribe",
-})
+REMOVED_IN_MODERN = frozenset(
+    {
+        "initialize",
+        "notifications/initialized",
+        "ping",
+        "logging/setLevel",
+        "resources/subscribe",
+        "resources/unsubscribe",
+    }
+)
 """Methods the 2026-07-28 revision removed."""
 
 NAME_ROUTED_PARAMS: dict[str, str] = {
@@ -75,7 +77,7 @@ def is_legacy_version(version: object) -> bool:
 
 
 def body_meta(message: Any) -> dict[str, Any] | None:
-    """The ``params._meta`` object of a JSON-RPC message, or ``None`` when absent or not an object."""
+    """The ``params._meta`` object of a message, or ``None`` when absent or not an object."""
     if not isinstance(message, dict):
         return None
     params = message.get("params")

@@ -111,8 +111,10 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
     else:
         message, parse_error = decode_body(exchange.request_body)
     era = exchange.era or infer_era(
-        message, exchange.request_headers.get(HEADER_PROTOCOL_VERSION),
-        legacy_session=exchange.legacy_session)
+        message,
+        exchange.request_headers.get(HEADER_PROTOCOL_VERSION),
+        legacy_session=exchange.legacy_session,
+    )
     if exchange.request_truncated:
         return Judgement(era, None, (), None, ())
     ctx = RequestContext(
@@ -132,7 +134,13 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
             version=verdict.version,
         )
         response_found, messages = check_response(
-            verdict, exchange.response_status, exchange.response_headers,
-            exchange.response_body, rctx, where=where, sse_events=exchange.sse_events)
+            verdict,
+            exchange.response_status,
+            exchange.response_headers,
+            exchange.response_body,
+            rctx,
+            where=where,
+            sse_events=exchange.sse_events,
+        )
         found += response_found
     return Judgement(era, verdict, tuple(found), message, tuple(messages))

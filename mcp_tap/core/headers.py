@@ -26,7 +26,9 @@ class HeaderMap:
     pairs: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def of(cls, headers: HeaderMap | Mapping[str, str] | Iterable[Sequence[str]] | None) -> HeaderMap:
+    def of(
+        cls, headers: HeaderMap | Mapping[str, str] | Iterable[Sequence[str]] | None
+    ) -> HeaderMap:
         """Build a map from a mapping, a sequence of pairs, another map, or ``None``."""
         if headers is None:
             return cls()

@@ -52,7 +52,7 @@ def is_valid_id(value: Any) -> bool:
 
 
 def same_id(a: Any, b: Any) -> bool:
-    """Whether two ids are equal in value **and** JSON type (``"6"`` != ``6``, ``True`` != ``1``)."""
+    """Whether two ids are equal in value **and** JSON type (``"6"`` != ``6``, ``True`` != 1)."""
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     return type(a) is type(b) and a == b
@@ -83,9 +83,13 @@ def parse_json(data: bytes | str) -> Any:
 def classify(message: Any) -> Classified:
     """Classify one decoded JSON value as a JSON-RPC 2.0 message (never raises)."""
     if not isinstance(message, dict):
-        return Classified(Kind.INVALID, message, f"a JSON-RPC message must be an object, got {json_type(message)}")
+        return Classified(
+            Kind.INVALID, message, f"a JSON-RPC message must be an object, got {json_type(message)}"
+        )
     if message.get("jsonrpc") != "2.0":
-        return Classified(Kind.INVALID, message, f"jsonrpc must be \"2.0\", got {message.get('jsonrpc')!r}")
+        return Classified(
+            Kind.INVALID, message, f'jsonrpc must be "2.0", got {message.get("jsonrpc")!r}'
+        )
     if "method" in message:
         if not isinstance(message["method"], str) or not message["method"]:
             return Classified(Kind.INVALID, message, "method must be a non-empty string")
@@ -97,7 +101,8 @@ def classify(message: Any) -> Classified:
             return Classified(Kind.NOTIFICATION, message)
         if not is_valid_id(message["id"]):
             return Classified(
-                Kind.INVALID, message,
+                Kind.INVALID,
+                message,
                 f"a request id must be a string or an integer, got {json_type(message['id'])}",
             )
         return Classified(Kind.REQUEST, message)

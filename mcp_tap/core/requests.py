@@ -17,7 +17,6 @@ it is its own finding.
 from __future__ import annotations
 
 import re
-
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -164,8 +163,9 @@ def _modern(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
     if c.kind is Kind.INVALID:
         return verdict(finding("request.envelope", c.problem, WHERE))
     if c.kind is Kind.RESPONSE:
-        return verdict(finding(
-            "request.envelope", "a modern client must not POST a JSON-RPC response", WHERE))
+        return verdict(
+            finding("request.envelope", "a modern client must not POST a JSON-RPC response", WHERE)
+        )
     if c.kind is Kind.NOTIFICATION:
         # The 2026-07-28 revision defines no header rules for notification POSTs; only
         # conflicting duplicates of the routing headers are judged (readers would disagree).
@@ -193,15 +193,18 @@ def _modern(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
         return verdict(problem)
     # Rung 5: support.
     if version not in ctx.supported_versions:
-        return verdict(finding(
-            "request.version.unsupported",
-            f"header and body agree on {version!r}, which is not supported "
-            f"(supported: {', '.join(ctx.supported_versions)})",
-            WHERE,
-        ))
+        return verdict(
+            finding(
+                "request.version.unsupported",
+                f"header and body agree on {version!r}, which is not supported "
+                f"(supported: {', '.join(ctx.supported_versions)})",
+                WHERE,
+            )
+        )
     if c.method in REMOVED_IN_MODERN:
-        return verdict(finding(
-            "request.method.removed", f"{c.method} does not exist in the modern era", WHERE))
+        return verdict(
+            finding("request.method.removed", f"{c.method} does not exist in the modern era", WHERE)
+        )
     schema_problem = schema.request_problem(c.method or "", version or "", message.get("params"))
     if schema_problem:
         return verdict(finding("wire.schema", schema_problem, WHERE, code=INVALID_PARAMS))
@@ -220,11 +223,21 @@ def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
                     found.append(finding("request.envelope", item_c.problem, WHERE))
             return RequestVerdict(classify(message[0]), Era.LEGACY, version, tuple(found))
         c = classify(message)
-        return RequestVerdict(c, Era.LEGACY, version, (finding(
-            "request.envelope", "JSON-RPC batches are not allowed in this revision", WHERE),))
+        return RequestVerdict(
+            c,
+            Era.LEGACY,
+            version,
+            (
+                finding(
+                    "request.envelope", "JSON-RPC batches are not allowed in this revision", WHERE
+                ),
+            ),
+        )
     c = classify(message)
     if c.kind is Kind.INVALID:
-        return RequestVerdict(c, Era.LEGACY, version, (finding("request.envelope", c.problem, WHERE),))
+        return RequestVerdict(
+            c, Era.LEGACY, version, (finding("request.envelope", c.problem, WHERE),)
+        )
     if c.method == "initialize" and c.kind is Kind.REQUEST:
         params = message.get("params")
         offered = params.get("protocolVersion") if isinstance(params, dict) else None
@@ -232,28 +245,49 @@ def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
     meta = body_meta(message)
     leaked = sorted(MODERN_META_KEYS & meta.keys()) if meta else []
     if leaked:
-        return RequestVerdict(c, Era.LEGACY, version, (finding(
-            "request.legacy-leak",
-            f"modern metadata {', '.join(leaked)} on a legacy-era exchange", WHERE),))
+        return RequestVerdict(
+            c,
+            Era.LEGACY,
+            version,
+            (
+                finding(
+                    "request.legacy-leak",
+                    f"modern metadata {', '.join(leaked)} on a legacy-era exchange",
+                    WHERE,
+                ),
+            ),
+        )
     header = headers.get(HEADER_PROTOCOL_VERSION)
     if is_modern_version(header):
-        return RequestVerdict(c, Era.LEGACY, version, (finding(
-            "request.legacy-leak",
-            f"{HEADER_PROTOCOL_VERSION}: {header} (a modern revision) on a legacy-era exchange",
-            WHERE),))
+        return RequestVerdict(
+            c,
+            Era.LEGACY,
+            version,
+            (
+                finding(
+                    "request.legacy-leak",
+                    f"{HEADER_PROTOCOL_VERSION}: {header} (a modern revision) on a legacy exchange",
+                    WHERE,
+                ),
+            ),
+        )
     if c.kind is Kind.REQUEST:
         schema_version = version if version in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
         problem = schema.request_problem(c.method or "", schema_version, message.get("params"))
         if problem:
-            return RequestVerdict(c, Era.LEGACY, version, (
-                finding("wire.schema", problem, WHERE, code=INVALID_PARAMS),))
+            return RequestVerdict(
+                c,
+                Era.LEGACY,
+                version,
+                (finding("wire.schema", problem, WHERE, code=INVALID_PARAMS),),
+            )
     return RequestVerdict(c, Era.LEGACY, version, ())
 
 
 def _meta_problem(message: dict[str, Any], meta: dict[str, Any] | None) -> str:
     params = message.get("params")
     if params is None:
-        return "params._meta is missing (a modern request carries protocolVersion and clientCapabilities)"
+        return "params._meta is missing (it carries protocolVersion and clientCapabilities)"
     if not isinstance(params, dict):
         return "params must be an object"
     if "_meta" not in params:
@@ -301,7 +335,9 @@ def _mirror(headers: HeaderMap, name: str, body_value: Any, what: str) -> Findin
     if value != body_value:
         return finding(
             "request.header.mismatch",
-            f"{name}: {value!r} differs from {what} {body_value!r}", WHERE)
+            f"{name}: {value!r} differs from {what} {body_value!r}",
+            WHERE,
+        )
     return None
 
 
@@ -332,11 +368,15 @@ def _name_header(headers: HeaderMap, message: dict[str, Any]) -> Finding | None:
     if decoded != body_value:
         return finding(
             "request.header.mismatch",
-            f"{HEADER_NAME}: {decoded!r} differs from params.{key} {body_value!r}", WHERE)
+            f"{HEADER_NAME}: {decoded!r} differs from params.{key} {body_value!r}",
+            WHERE,
+        )
     return None
 
 
-def _param_headers(headers: HeaderMap, message: dict[str, Any], ctx: RequestContext) -> Finding | None:
+def _param_headers(
+    headers: HeaderMap, message: dict[str, Any], ctx: RequestContext
+) -> Finding | None:
     if message.get("method") != "tools/call":
         return None
     params = message.get("params") or {}
@@ -356,16 +396,22 @@ def _param_headers(headers: HeaderMap, message: dict[str, Any], ctx: RequestCont
             if decoded is not None:
                 return finding(
                     "request.header.mismatch",
-                    f"{name} is present but argument {argument!r} is absent", WHERE)
+                    f"{name} is present but argument {argument!r} is absent",
+                    WHERE,
+                )
             continue
         if decoded is None:
             return finding(
                 "request.header.missing",
-                f"{name} header is missing for argument {argument!r}", WHERE)
+                f"{name} header is missing for argument {argument!r}",
+                WHERE,
+            )
         if not _param_matches(decl.json_type, value, decoded):
             return finding(
                 "request.header.mismatch",
-                f"{name}: {decoded!r} differs from argument {argument!r} {value!r}", WHERE)
+                f"{name}: {decoded!r} differs from argument {argument!r} {value!r}",
+                WHERE,
+            )
     return None
 
 

@@ -21,16 +21,21 @@ EXTENSION_RESULT_TYPES: dict[str, str] = {"task": TASKS_EXTENSION}
 """Extension result types and the capability that must have been advertised for each."""
 
 INPUT_REQUIRED_METHODS = frozenset({"tools/call", "resources/read", "prompts/get"})
-CACHEABLE_METHODS = frozenset({
-    "server/discover", "tools/list", "prompts/list", "resources/list",
-    "resources/templates/list", "resources/read",
-})
+CACHEABLE_METHODS = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+    }
+)
 TASK_STATUSES = frozenset({"working", "input_required", "completed", "cancelled", "failed"})
 MAX_COMPLETION_VALUES = 100
 
 # ISO 8601 date-time as the schema's `date-time` format (RFC 3339 profile).
-_ISO8601 = re.compile(
-    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+_ISO8601 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 
 
 def _is_int(value: Any) -> bool:
@@ -57,26 +62,47 @@ def check_result(
     those the client declared (``None`` when unknown, which does not block ``task``).
     """
     if not isinstance(result, dict):
-        return [finding("response.envelope", f"result must be an object, got {json_type(result)}", where)]
+        return [
+            finding(
+                "response.envelope", f"result must be an object, got {json_type(result)}", where
+            )
+        ]
     caps = frozenset(capabilities)
     rtype = result.get("resultType")
     if "resultType" not in result:
         if era is Era.MODERN:
-            return [finding("response.result-type.missing", "modern result has no resultType", where)]
+            return [
+                finding("response.result-type.missing", "modern result has no resultType", where)
+            ]
         rtype = "complete"  # Legacy results are complete once the legacy era was selected.
     if not isinstance(rtype, str):
-        return [finding("response.result-type.unknown",
-                        f"resultType must be a string, got {json_type(rtype)}", where)]
+        return [
+            finding(
+                "response.result-type.unknown",
+                f"resultType must be a string, got {json_type(rtype)}",
+                where,
+            )
+        ]
     if era is Era.LEGACY and rtype != "complete":
-        return [finding("response.result-type.unknown",
-                        f"resultType {rtype!r} does not exist in the legacy era", where)]
+        return [
+            finding(
+                "response.result-type.unknown",
+                f"resultType {rtype!r} does not exist in the legacy era",
+                where,
+            )
+        ]
     if rtype not in CORE_RESULT_TYPES:
         needed = EXTENSION_RESULT_TYPES.get(rtype)
         if needed is None:
             return [finding("response.result-type.unknown", f"unknown resultType {rtype!r}", where)]
         if needed not in caps:
-            return [finding("response.result-type.unknown",
-                            f"resultType {rtype!r} needs the advertised extension {needed}", where)]
+            return [
+                finding(
+                    "response.result-type.unknown",
+                    f"resultType {rtype!r} needs the advertised extension {needed}",
+                    where,
+                )
+            ]
     found = _payload(method, rtype, result, era, caps, client_extensions, where)
     if found:
         return found
@@ -133,8 +159,9 @@ def _tools_list(result: dict[str, Any], where: str) -> list[Finding]:
             return bad(f"tools[{i}] ({name}) has no useful description")
         schema_ = tool.get("inputSchema")
         if not isinstance(schema_, dict) or schema_.get("type") != "object":
-            return bad(f"tools[{i}] ({name}) inputSchema must be an object-root schema "
-                       "(type: \"object\")")
+            return bad(
+                f'tools[{i}] ({name}) inputSchema must be an object-root schema (type: "object")'
+            )
     return []
 
 
@@ -165,11 +192,19 @@ def _caching(method: str, result: dict[str, Any], where: str) -> list[Finding]:
     ttl = result.get("ttlMs")
     scope = result.get("cacheScope")
     if not _non_negative_int(ttl):
-        return [finding("response.payload.caching",
-                        f"{method} result needs ttlMs >= 0, got {ttl!r}", where)]
+        return [
+            finding(
+                "response.payload.caching", f"{method} result needs ttlMs >= 0, got {ttl!r}", where
+            )
+        ]
     if scope not in ("public", "private"):
-        return [finding("response.payload.caching",
-                        f"{method} result needs cacheScope public or private, got {scope!r}", where)]
+        return [
+            finding(
+                "response.payload.caching",
+                f"{method} result needs cacheScope public or private, got {scope!r}",
+                where,
+            )
+        ]
     return []
 
 
@@ -200,7 +235,9 @@ def _task(
     if result["ttlMs"] is not None and not _non_negative_int(result["ttlMs"]):
         return bad(f"ttlMs must be null or a non-negative integer, got {result['ttlMs']!r}")
     if "pollIntervalMs" in result and not _non_negative_int(result["pollIntervalMs"]):
-        return bad(f"pollIntervalMs must be a non-negative integer, got {result['pollIntervalMs']!r}")
+        return bad(
+            f"pollIntervalMs must be a non-negative integer, got {result['pollIntervalMs']!r}"
+        )
     return []
 
 
@@ -209,8 +246,10 @@ def _input_required(method: str | None, result: dict[str, Any], where: str) -> l
         return [finding("response.payload.input-required", msg, where)]
 
     if method not in INPUT_REQUIRED_METHODS:
-        return bad(f"input_required is only valid for {', '.join(sorted(INPUT_REQUIRED_METHODS))}, "
-                   f"not {method}")
+        return bad(
+            f"input_required is only valid for {', '.join(sorted(INPUT_REQUIRED_METHODS))}, "
+            f"not {method}"
+        )
     requests = result.get("inputRequests")
     state = result.get("requestState")
     if requests is None and state is None:

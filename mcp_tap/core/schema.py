@@ -60,7 +60,9 @@ def result_problem(method: str, version: str, result: Any) -> str:
         return ""
     # Dual-result rows are unions whose input_required arm has only optional fields, so a
     # union would accept any malformed complete result: pick the arm the discriminator names.
-    arms = [a for a in get_args(row) if isinstance(a, type)] if isinstance(row, UnionType) else [row]
+    arms = (
+        [a for a in get_args(row) if isinstance(a, type)] if isinstance(row, UnionType) else [row]
+    )
     wanted = "InputRequiredResult" if result.get("resultType") == "input_required" else None
     chosen = [a for a in arms if (a.__name__ == "InputRequiredResult") == (wanted is not None)]
     try:

@@ -22,8 +22,9 @@ from mcp_tap.core.catalog import (
 from mcp_tap.core.eras import LEGACY_VERSIONS, PINNED_LEGACY_VERSION, Era
 from mcp_tap.core.findings import Finding
 
-RECOGNISED_MODERN_ERRORS = frozenset({HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY,
-                                      UNSUPPORTED_PROTOCOL_VERSION})
+RECOGNISED_MODERN_ERRORS = frozenset(
+    {HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION}
+)
 
 
 class SelectionPolicy(StrEnum):
@@ -79,18 +80,26 @@ def select_era(
 ) -> Selection:
     """Select an era from one bounded modern probe and, maybe, legacy evidence."""
     if proves_modern(modern_probe):
-        return Selection(Era.MODERN, f"modern proven by {modern_probe.kind}"
-                         + (f" {modern_probe.code}" if modern_probe.code is not None else ""))
+        return Selection(
+            Era.MODERN,
+            f"modern proven by {modern_probe.kind}"
+            + (f" {modern_probe.code}" if modern_probe.code is not None else ""),
+        )
     if policy is SelectionPolicy.STRICT:
         return Selection(None, f"strict policy: {modern_probe.kind} is not modern proof")
     if not legacy_allowed:
-        return Selection(None, f"{modern_probe.kind} is inconclusive and the endpoint is not "
-                         "allowlisted for legacy")
-    if (legacy_evidence is not None
-            and legacy_evidence.kind is ObservationKind.INITIALIZE_SUCCESS
-            and legacy_evidence.protocol_version == pinned_legacy_version):
-        return Selection(Era.LEGACY, f"allowlisted endpoint answered initialize with "
-                         f"{pinned_legacy_version}")
+        return Selection(
+            None,
+            f"{modern_probe.kind} is inconclusive and the endpoint is not allowlisted for legacy",
+        )
+    if (
+        legacy_evidence is not None
+        and legacy_evidence.kind is ObservationKind.INITIALIZE_SUCCESS
+        and legacy_evidence.protocol_version == pinned_legacy_version
+    ):
+        return Selection(
+            Era.LEGACY, f"allowlisted endpoint answered initialize with {pinned_legacy_version}"
+        )
     return Selection(None, "no valid initialize result with the pinned legacy revision")
 
 
@@ -125,16 +134,23 @@ class ClientTracker:
         if event.method == "initialize":
             if self.modern_error is not None and not self._downgrade_reported:
                 self._downgrade_reported = True
-                found.append(finding(
-                    "client.downgrade",
-                    f"initialize after the recognised modern error {self.modern_error}: "
-                    "the client must correct the request or stop", "client"))
+                found.append(
+                    finding(
+                        "client.downgrade",
+                        f"initialize after the recognised modern error {self.modern_error}: "
+                        "the client must correct the request or stop",
+                        "client",
+                    )
+                )
             if not self.legacy_allowed and not self._unproven_reported:
                 self._unproven_reported = True
-                found.append(finding(
-                    "client.fallback-unproven",
-                    "legacy initialize sent to an endpoint that is not allowlisted for legacy",
-                    "client"))
+                found.append(
+                    finding(
+                        "client.fallback-unproven",
+                        "legacy initialize sent to an endpoint that is not allowlisted for legacy",
+                        "client",
+                    )
+                )
             result = event.result
             version = result.get("protocolVersion") if isinstance(result, dict) else None
             if event.error_code is None and isinstance(version, str) and version in LEGACY_VERSIONS:
@@ -142,10 +158,18 @@ class ClientTracker:
             return found
         if event.era is Era.MODERN and event.error_code in RECOGNISED_MODERN_ERRORS:
             self.modern_error = event.error_code
-        if event.era is Era.LEGACY and event.method != "notifications/initialized":
-            if not self.legacy_proven and not self._unproven_reported:
+        if (
+            event.era is Era.LEGACY
+            and event.method != "notifications/initialized"
+            and not self.legacy_proven
+            and not self._unproven_reported
+        ):
                 self._unproven_reported = True
-                found.append(finding(
-                    "client.fallback-unproven",
-                    f"legacy {event.method} without a valid initialize result first", "client"))
+                found.append(
+                    finding(
+                        "client.fallback-unproven",
+                        f"legacy {event.method} without a valid initialize result first",
+                        "client",
+                    )
+                )
         return found

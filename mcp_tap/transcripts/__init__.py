@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from mcp_tap.core.catalog import CATALOG
-from mcp_tap.core.eras import TASKS_EXTENSION, Era
+from mcp_tap.core.eras import Era
 from mcp_tap.core.exchange import Exchange, Judgement, judge
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.hashing import digest
@@ -29,8 +29,18 @@ from mcp_tap.core.sse import encode_event
 from mcp_tap.errors import InputError
 
 _KEYS = {
-    "name", "era", "capabilities", "headers", "request", "responseStatus", "responseHeaders",
-    "responseBody", "expectedErrorCode", "expectedRule", "toolSchemas", "protocolVersion",
+    "name",
+    "era",
+    "capabilities",
+    "headers",
+    "request",
+    "responseStatus",
+    "responseHeaders",
+    "responseBody",
+    "expectedErrorCode",
+    "expectedRule",
+    "toolSchemas",
+    "protocolVersion",
     "description",
 }
 
@@ -108,14 +118,15 @@ def parse_case(data: Any, source: str = "") -> Case:
     try:
         era = Era(data.get("era", "modern"))
     except ValueError:
-        raise ValueError(f"case {name}: era must be \"modern\" or \"legacy\"") from None
+        raise ValueError(f'case {name}: era must be "modern" or "legacy"') from None
     if era is Era.UNKNOWN:
-        raise ValueError(f"case {name}: era must be \"modern\" or \"legacy\"")
+        raise ValueError(f'case {name}: era must be "modern" or "legacy"')
     if "request" not in data:
         raise ValueError(f"case {name}: request is required")
     status = data.get("responseStatus")
-    if status is not None and (not isinstance(status, int) or isinstance(status, bool)
-                               or not 100 <= status <= 599):
+    if status is not None and (
+        not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599
+    ):
         raise ValueError(f"case {name}: responseStatus must be an HTTP status integer")
     code = data.get("expectedErrorCode")
     if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
@@ -252,6 +263,10 @@ def evidence(case: Case, redactor: Redactor) -> dict[str, Any]:
         "responseBody": redactor.redact_json(case.response_body),
         "expectedErrorCode": case.expected_code,
         "expectedRule": case.expected_rule,
+        # Judgement inputs beyond product.md's keys: a change to them changes the verdict,
+        # so it must change the digest too.
+        "toolSchemas": redactor.redact_json(case.tool_schemas),
+        "protocolVersion": case.protocol_version,
     }
 
 
@@ -269,19 +284,32 @@ def run_case(case: Case, redactor: Redactor | None = None) -> CaseResult:
     if case.golden:
         first = found[0] if found else None
         return CaseResult(
-            case.name, not found, first.rule if first else None, first.code if first else None,
+            case.name,
+            not found,
+            first.rule if first else None,
+            first.code if first else None,
             "accepted" if not found else f"{first.rule}: {first.message}" if first else "",
-            ev_digest, found)
+            ev_digest,
+            found,
+        )
     match = next((f for f in found if _matches(case, f)), None)
     shown = match or (found[0] if found else None)
     if shown is None:
         detail = "accepted, but the case expects a rejection"
     elif match is None:
-        detail = f"expected {case.expected_rule or case.expected_code}, got {shown.rule}: {shown.message}"
+        wanted = case.expected_rule or case.expected_code
+        detail = f"expected {wanted}, got {shown.rule}: {shown.message}"
     else:
         detail = f"{shown.rule}: {shown.message}"
-    return CaseResult(case.name, match is not None, shown.rule if shown else None,
-                      shown.code if shown else None, detail, ev_digest, found)
+    return CaseResult(
+        case.name,
+        match is not None,
+        shown.rule if shown else None,
+        shown.code if shown else None,
+        detail,
+        ev_digest,
+        found,
+    )
 
 
 def run_cases(cases: Iterable[Case], redactor: Redactor | None = None) -> list[CaseResult]:

@@ -1,0 +1,65 @@
+"""``mcp-tap proxy``: run the recording proxy."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from mcp_tap.logs import configure_logging
+from mcp_tap.proxy.options import load_options
+from mcp_tap.proxy.server import TapServer
+
+NAME = "proxy"
+HELP = "run the recording proxy in front of an MCP server or gateway"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the command's options."""
+    parser.add_argument("--listen", help="HOST:PORT to listen on (loopback by default)")
+    parser.add_argument("--upstream", help="base URL of the origin or gateway")
+    parser.add_argument("--hop", help="name of the hop (default: tap)")
+    parser.add_argument("--evidence", help="evidence directory (a bundle per run inside)")
+    parser.add_argument("--admin", help="HOST:PORT of the admin listener ('' disables it)")
+    parser.add_argument("--config", help="TOML configuration file (see config/tap.toml)")
+    parser.add_argument("--log-level", default="info", help="debug, info, warning, error")
+    parser.add_argument(
+        "--uvloop",
+        action="store_true",
+        help="use uvloop when installed (pip install 'mcp-tap[speed]')",
+    )
+    parser.add_argument("--json", action="store_true", help="logs are JSON already; accepted")
+
+
+def _announce(server: TapServer) -> None:
+    for hop, (host, port) in server.addresses.items():
+        upstream = next(h.upstream for h in server.options.hops if h.name == hop)
+        sys.stderr.write(f"mcp-tap: hop {hop} listening on http://{host}:{port} -> {upstream}\n")
+    if server.admin_address:
+        host, port = server.admin_address
+        sys.stderr.write(f"mcp-tap: admin on http://{host}:{port} (/healthz /readyz /metrics)\n")
+    sys.stderr.write(f"mcp-tap: evidence bundle {server.bundle_dir}\n")
+    sys.stderr.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run until SIGTERM/SIGINT; drain in-flight exchanges and flush evidence before exit."""
+    options = load_options(
+        args.config,
+        listen=args.listen,
+        upstream=args.upstream,
+        hop=args.hop,
+        evidence_dir=args.evidence,
+        admin=args.admin,
+    )
+    configure_logging(args.log_level)
+    server = TapServer(options)
+    if args.uvloop:
+        try:
+            import uvloop  # type: ignore[import-not-found]  # optional extra
+
+            uvloop.install()
+        except ImportError:
+            sys.stderr.write("mcp-tap: uvloop is not installed; using asyncio's loop\n")
+    asyncio.run(server.run_until_signalled(_announce))
+    return 0

@@ -1,0 +1,42 @@
+"""The admin listener: ``/healthz`` (alive), ``/readyz`` (upstreams reachable, evidence
+writable), ``/metrics`` (Prometheus text). Loopback by default."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from mcp_tap.proxy.metrics import Metrics
+
+ReadinessCheck = Callable[[], Awaitable[list[str]]]
+
+
+def admin_app(metrics: Metrics, readiness: ReadinessCheck) -> web.Application:
+    """Build the admin application."""
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(_: web.Request) -> web.Response:
+        try:
+            problems = await asyncio.wait_for(readiness(), timeout=5)
+        except TimeoutError:
+            problems = ["readiness check timed out"]
+        status = 200 if not problems else 503
+        return web.json_response({"ready": not problems, "problems": problems}, status=status)
+
+    async def prometheus(_: web.Request) -> web.Response:
+        return web.Response(
+            text=metrics.render(),
+            content_type="text/plain",
+            charset="utf-8",
+            headers={"X-Content-Type-Options": "nosniff"},
+        )
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", prometheus)
+    return app

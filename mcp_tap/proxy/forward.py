@@ -1,0 +1,290 @@
+"""Transparent forwarding: every method and path, bytes untouched, streamed both ways.
+
+Only hop-by-hop headers (and those named in ``Connection``) are dropped; order, case and
+duplicates are kept. ``Host`` is set for the upstream (routing needs it) and a
+``traceparent`` is added when absent (configurable). Nothing is buffered: request chunks go
+upstream as they arrive, response chunks (SSE included) go to the client as they arrive.
+When the tap itself fails it answers 502/504 with ``X-Mcp-Tap-Error`` so nobody mistakes
+the answer for the origin's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+import structlog
+from aiohttp import web
+from multidict import CIMultiDict
+from yarl import URL
+
+from mcp_tap.core.headers import HeaderMap
+from mcp_tap.core.sse import SSEDecoder, SSEError
+from mcp_tap.proxy.capture import BodyCapture
+from mcp_tap.proxy.options import TapOptions
+from mcp_tap.proxy.recorder import Captured, Recorder, TimedEvent
+
+log = structlog.get_logger("mcp_tap.proxy")
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "proxy-connection",
+    }
+)
+TAP_ERROR_HEADER = "X-Mcp-Tap-Error"
+_CHUNK = 64 * 1024
+
+
+def _drop_set(pairs: tuple[tuple[str, str], ...]) -> frozenset[str]:
+    named = {
+        token.strip().lower()
+        for name, value in pairs
+        if name.lower() == "connection"
+        for token in value.split(",")
+        if token.strip()
+    }
+    return HOP_BY_HOP | named
+
+
+def end_to_end(headers: HeaderMap) -> HeaderMap:
+    """The headers minus hop-by-hop ones and those the ``Connection`` header names."""
+    return headers.without(_drop_set(headers.pairs))
+
+
+def _decode_raw(raw: tuple[tuple[bytes, bytes], ...]) -> HeaderMap:
+    # latin-1 maps every byte, so non-ASCII header bytes survive to evidence and back.
+    return HeaderMap(tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in raw))
+
+
+def _traceparent(headers: HeaderMap) -> tuple[str, str | None]:
+    """The trace id of a valid ``traceparent``, and a new header value when there is none."""
+    value = headers.get("traceparent")
+    if value:
+        parts = value.strip().split("-")
+        if len(parts) >= 4 and len(parts[1]) == 32:
+            return parts[1], None
+    trace_id = secrets.token_hex(16)
+    return trace_id, f"00-{trace_id}-{secrets.token_hex(8)}-01"
+
+
+class Forwarder:
+    """The aiohttp handler of one hop."""
+
+    def __init__(
+        self,
+        hop: str,
+        upstream: str,
+        options: TapOptions,
+        session: aiohttp.ClientSession,
+        recorder: Recorder,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.hop = hop
+        self.upstream = upstream
+        self.options = options
+        self.session = session
+        self.recorder = recorder
+        self.clock = clock
+        self._host = URL(upstream).raw_authority
+        self.in_flight: set[asyncio.Task[Any]] = set()
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """Forward one request and its answer; record the exchange when it is over."""
+        task = asyncio.current_task()
+        if task is not None:
+            self.in_flight.add(task)
+        try:
+            return await self._handle(request)
+        finally:
+            if task is not None:
+                self.in_flight.discard(task)
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        received = self.clock()
+        raw_headers = _decode_raw(request.raw_headers)
+        trace_id, new_traceparent = _traceparent(raw_headers)
+        forwarded = end_to_end(raw_headers).without(("host",))
+        forwarded = HeaderMap((("Host", self._host), *forwarded.pairs))
+        if new_traceparent and self.options.tracing.add_traceparent:
+            forwarded = HeaderMap((*forwarded.pairs, ("traceparent", new_traceparent)))
+        else:
+            trace_id = trace_id if not new_traceparent else ""
+        capture_cap = self.options.capture.max_body_bytes
+        cap = Captured(
+            hop=self.hop,
+            upstream=self.upstream,
+            client=request.remote or "",
+            user_agent=raw_headers.get("user-agent") or "",
+            http_method=request.method,
+            path=request.raw_path,
+            request_headers=raw_headers,
+            forwarded_headers=forwarded,
+            request=BodyCapture(capture_cap, raw_headers.get("content-encoding") or ""),
+            received_at=received,
+            trace_id=trace_id,
+        )
+        response: web.StreamResponse | None = None
+        try:
+            response = await self._forward(request, cap)
+            return response
+        finally:
+            try:
+                self.recorder.record(cap)
+            except Exception as exc:  # noqa: BLE001 - evidence must never break traffic
+                log.error("record.failed", hop=self.hop, error=type(exc).__name__)
+
+    async def _body(self, request: web.Request, capture: BodyCapture) -> AsyncIterator[bytes]:
+        async for chunk in request.content.iter_any():
+            capture.feed(chunk)
+            yield chunk
+
+    async def _forward(self, request: web.Request, cap: Captured) -> web.StreamResponse:
+        headers: CIMultiDict[str] = CIMultiDict(cap.forwarded_headers.pairs)
+        has_body = request.body_exists
+        url = URL(self.upstream + request.raw_path, encoded=True)
+        up_opts = self.options.upstream
+        timeout = aiohttp.ClientTimeout(
+            total=None,
+            sock_connect=up_opts.connect_timeout_s or None,
+            sock_read=up_opts.idle_timeout_s or None,
+        )
+        cap.forwarded_at = self.clock()
+        try:
+            upstream_cm = self.session.request(
+                request.method,
+                url,
+                headers=headers,
+                data=self._body(request, cap.request) if has_body else None,
+                allow_redirects=False,
+                timeout=timeout,
+                skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
+            )
+            upstream = await upstream_cm.__aenter__()
+        except TimeoutError:
+            return await self._tap_error(
+                request, cap, 504, "upstream-timeout", "the upstream did not answer in time"
+            )
+        except aiohttp.ClientError as exc:
+            return await self._tap_error(
+                request, cap, 502, "upstream-unreachable", f"{type(exc).__name__}: {exc}"
+            )
+        try:
+            return await self._relay(request, cap, upstream)
+        finally:
+            await upstream_cm.__aexit__(None, None, None)
+
+    async def _relay(
+        self, request: web.Request, cap: Captured, upstream: aiohttp.ClientResponse
+    ) -> web.StreamResponse:
+        cap.first_byte_at = self.clock()
+        cap.status = upstream.status
+        cap.response_headers = _decode_raw(upstream.raw_headers)
+        out_headers = end_to_end(cap.response_headers)
+        response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+        for name, value in out_headers.pairs:
+            response.headers.add(name, value)
+        # A forwarded Content-Length keeps the origin's framing (aiohttp chunks without one).
+        capture = BodyCapture(
+            self.options.capture.max_body_bytes, cap.response_headers.get("content-encoding") or ""
+        )
+        cap.response = capture
+        sse = cap.response_headers.content_type() == "text/event-stream"
+        decoder = SSEDecoder() if sse and capture.encoding in ("", "identity") else None
+        max_events = self.options.capture.max_sse_events
+        egress_hash = hashlib.sha256()
+        cap.egress_status = upstream.status
+        try:
+            await response.prepare(request)
+        except (ConnectionResetError, aiohttp.ClientConnectionError):
+            cap.client_gone = True
+            return response
+        cap.sent_at = self.clock()
+        cap.egress_headers = _decode_raw(
+            tuple((k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items())
+        )
+        try:
+            async for chunk in upstream.content.iter_any():
+                capture.feed(chunk)
+                if decoder is not None:
+                    now = self.clock()
+                    try:
+                        for event in decoder.feed(chunk):
+                            if len(cap.sse) < max_events:
+                                cap.sse.append(TimedEvent(now, event))
+                            else:
+                                cap.sse_dropped += 1
+                    except SSEError:
+                        decoder = None
+                        cap.sse_incomplete = True
+                try:
+                    await response.write(chunk)
+                except (ConnectionResetError, aiohttp.ClientConnectionError):
+                    cap.client_gone = True  # Closing the upstream below cancels the request.
+                    break
+                egress_hash.update(chunk)
+                cap.egress_bytes += len(chunk)
+            else:
+                if decoder is not None:
+                    for event in decoder.close():
+                        cap.sse.append(TimedEvent(self.clock(), event))
+                    cap.sse_incomplete = decoder.pending_incomplete and not cap.sse
+                await response.write_eof()
+        except TimeoutError:
+            cap.tap_error = {
+                "status": None,
+                "phase": "upstream-idle-timeout",
+                "reason": "the upstream stream was idle past the timeout",
+            }
+        except aiohttp.ClientError as exc:
+            cap.tap_error = {
+                "status": None,
+                "phase": "upstream-reset",
+                "reason": f"{type(exc).__name__} mid-stream",
+            }
+        finally:
+            cap.end_at = self.clock()
+            cap.egress_end_at = cap.end_at
+            cap.egress_digest = egress_hash.hexdigest()
+        if cap.tap_error is not None and request.transport is not None:
+            # Headers are gone already: the only honest signal left is a broken stream.
+            request.transport.close()
+        return response
+
+    async def _tap_error(
+        self, request: web.Request, cap: Captured, status: int, phase: str, reason: str
+    ) -> web.StreamResponse:
+        cap.tap_error = {"status": status, "phase": phase, "reason": reason}
+        cap.end_at = self.clock()
+        body = (f'{{"tap":"mcp-tap","hop":"{self.hop}","error":"{phase}"}}').encode()
+        response = web.Response(
+            status=status,
+            body=body,
+            content_type="application/json",
+            headers={TAP_ERROR_HEADER: phase},
+        )
+        cap.egress_status = status
+        cap.egress_headers = HeaderMap(
+            ((TAP_ERROR_HEADER, phase), ("Content-Type", "application/json"))
+        )
+        cap.egress_digest = hashlib.sha256(body).hexdigest()
+        cap.egress_bytes = len(body)
+        cap.sent_at = cap.egress_end_at = self.clock()
+        # Drain what the client sent so the digest covers it, without holding it.
+        if request.body_exists and cap.request.size == 0:
+            async for chunk in request.content.iter_any():
+                cap.request.feed(chunk)
+        return response

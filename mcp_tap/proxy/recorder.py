@@ -1,0 +1,414 @@
+"""Turn a finished exchange into judged, redacted evidence.
+
+The recorder owns the proxy's per-hop knowledge (legacy sessions and their negotiated
+version, tools' input schemas, advertised extensions, one era-selection tracker per client)
+and feeds it to the core's :func:`judge`. A check that raises never reaches forwarding: it
+becomes a ``tap.internal-error`` finding and a counter.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+import structlog
+
+from mcp_tap.core.catalog import finding
+from mcp_tap.core.eras import HEADER_SESSION_ID, Era
+from mcp_tap.core.exchange import Exchange, Judgement, judge
+from mcp_tap.core.findings import Finding
+from mcp_tap.core.headers import HeaderMap
+from mcp_tap.core.hops import HopView
+from mcp_tap.core.jsonrpc import Kind
+from mcp_tap.core.redaction import Redactor
+from mcp_tap.core.selection import ClientEvent, ClientTracker
+from mcp_tap.core.sse import SSEEvent
+from mcp_tap.proxy.capture import BodyCapture
+from mcp_tap.proxy.correlate import Correlator, Pending
+from mcp_tap.proxy.metrics import Metrics
+from mcp_tap.proxy.options import TapOptions
+
+log = structlog.get_logger("mcp_tap.proxy")
+
+_MAX_STATE = 10000  # sessions, tools, clients remembered per hop
+
+
+class RecordSink(Protocol):
+    """Where records go (the evidence writer)."""
+
+    def submit(self, record: dict[str, Any]) -> bool:
+        """Queue one redacted record; False when it was lost (and counted)."""
+        ...
+
+
+class _Bounded(OrderedDict[str, Any]):
+    """An LRU dict: old entries fall out so hostile traffic cannot grow memory."""
+
+    def remember(self, key: str, value: Any) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        if len(self) > _MAX_STATE:
+            self.popitem(last=False)
+
+
+@dataclass
+class TimedEvent:
+    """One SSE event and when it arrived at the tap (wall-clock seconds)."""
+
+    at: float
+    event: SSEEvent
+
+
+@dataclass
+class Captured:
+    """Everything the forwarder saw of one exchange (raw; nothing redacted yet)."""
+
+    hop: str
+    upstream: str
+    client: str
+    user_agent: str
+    http_method: str
+    path: str
+    request_headers: HeaderMap
+    forwarded_headers: HeaderMap
+    request: BodyCapture
+    received_at: float
+    trace_id: str
+    forwarded_at: float | None = None
+    status: int | None = None
+    response_headers: HeaderMap = field(default_factory=HeaderMap)
+    response: BodyCapture | None = None
+    first_byte_at: float | None = None
+    end_at: float | None = None
+    sse: list[TimedEvent] = field(default_factory=list)
+    sse_dropped: int = 0
+    sse_incomplete: bool = False
+    egress_status: int | None = None
+    egress_headers: HeaderMap = field(default_factory=HeaderMap)
+    egress_bytes: int = 0
+    egress_digest: str = ""
+    sent_at: float | None = None
+    egress_end_at: float | None = None
+    client_gone: bool = False
+    tap_error: dict[str, Any] | None = None
+
+
+@dataclass
+class _HopState:
+    sessions: _Bounded = field(default_factory=_Bounded)  # session id -> negotiated version
+    tools: _Bounded = field(default_factory=_Bounded)  # tool name -> inputSchema
+    capabilities: set[str] = field(default_factory=set)
+    clients: _Bounded = field(default_factory=_Bounded)  # client key -> ClientTracker
+
+
+class Recorder:
+    """Judges captured exchanges, keeps per-hop state, writes redacted records."""
+
+    def __init__(
+        self, options: TapOptions, sink: RecordSink, metrics: Metrics, clock: Callable[[], float]
+    ) -> None:
+        self.options = options
+        self.sink = sink
+        self.metrics = metrics
+        self.clock = clock
+        self.redactor = Redactor(options.redaction)
+        self._hops: dict[str, _HopState] = {h.name: _HopState() for h in options.hops}
+        self.correlator = Correlator(
+            options.hop_comparison.thresholds(), window_s=options.hop_comparison.window_s
+        )
+
+    # -- state lookups the forwarder and the judge need -----------------------------------
+
+    def _state(self, hop: str) -> _HopState:
+        return self._hops.setdefault(hop, _HopState())
+
+    def record(self, cap: Captured) -> dict[str, Any]:
+        """Judge, redact and submit one exchange; returns the record (for tests and logs)."""
+        state = self._state(cap.hop)
+        try:
+            judgement = self._judge(cap, state)
+            found = list(judgement.findings)
+            self._learn(cap, judgement, state)
+            found += self._client(cap, judgement, state)
+        except Exception as exc:  # noqa: BLE001 - a check must never break the proxy
+            self.metrics.check_errors.inc(hop=cap.hop)
+            log.warning("check.failed", hop=cap.hop, error=type(exc).__name__)
+            judgement = Judgement(Era.UNKNOWN, None, (), None, ())
+            found = [
+                finding(
+                    "tap.internal-error",
+                    f"a check raised {type(exc).__name__}; forwarding was not affected",
+                    "tap",
+                )
+            ]
+        found += self._tap_findings(cap)
+        record = self._build(cap, judgement, found)
+        pair = self._correlate(cap, judgement, record["exchangeId"])
+        self.sink.submit(record)
+        if pair is not None:
+            self.sink.submit(pair)
+        self._account(cap, judgement, found, pair)
+        return record
+
+    # -- judging ------------------------------------------------------------------------
+
+    def _judge(self, cap: Captured, state: _HopState) -> Judgement:
+        session = cap.request_headers.get(HEADER_SESSION_ID)
+        negotiated = state.sessions.get(session) if session else None
+        response = cap.response
+        sse_events = [t.event for t in cap.sse] if cap.sse or cap.sse_incomplete else None
+        exchange = Exchange(
+            request_headers=cap.request_headers,
+            request_body=cap.request.body,
+            response_status=cap.status if cap.tap_error is None else None,
+            response_headers=cap.response_headers,
+            response_body=response.body if response else b"",
+            http_method=cap.http_method,
+            capabilities=frozenset(state.capabilities),
+            tool_schemas=dict(state.tools),
+            legacy_session=negotiated is not None,
+            negotiated_version=negotiated,
+            supported_versions=self.options.eras.supported_versions,
+            request_truncated=not cap.request.complete,
+            response_truncated=(response is None or not response.complete or cap.sse_dropped > 0),
+            sse_events=sse_events if not cap.sse_incomplete else None,
+        )
+        return judge(exchange, where="origin")
+
+    def _learn(self, cap: Captured, j: Judgement, state: _HopState) -> None:
+        """Remember sessions, tools and advertised extensions from successful answers."""
+        if j.request is None or j.request.kind is not Kind.REQUEST:
+            if cap.http_method == "DELETE":
+                session = cap.request_headers.get(HEADER_SESSION_ID)
+                if session:
+                    state.sessions.pop(session, None)
+            return
+        result = _result(j.response_messages)
+        if result is None:
+            return
+        method = j.method
+        if method == "initialize":
+            session = cap.response_headers.get(HEADER_SESSION_ID)
+            version = result.get("protocolVersion")
+            if session and isinstance(version, str):
+                state.sessions.remember(session, version)
+        if method in ("initialize", "server/discover"):
+            caps = result.get("capabilities")
+            ext = caps.get("extensions") if isinstance(caps, dict) else None
+            if isinstance(ext, dict):
+                state.capabilities.update(k for k in ext if isinstance(k, str))
+        if method == "tools/list" and isinstance(result.get("tools"), list):
+            for tool in result["tools"]:
+                if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                    state.tools.remember(tool["name"], tool.get("inputSchema"))
+
+    def _client(self, cap: Captured, j: Judgement, state: _HopState) -> list[Finding]:
+        if j.request is None or j.request.kind not in (Kind.REQUEST, Kind.NOTIFICATION):
+            return []
+        key = f"{cap.client}|{cap.user_agent}"
+        tracker = state.clients.get(key)
+        if tracker is None:
+            tracker = ClientTracker(legacy_allowed=self.options.eras.legacy_allowed)
+            state.clients.remember(key, tracker)
+        code = _error_code(j.response_messages)
+        found: list[Finding] = tracker.observe(
+            ClientEvent(j.method, j.era, code, _result(j.response_messages))
+        )
+        return found
+
+    def _tap_findings(self, cap: Captured) -> list[Finding]:
+        found: list[Finding] = []
+        if cap.tap_error is not None:
+            found.append(
+                finding(
+                    "tap.upstream-failure",
+                    f"{cap.tap_error['phase']}: {cap.tap_error['reason']}",
+                    "tap",
+                )
+            )
+        for name, capture in (("ingress", cap.request), ("origin", cap.response)):
+            if capture is not None and capture.truncated:
+                found.append(
+                    finding(
+                        "tap.capture-truncated",
+                        f"{name} body of {capture.size} bytes exceeds the "
+                        f"{capture.cap}-byte capture cap",
+                        name,
+                    )
+                )
+        if cap.sse_dropped:
+            found.append(
+                finding(
+                    "tap.capture-truncated",
+                    f"{cap.sse_dropped} SSE events past the capture cap were not kept",
+                    "origin",
+                )
+            )
+        return found
+
+    # -- evidence ------------------------------------------------------------------------
+
+    def _body_json(self, capture: BodyCapture | None, messages: Any) -> Any:
+        if capture is None or not capture.complete or not capture.body:
+            return None
+        if messages is not None:
+            return self.redactor.redact_message(messages)
+        try:
+            return self.redactor.redact_message(orjson.loads(capture.body))
+        except orjson.JSONDecodeError:
+            return {
+                "raw": self.redactor.redact_text(capture.body[:4096].decode("utf-8", "replace"))
+            }
+
+    def _sse_json(self, cap: Captured) -> list[dict[str, Any]]:
+        out = []
+        for t in cap.sse:
+            data: Any
+            try:
+                data = self.redactor.redact_message(orjson.loads(t.event.data))
+            except orjson.JSONDecodeError:
+                data = self.redactor.redact_text(t.event.data)
+            out.append({"at": t.at, "id": t.event.id, "event": t.event.event, "data": data})
+        return out
+
+    def _build(self, cap: Captured, j: Judgement, found: list[Finding]) -> dict[str, Any]:
+        red = self.redactor
+        response = cap.response
+        is_sse = cap.response_headers.content_type() == "text/event-stream"
+        origin: dict[str, Any] | None = None
+        if cap.status is not None and response is not None:
+            origin = {
+                "status": cap.status,
+                "headers": [list(p) for p in red.redact_headers(cap.response_headers.pairs)],
+                "bodyDigest": response.digest,
+                "bodySize": response.size,
+                "truncated": not response.complete,
+                "contentType": cap.response_headers.content_type(),
+                "body": None
+                if is_sse
+                else self._body_json(
+                    response, j.response_messages[0] if len(j.response_messages) == 1 else None
+                ),
+                "sse": self._sse_json(cap) if is_sse else None,
+                "firstByteAt": cap.first_byte_at,
+                "endAt": cap.end_at,
+            }
+        return {
+            "kind": "exchange",
+            "hop": cap.hop,
+            "exchangeId": secrets.token_hex(8),
+            "traceId": cap.trace_id,
+            "client": cap.client,
+            "era": str(j.era),
+            "method": j.method,
+            "rpcId": j.rpc_id,
+            "messageKind": str(j.kind) if j.kind else None,
+            "ingress": {
+                "httpMethod": cap.http_method,
+                "path": red.redact_text(cap.path) if "?" in cap.path else cap.path,
+                "headers": [list(p) for p in red.redact_headers(cap.request_headers.pairs)],
+                "forwardedHeaders": [
+                    list(p) for p in red.redact_headers(cap.forwarded_headers.pairs)
+                ],
+                "bodyDigest": cap.request.digest,
+                "bodySize": cap.request.size,
+                "truncated": not cap.request.complete,
+                "body": self._body_json(cap.request, j.request_message),
+                "receivedAt": cap.received_at,
+                "forwardedAt": cap.forwarded_at,
+            },
+            "origin": origin,
+            "egress": {
+                "status": cap.egress_status,
+                "headers": [list(p) for p in red.redact_headers(cap.egress_headers.pairs)],
+                "bodyDigest": cap.egress_digest,
+                "bodySize": cap.egress_bytes,
+                "sentAt": cap.sent_at,
+                "endAt": cap.egress_end_at,
+                "clientGone": cap.client_gone,
+            },
+            "tapError": cap.tap_error,
+            "findings": [f.to_json() for f in found],
+        }
+
+    def _correlate(self, cap: Captured, j: Judgement, exchange_id: str) -> dict[str, Any] | None:
+        if len(self.options.hops) < 2 or not cap.trace_id or cap.http_method != "POST":
+            return None
+        view = HopView(
+            hop=cap.hop,
+            request_headers=cap.request_headers,
+            request_message=j.request_message,
+            status=cap.status,
+            response_messages=j.response_messages,
+            sse_times=tuple(t.at for t in cap.sse),
+            first_byte_at=cap.first_byte_at,
+        )
+        key = (cap.trace_id, orjson.dumps(j.rpc_id).decode())
+        pair = self.correlator.offer(
+            key, Pending(exchange_id, view, cap.received_at, cap.upstream), self.clock()
+        )
+        if pair is None:
+            return None
+        return {
+            "kind": "hop-comparison",
+            "traceId": cap.trace_id,
+            "box": pair.comparison.box,
+            "between": [pair.outer_hop, pair.inner_hop],
+            "exchangeIds": [pair.outer_id, pair.inner_id],
+            "findings": [f.to_json() for f in pair.comparison.findings],
+        }
+
+    def _account(
+        self, cap: Captured, j: Judgement, found: list[Finding], pair: dict[str, Any] | None
+    ) -> None:
+        m = self.metrics
+        m.exchanges.inc(hop=cap.hop, era=str(j.era))
+        for f in found:
+            m.findings.inc(hop=cap.hop, rule=f.rule)
+        for f in (pair or {}).get("findings", []):
+            m.findings.inc(hop=cap.hop, rule=f["rule"])
+        if cap.tap_error is not None:
+            m.tap_errors.inc(hop=cap.hop, reason=str(cap.tap_error["phase"]))
+        if cap.end_at is not None:
+            m.latency.observe(cap.end_at - cap.received_at, hop=cap.hop)
+        if cap.first_byte_at is not None:
+            m.first_byte.observe(cap.first_byte_at - cap.received_at, hop=cap.hop)
+        if cap.sse:
+            m.sse_first_event.observe(cap.sse[0].at - cap.received_at, hop=cap.hop)
+        if cap.forwarded_at is not None:
+            m.added.observe(cap.forwarded_at - cap.received_at, hop=cap.hop)
+        log.info(
+            "exchange",
+            hop=cap.hop,
+            era=str(j.era),
+            method=j.method,
+            http_method=cap.http_method,
+            status=cap.egress_status,
+            ms=round(
+                ((cap.egress_end_at or cap.end_at or cap.received_at) - cap.received_at) * 1000, 3
+            ),
+            findings=sorted({f.rule for f in found}),
+            hop_findings=sorted({f["rule"] for f in (pair or {}).get("findings", [])}),
+            tap_error=cap.tap_error["phase"] if cap.tap_error else None,
+        )
+
+
+def _result(messages: tuple[Any, ...]) -> dict[str, Any] | None:
+    for m in messages:
+        if isinstance(m, dict) and "result" in m and "method" not in m:
+            r = m["result"]
+            return r if isinstance(r, dict) else None
+    return None
+
+
+def _error_code(messages: tuple[Any, ...]) -> int | None:
+    for m in messages:
+        if isinstance(m, dict) and isinstance(m.get("error"), dict):
+            code = m["error"].get("code")
+            if isinstance(code, int) and not isinstance(code, bool):
+                return code
+    return None

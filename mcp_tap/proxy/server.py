@@ -1,0 +1,193 @@
+"""Wire the proxy together: hops, recorder, evidence writer, admin; drain on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import ssl
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import aiohttp
+import structlog
+from aiohttp import web
+
+from mcp_tap.errors import InputError
+from mcp_tap.evidence import EvidenceWriter
+from mcp_tap.proxy.admin import admin_app
+from mcp_tap.proxy.forward import Forwarder
+from mcp_tap.proxy.metrics import Metrics
+from mcp_tap.proxy.options import TapOptions, parse_listen
+from mcp_tap.proxy.recorder import Recorder
+
+log = structlog.get_logger("mcp_tap.proxy")
+
+
+def new_bundle_dir(root: str, now: float) -> Path:
+    """A fresh bundle directory under ``root`` for this run (one writer per chain)."""
+    stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%S")
+    base = Path(root) / f"run-{stamp}Z-{os.getpid()}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
+
+
+def _ssl_context(verify: bool, ca_file: str) -> ssl.SSLContext | bool:
+    if not verify:
+        return False
+    try:
+        return ssl.create_default_context(cafile=ca_file or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise InputError(f"upstream ca_file {ca_file!r}: {exc}") from None
+
+
+class TapServer:
+    """One proxy process: every hop's listener, the admin listener, one evidence bundle."""
+
+    def __init__(self, options: TapOptions, *, clock: Callable[[], float] = time.time) -> None:
+        self.options = options
+        self.clock = clock
+        self.metrics = Metrics()
+        self.bundle_dir = new_bundle_dir(options.evidence.dir, clock())
+        ev = options.evidence
+        self.writer = EvidenceWriter(
+            self.bundle_dir,
+            max_segment_bytes=ev.max_segment_bytes,
+            max_segment_age_s=ev.max_segment_age_s,
+            queue_size=ev.queue_size,
+            clock=clock,
+        )
+        self.recorder = Recorder(options, self.writer, self.metrics, clock)
+        self.addresses: dict[str, tuple[str, int]] = {}
+        self.admin_address: tuple[str, int] | None = None
+        self._runners: list[web.AppRunner] = []
+        self._admin_runner: web.AppRunner | None = None
+        self._forwarders: list[Forwarder] = []
+        self._session: aiohttp.ClientSession | None = None
+        self.metrics.gauge(
+            "mcptap_evidence_records",
+            "Evidence records written and lost.",
+            lambda: {k: float(v) for k, v in self.writer.counters().items()},
+        )
+
+    async def start(self) -> None:
+        """Open the evidence bundle and start listening."""
+        self.writer.start()
+        up = self.options.upstream
+        connector = aiohttp.TCPConnector(
+            limit=up.pool_size,
+            limit_per_host=up.pool_size,
+            ssl=_ssl_context(up.verify_tls, up.ca_file),
+            keepalive_timeout=60,
+        )
+        # auto_decompress=False: compressed bodies pass through compressed.
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            skip_auto_headers=("User-Agent",),
+        )
+        for hop in self.options.hops:
+            forwarder = Forwarder(
+                hop.name, hop.upstream, self.options, self._session, self.recorder, self.clock
+            )
+            self._forwarders.append(forwarder)
+            app = web.Application(client_max_size=0)
+            app.router.add_route("*", "/{tail:.*}", forwarder.handle)
+            runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+            await runner.setup()
+            host, port = parse_listen(hop.listen)
+            site = web.TCPSite(runner, host, port, reuse_address=True)
+            try:
+                await site.start()
+            except OSError as exc:
+                await self.stop()
+                raise InputError(
+                    f"hop {hop.name}: cannot listen on {hop.listen} ({exc.strerror or exc})"
+                ) from None
+            self._runners.append(runner)
+            bound = runner.addresses[0]
+            self.addresses[hop.name] = (bound[0], bound[1])
+        if self.options.admin.listen:
+            app = admin_app(self.metrics, self.readiness)
+            self._admin_runner = web.AppRunner(app, access_log=None)
+            await self._admin_runner.setup()
+            host, port = parse_listen(self.options.admin.listen)
+            site = web.TCPSite(self._admin_runner, host, port, reuse_address=True)
+            try:
+                await site.start()
+            except OSError as exc:
+                await self.stop()
+                raise InputError(
+                    f"admin: cannot listen on {self.options.admin.listen} ({exc.strerror or exc})"
+                ) from None
+            bound = self._admin_runner.addresses[0]
+            self.admin_address = (bound[0], bound[1])
+        log.info(
+            "proxy.started",
+            bundle=str(self.bundle_dir),
+            hops={h: f"{a[0]}:{a[1]}" for h, a in self.addresses.items()},
+            admin=f"{self.admin_address[0]}:{self.admin_address[1]}"
+            if self.admin_address
+            else None,
+        )
+
+    async def readiness(self) -> list[str]:
+        """Problems that make the tap not ready: unreachable upstreams, unwritable evidence."""
+        problems: list[str] = []
+        for hop in self.options.hops:
+            parts = urlsplit(hop.upstream)
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            try:
+                _, writer = await asyncio.wait_for(
+                    asyncio.open_connection(parts.hostname, port), timeout=2
+                )
+                writer.close()
+            except (OSError, TimeoutError):
+                problems.append(f"hop {hop.name}: upstream {hop.upstream} is not reachable")
+        if not os.access(self.bundle_dir, os.W_OK):
+            problems.append(f"evidence directory {self.bundle_dir} is not writable")
+        if self.writer.disk_errors and self.writer.lost_disk:
+            problems.append(f"evidence writer lost {self.writer.lost_disk} records to disk errors")
+        return problems
+
+    async def stop(self, drain_timeout: float = 10.0) -> None:
+        """Stop accepting, let in-flight exchanges finish (bounded), flush the evidence."""
+        for runner in self._runners:
+            for site in list(runner.sites):
+                await site.stop()
+        in_flight = [t for f in self._forwarders for t in f.in_flight]
+        if in_flight:
+            log.info("proxy.draining", in_flight=len(in_flight))
+            await asyncio.wait(in_flight, timeout=drain_timeout)
+        for runner in self._runners:
+            await runner.cleanup()
+        self._runners.clear()
+        if self._admin_runner is not None:
+            await self._admin_runner.cleanup()
+            self._admin_runner = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        await self.writer.aclose()
+        log.info("proxy.stopped", bundle=str(self.bundle_dir), **self.writer.counters())
+
+    async def run_until_signalled(self, ready: Callable[[TapServer], None] | None = None) -> None:
+        """Start, wait for SIGTERM or SIGINT, then drain and stop."""
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await self.start()
+        if ready is not None:
+            ready(self)
+        try:
+            await stop.wait()
+        finally:
+            await self.stop()
