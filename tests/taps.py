@@ -1,0 +1,66 @@
+"""Test helpers: run mcp-tap's proxy in-process on loopback and read its evidence back."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from mcp_tap.evidence import read_bundle
+from mcp_tap.proxy.options import AdminOptions, HopOptions, TapOptions, load_options
+from mcp_tap.proxy.server import TapServer
+
+
+def tap_options(
+    evidence_dir: Path,
+    hops: Sequence[tuple[str, str]] = (),
+    *,
+    upstream: str | None = None,
+    admin: bool = False,
+    **sections: Any,
+) -> TapOptions:
+    """Options for a test tap: ``hops`` as ``(name, upstream)`` on free loopback ports.
+
+    ``sections`` replace whole option sections, e.g. ``capture=CaptureOptions(...)``.
+    """
+    if upstream is not None:
+        hops = [("tap", upstream)]
+    opts = load_options(None, env={}, listen="127.0.0.1:0", upstream=hops[0][1],
+                        hop=hops[0][0], evidence_dir=str(evidence_dir))
+    opts = replace(
+        opts,
+        hops=tuple(HopOptions(name, "127.0.0.1:0", up.rstrip("/")) for name, up in hops),
+        admin=AdminOptions("127.0.0.1:0" if admin else ""),
+    )
+    return replace(opts, **sections) if sections else opts
+
+
+@contextlib.asynccontextmanager
+async def running_tap(options: TapOptions) -> AsyncIterator[TapServer]:
+    """Start a :class:`TapServer`, yield it, then stop it (draining and flushing evidence)."""
+    server = TapServer(options)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+def hop_url(server: TapServer, hop: str | None = None, path: str = "/mcp") -> str:
+    """The loopback URL of one hop of a running tap (the first hop by default)."""
+    name = hop or next(iter(server.addresses))
+    host, port = server.addresses[name]
+    return f"http://{host}:{port}{path}"
+
+
+def records(server: TapServer) -> list[dict[str, Any]]:
+    """Every record of the tap's bundle (call after the tap stopped, or after a flush)."""
+    server.writer.flush(timeout=10)
+    return read_bundle(server.bundle_dir, lenient=True).records
+
+
+def exchanges(server: TapServer) -> list[dict[str, Any]]:
+    """The exchange records of the tap's bundle."""
+    return [r for r in records(server) if r.get("kind") == "exchange"]
