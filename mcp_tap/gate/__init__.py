@@ -1,0 +1,53 @@
+"""The release gate: health window, rollback evidence, attestation, policy and decision.
+
+The pure pieces are importable on their own; :mod:`mcp_tap.commands.gate` does the I/O.
+"""
+
+from mcp_tap.gate.decision import (
+    Action,
+    BundleCheck,
+    Decision,
+    GateInputs,
+    Reason,
+    Report,
+    ReportCase,
+    RollbackResult,
+    SourceResult,
+    choose,
+    conformance_source,
+    decide,
+    hop_source,
+    integrity_source,
+    sdk_source,
+)
+from mcp_tap.gate.health import HealthWindow, compute_window, evaluate_health
+from mcp_tap.gate.policy import Policy, load_policy, parse_policy
+from mcp_tap.gate.rollback import Trust, check_rollback, missing_rollback, resolve_trust
+
+__all__ = [
+    "Action",
+    "BundleCheck",
+    "Decision",
+    "GateInputs",
+    "HealthWindow",
+    "Policy",
+    "Reason",
+    "Report",
+    "ReportCase",
+    "RollbackResult",
+    "SourceResult",
+    "Trust",
+    "check_rollback",
+    "choose",
+    "compute_window",
+    "conformance_source",
+    "decide",
+    "evaluate_health",
+    "hop_source",
+    "integrity_source",
+    "load_policy",
+    "missing_rollback",
+    "parse_policy",
+    "resolve_trust",
+    "sdk_source",
+]

@@ -1,0 +1,465 @@
+"""The gate's pure core: per-source results in, promote / rollback / hold out.
+
+The command does the I/O (verify and read bundles, run the SDK differential, load the
+rollback payload) and hands :func:`decide` already-computed :class:`SourceResult` values; the
+builders here turn records and reports into those results without reading files or clocks.
+
+Decision table, applied exactly:
+
+* **promote**: every source passes and the rollback target is verified;
+* **rollback**: some source fails and the rollback target is verified;
+* **hold**: the rollback target is not verified (pause traffic; do not guess).
+
+Evidence that failed verification counts as a failing source like any other: the gate
+cannot promote on it, and returning to a verified, attested target is not a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from mcp_tap.core.findings import Finding
+from mcp_tap.core.hashing import digest
+from mcp_tap.gate.policy import ConformancePolicy, HopPolicy
+
+SOURCES: tuple[str, ...] = ("conformance", "sdk", "hop", "integrity", "health")
+
+
+class Action(StrEnum):
+    """What the gate tells the release system to do."""
+
+    PROMOTE = "promote"
+    ROLLBACK = "rollback"
+    HOLD = "hold"
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """One reason the gate did not promote.
+
+    ``rule`` is a ``gate.*`` catalog id; ``findings`` are the underlying finding rule ids
+    (``response.id``, ``hop.body-changed``, ...) where there are any.
+    """
+
+    rule: str
+    message: str
+    findings: tuple[str, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the reason as a plain JSON object."""
+        return {
+            "rule": self.rule,
+            "findings": list(self.findings),
+            "message": self.message,
+            "details": dict(self.details),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SourceResult:
+    """One evidence source's verdict: it passes exactly when it has no reasons."""
+
+    name: str
+    reasons: tuple[Reason, ...] = ()
+    summary: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        """Whether this source lets the candidate be promoted."""
+        return not self.reasons
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the source summary with its verdict."""
+        return {"passed": self.passed, **dict(self.summary)}
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackResult:
+    """Whether the rollback target is verified: ready exactly when there are no reasons."""
+
+    reasons: tuple[Reason, ...] = ()
+    summary: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def ready(self) -> bool:
+        """Whether the gate may rely on this rollback target."""
+        return not self.reasons
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the rollback summary with its verdict."""
+        return {"ready": self.ready, **dict(self.summary)}
+
+
+@dataclass(frozen=True, slots=True)
+class GateInputs:
+    """Everything the decision weighs, already computed."""
+
+    conformance: SourceResult
+    sdk: SourceResult
+    hop: SourceResult
+    integrity: SourceResult
+    health: SourceResult
+    rollback: RollbackResult
+    policy_digest: str = ""
+
+    def sources(self) -> tuple[SourceResult, ...]:
+        """Return the five candidate sources in report order."""
+        return (self.conformance, self.sdk, self.hop, self.integrity, self.health)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The gate's answer with its reasons, per-source summaries and evidence digest."""
+
+    action: Action
+    reasons: tuple[Reason, ...]
+    sources: tuple[SourceResult, ...]
+    rollback: RollbackResult
+    policy_digest: str
+    evidence_digest: str
+
+    def evidence(self) -> dict[str, Any]:
+        """Return the redacted decision evidence that :attr:`evidence_digest` covers."""
+        return _evidence(self.action, self.reasons, self.sources, self.rollback,
+                         self.policy_digest)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the decision as one JSON object (the ``--json`` output)."""
+        return {**self.evidence(), "evidenceDigest": self.evidence_digest}
+
+
+def _evidence(
+    action: Action,
+    reasons: Sequence[Reason],
+    sources: Sequence[SourceResult],
+    rollback: RollbackResult,
+    policy_digest: str,
+) -> dict[str, Any]:
+    # Only rule ids, counts, thresholds, measurements and digests reach this object: no
+    # bodies, headers, file paths, keys or signatures, so it is safe to store and its digest
+    # does not depend on the machine the gate ran on.
+    return {
+        "action": str(action),
+        "reasons": [r.to_json() for r in reasons],
+        "sources": {s.name: s.to_json() for s in sources},
+        "rollback": rollback.to_json(),
+        "policyDigest": policy_digest,
+    }
+
+
+def choose(candidate_passes: bool, rollback_ready: bool) -> Action:
+    """Apply the decision table to the two facts it depends on."""
+    if not rollback_ready:
+        return Action.HOLD
+    return Action.PROMOTE if candidate_passes else Action.ROLLBACK
+
+
+def decide(inputs: GateInputs) -> Decision:
+    """Weigh every source and the rollback target and return the decision."""
+    sources = inputs.sources()
+    action = choose(all(s.passed for s in sources), inputs.rollback.ready)
+    reasons = tuple(r for s in sources for r in s.reasons) + inputs.rollback.reasons
+    evidence_digest = digest(
+        _evidence(action, reasons, sources, inputs.rollback, inputs.policy_digest)
+    )
+    return Decision(
+        action=action,
+        reasons=reasons,
+        sources=sources,
+        rollback=inputs.rollback,
+        policy_digest=inputs.policy_digest,
+        evidence_digest=evidence_digest,
+    )
+
+
+# --- source builders ------------------------------------------------------------------
+
+
+def record_digest(record: Mapping[str, Any]) -> str:
+    """Return a record's evidence digest: the writer's ``digest``, else recomputed the same way."""
+    stored = record.get("digest")
+    if isinstance(stored, str) and stored:
+        return stored
+    return digest({k: v for k, v in record.items() if k != "digest"})
+
+
+def _findings_of(record: Mapping[str, Any]) -> list[Finding]:
+    raw = record.get("findings")
+    if not isinstance(raw, list):
+        return []
+    return [Finding.from_json(f) for f in raw if isinstance(f, dict) and "rule" in f]
+
+
+@dataclass(slots=True)
+class _Tally:
+    count: int = 0
+    boundaries: set[str] = field(default_factory=set)
+    examples: list[str] = field(default_factory=list)
+
+    def add(self, boundary: str, example: str, limit: int) -> None:
+        self.count += 1
+        self.boundaries.add(boundary)
+        if example not in self.examples and len(self.examples) < limit:
+            self.examples.append(example)
+
+
+@dataclass(frozen=True, slots=True)
+class ReportCase:
+    """One case of a transcript or probe report (``mcp-tap transcripts --json`` shape).
+
+    ``rule`` is the finding rule the case reported, if any; ``evidence_digest`` its evidence.
+    """
+
+    name: str
+    passed: bool
+    rule: str | None = None
+    evidence_digest: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """A transcript or probe report given to the gate; ``digest`` is of the file bytes."""
+
+    digest: str
+    cases: tuple[ReportCase, ...]
+
+
+def conformance_source(
+    records: Iterable[Mapping[str, Any]],
+    policy: ConformancePolicy,
+    reports: Sequence[Report] = (),
+) -> SourceResult:
+    """Judge the findings of exchange records (and reports); ``hop.*`` findings are excluded.
+
+    One ``gate.conformance`` reason per blocking rule, with its count, boundaries and example
+    exchange digests; ``gate.conformance.empty`` when no exchange (or a report without cases)
+    was given.
+    """
+    exchanges = 0
+    tallies: dict[str, _Tally] = {}
+    for record in records:
+        if record.get("kind") != "exchange":
+            continue
+        exchanges += 1
+        for finding in _findings_of(record):
+            if finding.rule.startswith("hop."):
+                continue
+            tally = tallies.setdefault(finding.rule, _Tally())
+            tally.add(str(finding.boundary), record_digest(record), policy.examples)
+    reasons: list[Reason] = []
+    if exchanges == 0:
+        reasons.append(Reason("gate.conformance.empty", "no exchanges were recorded"))
+    blocking = {rule: t for rule, t in sorted(tallies.items()) if policy.blocks(rule)}
+    for rule_id, tally in blocking.items():
+        reasons.append(Reason(
+            "gate.conformance",
+            f"{rule_id}: {tally.count} finding(s)",
+            (rule_id,),
+            {"count": tally.count, "boundaries": sorted(tally.boundaries),
+             "examples": tally.examples},
+        ))
+    report_summaries: list[dict[str, Any]] = []
+    for index, report in enumerate(reports):
+        failed = [c for c in report.cases if not c.passed]
+        report_summaries.append({"digest": report.digest, "cases": len(report.cases),
+                                 "failed": len(failed)})
+        if not report.cases:
+            reasons.append(Reason("gate.conformance.empty", f"report {index} has no cases",
+                                  details={"report": index, "reportDigest": report.digest}))
+        for case in failed:
+            # A failed case without a rule (a rejection that never came) always blocks.
+            if case.rule is not None and not policy.blocks(case.rule):
+                continue
+            reasons.append(Reason(
+                "gate.conformance",
+                f"report {index} case {case.name} failed",
+                () if case.rule is None else (case.rule,),
+                {"report": index, "reportDigest": report.digest, "case": case.name,
+                 "examples": [case.evidence_digest] if case.evidence_digest else []},
+            ))
+    summary = {
+        "exchanges": exchanges,
+        "findings": sum(t.count for t in tallies.values()),
+        "rules": {rule: t.count for rule, t in sorted(tallies.items())},
+        "allowed": sorted(set(tallies) - set(blocking)),
+        "reports": report_summaries,
+    }
+    return SourceResult("conformance", tuple(reasons), summary)
+
+
+def _box(record: Mapping[str, Any], finding: Finding) -> str:
+    """Name the box a hop finding blames, as precisely as the record allows."""
+    between = record.get("between")
+    if isinstance(between, str) and between:
+        return between if between.startswith("between ") else f"between {between}"
+    boxes = record.get("boxes")
+    if isinstance(boxes, list) and len(boxes) == 2 and all(isinstance(b, str) for b in boxes):
+        return f"between {boxes[0]} and {boxes[1]}"
+    hop = record.get("hop")
+    name = f"hop {hop}" if isinstance(hop, str) and hop else "hop"
+    return f"{name} {finding.where}".strip()
+
+
+def hop_source(
+    records: Iterable[Mapping[str, Any]], policy: HopPolicy, examples: int = 3
+) -> SourceResult:
+    """Every ``hop.*`` finding blocks, one ``gate.hop`` reason per (rule, box).
+
+    Hop findings come from hop-comparison records and from exchange records (origin vs
+    egress inside one hop). ``gate.hop.empty`` when the policy requires a two-hop capture
+    and no hop-comparison record exists.
+    """
+    comparisons = 0
+    tallies: dict[tuple[str, str], _Tally] = {}
+    for record in records:
+        kind = record.get("kind")
+        if kind == "hop-comparison":
+            comparisons += 1
+        elif kind != "exchange":
+            continue
+        for finding in _findings_of(record):
+            if not finding.rule.startswith("hop."):
+                continue
+            tally = tallies.setdefault((finding.rule, _box(record, finding)), _Tally())
+            tally.add(str(finding.boundary), record_digest(record), examples)
+    reasons: list[Reason] = []
+    if policy.require_two_hop and comparisons == 0:
+        reasons.append(Reason("gate.hop.empty",
+                              "the policy requires a two-hop capture and none was recorded"))
+    for (rule_id, box), tally in sorted(tallies.items()):
+        reasons.append(Reason(
+            "gate.hop",
+            f"{rule_id} {box}: {tally.count} finding(s)",
+            (rule_id,),
+            {"box": box, "count": tally.count, "examples": tally.examples},
+        ))
+    summary = {
+        "comparisons": comparisons,
+        "findings": sum(t.count for t in tallies.values()),
+        "boxes": sorted({box for _, box in tallies}),
+    }
+    return SourceResult("hop", tuple(reasons), summary)
+
+
+class SdkReport(Protocol):
+    """What the gate needs of :func:`mcp_tap.sdkdiff.diff_records`'s report."""
+
+    @property
+    def compared(self) -> int: ...
+
+    @property
+    def findings(self) -> Sequence[Finding]: ...
+
+    @property
+    def errors(self) -> Sequence[object]: ...
+
+
+def sdk_source(
+    report: SdkReport | None, allow_fields: Iterable[str], unavailable: str = ""
+) -> SourceResult:
+    """Judge the SDK differential: any remaining difference blocks, nothing compared is empty.
+
+    ``report`` is ``None`` when the differential could not run; ``unavailable`` says why.
+    """
+    allowlist = sorted(allow_fields)
+    if report is None:
+        return SourceResult(
+            "sdk",
+            (Reason("gate.sdk.empty", f"no SDK differential: {unavailable or 'not computed'}"),),
+            {"compared": 0, "differences": 0, "allowFields": allowlist},
+        )
+    reasons: list[Reason] = []
+    if report.compared == 0:
+        reasons.append(Reason("gate.sdk.empty", "no exchange had a typed result to compare"))
+    groups: dict[str, list[Finding]] = {}
+    for finding in report.findings:
+        groups.setdefault(finding.rule, []).append(finding)
+    if report.errors:
+        reasons.append(Reason(
+            "gate.sdk",
+            f"the SDK client rejected {len(report.errors)} result(s)",
+            details={"rejected": len(report.errors)},
+        ))
+    for rule_id, found in sorted(groups.items()):
+        wheres = sorted({f.where for f in found if f.where})
+        reasons.append(Reason(
+            "gate.sdk",
+            f"{rule_id}: {len(found)} difference(s) the policy does not allow",
+            (rule_id,),
+            {"count": len(found), "where": wheres},
+        ))
+    summary = {
+        "compared": report.compared,
+        "differences": len(report.findings),
+        "rejected": len(report.errors),
+        "allowFields": allowlist,
+    }
+    return SourceResult("sdk", tuple(reasons), summary)
+
+
+@dataclass(frozen=True, slots=True)
+class BundleCheck:
+    """One bundle's verification outcome, reduced to what the decision needs.
+
+    ``role`` is ``candidate`` or ``baseline``; ``problems`` are ``(kind, severity, message)``;
+    ``head`` is the digest of the bundle's last record ("" when unknown).
+    """
+
+    role: str
+    ok: bool
+    problems: tuple[tuple[str, str, str], ...] = ()
+    records: int = 0
+    head: str = ""
+    gaps: tuple[tuple[int, str], ...] = ()
+
+
+def integrity_source(bundles: Sequence[BundleCheck]) -> SourceResult:
+    """Verification first: any problem, failed bundle or gap record means incomplete evidence."""
+    reasons: list[Reason] = []
+    if not bundles:
+        reasons.append(Reason("gate.integrity", "no evidence bundle was given"))
+    for index, bundle in enumerate(bundles):
+        where = {"bundle": index, "role": bundle.role}
+        # `ok` is the verifier's verdict; the problems of a bundle it passed are notes.
+        for kind, severity, message in () if bundle.ok else bundle.problems:
+            reasons.append(Reason(
+                "gate.integrity", f"bundle {index}: {kind}: {message}",
+                details={**where, "kind": kind, "severity": severity},
+            ))
+        if not bundle.ok and not bundle.problems:
+            reasons.append(Reason("gate.integrity", f"bundle {index} failed verification",
+                                  details=where))
+        # The verifier reports gap records itself; these are only counted again when it
+        # did not, so one lost stretch gives one reason.
+        reported_gaps = any(kind == "gap" for kind, _, _ in bundle.problems)
+        for lost, why in () if reported_gaps else bundle.gaps:
+            reasons.append(Reason(
+                "gate.integrity", f"bundle {index}: {lost} record(s) lost ({why})",
+                details={**where, "kind": "gap", "lost": lost},
+            ))
+    summary = {
+        "bundles": [
+            {"role": b.role, "ok": b.ok, "records": b.records, "head": b.head,
+             "problems": len(b.problems), "lost": sum(lost for lost, _ in b.gaps)}
+            for b in bundles
+        ],
+    }
+    return SourceResult("integrity", tuple(reasons), summary)
+
+
+def gaps_of(records: Iterable[Mapping[str, Any]]) -> tuple[tuple[int, str], ...]:
+    """Return ``(lost, reason)`` for every gap record among ``records``."""
+    gaps: list[tuple[int, str]] = []
+    for record in records:
+        if record.get("kind") != "gap":
+            continue
+        lost = record.get("lost")
+        # A gap whose count is unreadable still lost something; never count it as zero.
+        count = lost if type(lost) is int and lost > 0 else 1
+        why = record.get("reason")
+        gaps.append((count, why if isinstance(why, str) else "unknown"))
+    return tuple(gaps)

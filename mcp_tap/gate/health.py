@@ -1,0 +1,339 @@
+"""The health window, computed from the recorded exchanges themselves.
+
+Definitions (all from ``exchange`` records in the docs/architecture.md format):
+
+* **sample**: an exchange carrying a JSON-RPC request, i.e. an ``rpcId`` that is a string or
+  an integer. Notifications, client responses and unparseable bodies are not samples.
+  With ``hop`` given, only that hop's records count; a capture holding several hops needs a
+  hop named, or every request would count once per hop.
+* **error**: a sample that the tap answered itself (``tapError``: its 502/504 means the
+  upstream never answered), that has no origin status at all, or, as the policy counts
+  them, whose origin status is 5xx / 4xx or whose origin body or an SSE event is a JSON-RPC
+  error response. A sample is one error however many of these apply.
+* **latency**: ``origin.endAt - ingress.receivedAt`` in ms; **SSE first-event latency**:
+  ``origin.sse[0].at - ingress.receivedAt``; **stream duration**: ``origin.endAt`` minus
+  ``origin.firstByteAt`` (else the first event's time). Percentiles are nearest-rank.
+* **observation duration**: the last end time minus the first receive time, in seconds.
+
+Zero samples is never healthy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mcp_tap.errors import InputError
+from mcp_tap.gate.decision import Reason, SourceResult
+from mcp_tap.gate.policy import ErrorCounting, HealthPolicy
+
+# Float sums such as 0.01 + 0.005 carry rounding noise; a measurement exactly at a threshold
+# must pass, so comparisons allow this much slack.
+_EPSILON = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class Percentiles:
+    """Nearest-rank p50 / p95 / p99 of one measurement, in milliseconds."""
+
+    p50: float
+    p95: float
+    p99: float
+
+    def get(self, name: str) -> float:
+        """Return the percentile called ``name`` (``p50``, ``p95`` or ``p99``)."""
+        value: float = getattr(self, name)
+        return value
+
+    def to_json(self) -> dict[str, float]:
+        """Return the percentiles as a JSON object."""
+        return {"p50": self.p50, "p95": self.p95, "p99": self.p99}
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorCounts:
+    """Failures by kind, whatever the policy counts; one sample may appear in several."""
+
+    jsonrpc: int = 0
+    http_5xx: int = 0
+    http_4xx: int = 0
+    tap: int = 0
+    unanswered: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        """Return the counts as a JSON object."""
+        return {"jsonrpc": self.jsonrpc, "http5xx": self.http_5xx, "http4xx": self.http_4xx,
+                "tap": self.tap, "unanswered": self.unanswered}
+
+
+@dataclass(frozen=True, slots=True)
+class HealthWindow:
+    """What the recorded exchanges say about the candidate's health."""
+
+    samples: int
+    errors: int
+    counts: ErrorCounts
+    latency_ms: Percentiles | None
+    sse_first_event_ms: Percentiles | None
+    stream_duration_ms: Percentiles | None
+    sse_streams: int
+    sse_events: int
+    max_events_per_stream: int
+    observation_seconds: float
+    hop: str | None = None
+
+    @property
+    def error_rate(self) -> float | None:
+        """Errors over samples, or ``None`` when there are no samples."""
+        return self.errors / self.samples if self.samples else None
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the window as a JSON object."""
+
+        def opt(p: Percentiles | None) -> dict[str, float] | None:
+            return None if p is None else p.to_json()
+
+        return {
+            "hop": self.hop,
+            "samples": self.samples,
+            "errors": self.errors,
+            "errorRate": self.error_rate,
+            "errorCounts": self.counts.to_json(),
+            "latencyMs": opt(self.latency_ms),
+            "sseFirstEventMs": opt(self.sse_first_event_ms),
+            "streamDurationMs": opt(self.stream_duration_ms),
+            "sseStreams": self.sse_streams,
+            "sseEvents": self.sse_events,
+            "maxEventsPerStream": self.max_events_per_stream,
+            "observationSeconds": self.observation_seconds,
+        }
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Return the nearest-rank ``p``-th percentile (0 < p <= 100) of non-empty ``values``."""
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100.0 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def _percentiles(values: Sequence[float]) -> Percentiles | None:
+    if not values:
+        return None
+    return Percentiles(*(round(percentile(values, p), 3) for p in (50, 95, 99)))
+
+
+def _num(value: Any) -> float | None:
+    # bool is an int subclass; a `true` timestamp is not a time.
+    if type(value) in (int, float) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _obj(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _is_request(record: Mapping[str, Any]) -> bool:
+    rpc_id = record.get("rpcId")
+    return type(rpc_id) in (int, str)
+
+
+def _is_jsonrpc_error(body: Any) -> bool:
+    return isinstance(body, dict) and "error" in body and "method" not in body
+
+
+def _hop_of(records: Sequence[Mapping[str, Any]], hop: str | None) -> str | None:
+    hops = sorted({r["hop"] for r in records if isinstance(r.get("hop"), str)})
+    if hop is None and len(hops) > 1:
+        raise InputError(f"the evidence holds hops {', '.join(hops)}: set health.hop in the "
+                         "policy so each request counts once")
+    return hop
+
+
+def compute_window(
+    records: Iterable[Mapping[str, Any]], counting: ErrorCounting, hop: str | None = None
+) -> HealthWindow:
+    """Compute the health window of ``records`` (see the module docstring for definitions)."""
+    exchanges = [r for r in records if r.get("kind") == "exchange"]
+    hop = _hop_of(exchanges, hop)
+    samples = [r for r in exchanges
+               if _is_request(r) and (hop is None or r.get("hop") == hop)]
+    errors = jsonrpc = http_5xx = http_4xx = tap = unanswered = 0
+    latencies: list[float] = []
+    first_events: list[float] = []
+    durations: list[float] = []
+    sse_streams = sse_events = max_events = 0
+    starts: list[float] = []
+    ends: list[float] = []
+    for record in samples:
+        ingress, origin, egress = (_obj(record.get(k)) for k in ("ingress", "origin", "egress"))
+        status = origin.get("status")
+        is_tap = record.get("tapError") is not None
+        is_unanswered = not is_tap and type(status) is not int
+        is_5xx = type(status) is int and 500 <= status <= 599
+        is_4xx = type(status) is int and 400 <= status <= 499
+        events = origin.get("sse")
+        events = events if isinstance(events, list) else []
+        is_rpc_error = _is_jsonrpc_error(origin.get("body")) or any(
+            _is_jsonrpc_error(_obj(e).get("data")) for e in events)
+        tap += is_tap
+        unanswered += is_unanswered
+        http_5xx += is_5xx
+        http_4xx += is_4xx
+        jsonrpc += is_rpc_error
+        # A request that never got an upstream answer is a failure whatever the policy counts.
+        if (is_tap or is_unanswered or (counting.http_5xx and is_5xx)
+                or (counting.http_4xx and is_4xx) or (counting.jsonrpc_errors and is_rpc_error)):
+            errors += 1
+        received = _num(ingress.get("receivedAt"))
+        end = _num(origin.get("endAt"))
+        if received is not None:
+            starts.append(received)
+            if end is not None:
+                latencies.append((end - received) * 1000.0)
+        last = max((t for t in (end, _num(egress.get("endAt")), _num(egress.get("sentAt")),
+                                received) if t is not None), default=None)
+        if last is not None:
+            ends.append(last)
+        if events:
+            sse_streams += 1
+            sse_events += len(events)
+            max_events = max(max_events, len(events))
+            first_at = _num(_obj(events[0]).get("at"))
+            if first_at is not None and received is not None:
+                first_events.append((first_at - received) * 1000.0)
+            opened = _num(origin.get("firstByteAt"))
+            opened = first_at if opened is None else opened
+            if opened is not None and end is not None:
+                durations.append((end - opened) * 1000.0)
+    observation = max(0.0, max(ends) - min(starts)) if starts and ends else 0.0
+    return HealthWindow(
+        samples=len(samples),
+        errors=errors,
+        counts=ErrorCounts(jsonrpc, http_5xx, http_4xx, tap, unanswered),
+        latency_ms=_percentiles(latencies),
+        sse_first_event_ms=_percentiles(first_events),
+        stream_duration_ms=_percentiles(durations),
+        sse_streams=sse_streams,
+        sse_events=sse_events,
+        max_events_per_stream=max_events,
+        observation_seconds=round(observation, 6),
+        hop=hop,
+    )
+
+
+def evaluate_health(
+    window: HealthWindow, policy: HealthPolicy, baseline: HealthWindow | None = None
+) -> SourceResult:
+    """Judge the window against the policy thresholds and, when given, the baseline window."""
+    summary = {
+        "window": window.to_json(),
+        "baseline": None if baseline is None else baseline.to_json(),
+        "thresholds": _thresholds(policy),
+    }
+    if window.samples == 0:
+        # Nothing else can be measured without samples; one precise reason says why.
+        reason = Reason("gate.health.samples", "the health window has no samples",
+                        details={"samples": 0, "minimum": policy.min_samples})
+        return SourceResult("health", (reason,), summary)
+    reasons: list[Reason] = []
+    name = policy.latency_percentile
+    if window.samples < policy.min_samples:
+        reasons.append(Reason(
+            "gate.health.samples",
+            f"{window.samples} samples, the policy needs at least {policy.min_samples}",
+            details={"samples": window.samples, "minimum": policy.min_samples}))
+    rate = window.error_rate or 0.0
+    if rate > policy.max_error_rate + _EPSILON:
+        reasons.append(Reason(
+            "gate.health.error-rate",
+            f"error rate {rate:.4f} above the maximum {policy.max_error_rate:.4f}",
+            details={"errorRate": rate, "maximum": policy.max_error_rate,
+                     "errors": window.errors}))
+    if window.latency_ms is None:
+        reasons.append(Reason("gate.health.latency", "no latency could be measured",
+                              details={"percentile": name}))
+    elif window.latency_ms.get(name) > policy.max_latency_ms + _EPSILON:
+        reasons.append(Reason(
+            "gate.health.latency",
+            f"{name} latency {window.latency_ms.get(name):.1f} ms above the maximum "
+            f"{policy.max_latency_ms:.1f} ms",
+            details={"percentile": name, "latencyMs": window.latency_ms.get(name),
+                     "maximum": policy.max_latency_ms}))
+    sse_max = policy.max_sse_first_event_ms
+    if (sse_max is not None and window.sse_first_event_ms is not None
+            and window.sse_first_event_ms.get(name) > sse_max + _EPSILON):
+        reasons.append(Reason(
+            "gate.health.sse-first-event",
+            f"{name} SSE first-event latency {window.sse_first_event_ms.get(name):.1f} ms "
+            f"above the maximum {sse_max:.1f} ms",
+            details={"percentile": name, "latencyMs": window.sse_first_event_ms.get(name),
+                     "maximum": sse_max}))
+    if window.observation_seconds < policy.min_observation_seconds - _EPSILON:
+        reasons.append(Reason(
+            "gate.health.duration",
+            f"observed {window.observation_seconds:.1f} s, the policy needs at least "
+            f"{policy.min_observation_seconds:.1f} s",
+            details={"seconds": window.observation_seconds,
+                     "minimum": policy.min_observation_seconds}))
+    reasons.extend(_baseline_reasons(window, policy, baseline))
+    return SourceResult("health", tuple(reasons), summary)
+
+
+def _baseline_reasons(
+    window: HealthWindow, policy: HealthPolicy, baseline: HealthWindow | None
+) -> list[Reason]:
+    rule = "gate.health.baseline"
+    if baseline is None:
+        if policy.baseline.required:
+            return [Reason(rule, "the policy requires a baseline window and none was given")]
+        return []
+    if baseline.samples == 0:
+        return [Reason(rule, "the baseline window has no samples")]
+    reasons: list[Reason] = []
+    name = policy.latency_percentile
+    allowed_latency = policy.baseline.max_latency_increase
+    if baseline.latency_ms is None or window.latency_ms is None:
+        reasons.append(Reason(rule, "latency cannot be compared with the baseline",
+                              details={"percentile": name}))
+    else:
+        base, cand = baseline.latency_ms.get(name), window.latency_ms.get(name)
+        limit = base * (1.0 + allowed_latency)
+        if cand > limit + _EPSILON:
+            reasons.append(Reason(
+                rule,
+                f"{name} latency {cand:.1f} ms is more than {allowed_latency:.0%} above the "
+                f"baseline's {base:.1f} ms",
+                details={"measure": "latency", "percentile": name, "candidate": cand,
+                         "baseline": base, "maxIncrease": allowed_latency}))
+    base_rate, cand_rate = baseline.error_rate or 0.0, window.error_rate or 0.0
+    allowed_rate = policy.baseline.max_error_rate_increase
+    if cand_rate > base_rate + allowed_rate + _EPSILON:
+        reasons.append(Reason(
+            rule,
+            f"error rate {cand_rate:.4f} is more than {allowed_rate:.4f} above the baseline's "
+            f"{base_rate:.4f}",
+            details={"measure": "errorRate", "candidate": cand_rate, "baseline": base_rate,
+                     "maxIncrease": allowed_rate}))
+    return reasons
+
+
+def _thresholds(policy: HealthPolicy) -> dict[str, Any]:
+    return {
+        "minSamples": policy.min_samples,
+        "maxErrorRate": policy.max_error_rate,
+        "latencyPercentile": policy.latency_percentile,
+        "maxLatencyMs": policy.max_latency_ms,
+        "maxSseFirstEventMs": policy.max_sse_first_event_ms,
+        "minObservationSeconds": policy.min_observation_seconds,
+        "countJsonrpcErrors": policy.counting.jsonrpc_errors,
+        "countHttp5xx": policy.counting.http_5xx,
+        "countHttp4xx": policy.counting.http_4xx,
+        "baselineRequired": policy.baseline.required,
+        "maxLatencyIncrease": policy.baseline.max_latency_increase,
+        "maxErrorRateIncrease": policy.baseline.max_error_rate_increase,
+    }
