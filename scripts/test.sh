@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Set up everything the tests need on a fresh machine (Python 3.11 + pip), then run them.
+#   ./scripts/test.sh            all tests
+#   ./scripts/test.sh -k proxy   pytest arguments pass through
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e '.[test]'
+
+# Headless Chromium renders the HTML report in a test (Debian's package).
+if [ ! -x /usr/bin/chromium ] && [ -z "${MCP_TAP_SKIP_BROWSER:-}" ]; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "test.sh: /usr/bin/chromium is missing (apt-get install chromium, or set MCP_TAP_SKIP_BROWSER=1)" >&2
+  fi
+fi
+
+# The official MCP conformance suite (Node 22 from the npm registry) for the transparency test.
+if [ -z "${MCP_TAP_SKIP_CONFORMANCE:-}" ] && [ -x scripts/install-conformance.sh ]; then
+  scripts/install-conformance.sh
+fi
+
+exec .venv/bin/python -m pytest "$@"
