@@ -243,6 +243,9 @@ class Forwarder:
                         cap.sse.append(TimedEvent(self.clock(), event))
                     cap.sse_incomplete = decoder.pending_incomplete and not cap.sse
                 await response.write_eof()
+        except asyncio.CancelledError:
+            cap.client_gone = True  # the client disconnected; leaving closes the upstream
+            raise
         except TimeoutError:
             cap.tap_error = {
                 "status": None,

@@ -330,6 +330,10 @@ class Recorder:
                 "sentAt": cap.sent_at,
                 "endAt": cap.egress_end_at,
                 "clientGone": cap.client_gone,
+                # Same bytes and status as the origin view: the origin's findings hold here too.
+                "sameAsOrigin": response is not None
+                and cap.egress_status == cap.status
+                and cap.egress_digest == response.digest,
             },
             "tapError": cap.tap_error,
             "findings": [f.to_json() for f in found],
