@@ -613,6 +613,8 @@ def _diff_record(record: Mapping[str, Any], allowlist: frozenset[str]) -> SdkDif
         error = str(exc)
     except RecursionError:
         error = "the result is nested too deeply to compare"
+    if error is not None:
+        reported = [finding("sdk.rejected", error, where="result")]
     return SdkDiffEntry(
         exchangeId=str(record.get("exchangeId", "")),
         method=method,

@@ -639,7 +639,7 @@ class TestDiffRecords:
         assert report.compared == 1
         (entry,) = report.entries
         assert entry.error is not None and "resultType" in entry.error
-        assert entry.findings == []
+        assert rules(entry.findings) == [("sdk.rejected", "result")]
         assert not report.ok
 
     def test_skipped_records_are_counted_by_reason(self) -> None:

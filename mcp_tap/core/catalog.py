@@ -246,6 +246,8 @@ RULES: tuple[Rule, ...] = (
     # SDK differential.
     Rule("sdk.dropped", Boundary.SDK, None, "the SDK's typed view lost a semantic field"),
     Rule("sdk.changed", Boundary.SDK, None, "the SDK's typed view changed a field's value"),
+    Rule("sdk.rejected", Boundary.SDK, None,
+         "the SDK refused a result the wire carried: the application gets an exception"),
     Rule(
         "sdk.synthesized",
         Boundary.SDK,
