@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import sys
 
 from mcp_tap.logs import configure_logging
@@ -56,9 +57,8 @@ def run(args: argparse.Namespace) -> int:
     server = TapServer(options)
     if args.uvloop:
         try:
-            import uvloop  # type: ignore[import-not-found]  # optional extra
-
-            uvloop.install()
+            # An optional extra: imported by name so type checking works with or without it.
+            importlib.import_module("uvloop").install()
         except ImportError:
             sys.stderr.write("mcp-tap: uvloop is not installed; using asyncio's loop\n")
     asyncio.run(server.run_until_signalled(_announce))

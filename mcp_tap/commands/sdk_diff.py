@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from mcp_tap.errors import TapError
-
 if TYPE_CHECKING:
     from mcp_tap.sdkdiff import SdkDiffReport
 
@@ -57,15 +55,12 @@ def _text(report: SdkDiffReport) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``sdk-diff``; return 0 (no semantic difference), 1 (differences) or 2 (bad input)."""
-    try:
-        from mcp_tap.evidence import read_bundle
-    except ImportError as exc:  # pragma: no cover - the evidence package ships with mcp-tap
-        raise TapError(f"the evidence reader is unavailable: {exc}") from exc
+    from mcp_tap.evidence import find_bundles, read_bundle
     from mcp_tap.sdkdiff import DEFAULT_ALLOWLIST, diff_records
 
     allowlist = DEFAULT_ALLOWLIST | frozenset(name for name in args.allow if name)
-    bundle = read_bundle(args.evidence)
-    report = diff_records(bundle.exchanges(), allowlist)
+    exchanges = [r for p in find_bundles(args.evidence) for r in read_bundle(p).exchanges()]
+    report = diff_records(exchanges, allowlist)
     if args.json:
         sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
         sys.stdout.write("\n")

@@ -270,7 +270,7 @@ def find_bundles(path: str | Path) -> list[Path]:
     if (root / BUNDLE_FILE).is_file():
         return [root]
     if not root.is_dir():
-        raise InputError(f"{root}: no such evidence directory")
+        raise InputError(f"{root}: not a directory")
     found = sorted(p for p in root.iterdir() if (p / BUNDLE_FILE).is_file())
     if not found:
         raise InputError(f"{root}: not an evidence bundle and holds none (no {BUNDLE_FILE})")
