@@ -159,7 +159,8 @@ def check_message(
         code = error.get("code") if isinstance(error, dict) else None
         code = code if isinstance(code, int) and not isinstance(code, bool) else None
         return found + _owed(verdict, code, status, where, id_ok=id_ok)
-    if status != 200:
+    if status != 200 and not in_stream:
+        # In a stream the status belongs to the stream, judged once by check_sse_stream.
         found.append(
             finding(
                 "response.http-status", f"a success result must be HTTP 200, got {status}", where
