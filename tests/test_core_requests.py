@@ -590,7 +590,7 @@ class TestCheckRequestLadderOrder:
     def test_schema_is_last(self) -> None:
         """A request the official schema rejects is wire.schema -32602, after every rung."""
         f = only(judge_modern(headers("tools/call"), modern("tools/call", arguments={})))
-        assert f.rule == "wire.schema"
+        assert f.rule == "request.schema"
         assert f.code == -32602
 
     def test_unsupported_version_beats_schema(self) -> None:
@@ -705,7 +705,7 @@ class TestCheckRequestLegacy:
             "params": {"protocolVersion": "2025-11-25", "capabilities": {}},
         }
         f = only(judge_legacy(HeaderMap(), msg))
-        assert f.rule == "wire.schema"
+        assert f.rule == "request.schema"
         assert f.code == -32602
 
     def test_legacy_removed_methods_allowed(self) -> None:

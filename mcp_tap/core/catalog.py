@@ -42,6 +42,12 @@ RULES: tuple[Rule, ...] = (
         INVALID_REQUEST,
         "not a JSON-RPC 2.0 request or notification, or a bad id type (null, boolean, float)",
     ),
+    Rule(
+        "request.schema",
+        _R,
+        INVALID_PARAMS,
+        "a request the official generated schema of its revision rejects (after every rung)",
+    ),
     Rule("request.parse", _R, PARSE_ERROR, "the request body is not valid JSON"),
     Rule(
         "request.meta.missing",
@@ -207,7 +213,7 @@ RULES: tuple[Rule, ...] = (
         "wire.schema",
         _S,
         INVALID_REQUEST,
-        "a request or result the official generated schema of its revision rejects",
+        "a result the official generated schema of its revision rejects",
     ),
     # Hops: comparisons between two views or two hops.
     Rule(

@@ -23,7 +23,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from mcp_tap.core import schema
-from mcp_tap.core.catalog import INVALID_PARAMS, finding
+from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import (
     HEADER_METHOD,
     HEADER_NAME,
@@ -207,7 +207,7 @@ def _modern(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
         )
     schema_problem = schema.request_problem(c.method or "", version or "", message.get("params"))
     if schema_problem:
-        return verdict(finding("wire.schema", schema_problem, WHERE, code=INVALID_PARAMS))
+        return verdict(finding("request.schema", schema_problem, WHERE))
     return verdict()
 
 
@@ -279,7 +279,7 @@ def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
                 c,
                 Era.LEGACY,
                 version,
-                (finding("wire.schema", problem, WHERE, code=INVALID_PARAMS),),
+                (finding("request.schema", problem, WHERE),),
             )
     return RequestVerdict(c, Era.LEGACY, version, ())
 

@@ -47,6 +47,7 @@ _OWED_ERRORS = {
     "request.meta.missing",
     "request.version.unsupported",
     "request.method.removed",
+    "request.schema",
 }
 
 
