@@ -1,0 +1,99 @@
+"""``mcp-tap probe --target URL``: send the corpus's requests to a live server, judge its answers.
+
+Exit 0 when every probed case passed, 1 when one did not (or nothing could be probed), 2 for
+bad input or a target that cannot be reached (one line on stderr, from :mod:`mcp_tap.cli`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import orjson
+
+from mcp_tap.core.eras import Era
+from mcp_tap.probe import DEFAULT_TIMEOUT, ProbeReport, ProbeResult, parse_header, run_probe
+
+NAME = "probe"
+HELP = "send the corpus's requests to a live server and judge its real answers"
+
+_ERAS = {
+    "modern": (Era.MODERN,),
+    "legacy": (Era.LEGACY,),
+    "both": (Era.MODERN, Era.LEGACY),
+}
+
+
+def _positive(text: str) -> float:
+    """An argparse type: a positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the command's options."""
+    parser.add_argument("--target", required=True, metavar="URL",
+                        help="the server's Streamable HTTP endpoint, e.g. http://127.0.0.1:9000/mcp")
+    parser.add_argument("--era", choices=sorted(_ERAS), default="both",
+                        help="which era to probe (default: both, modern first)")
+    parser.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
+                        help="send this header on every request (e.g. authentication); "
+                        "repeatable")
+    parser.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help=f"seconds to wait for each answer (default {DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def _case_lines(r: ProbeResult) -> list[str]:
+    if r.skipped:
+        return [f"skip {r.era:<6} {r.name}: {r.detail}"]
+    mark = "ok  " if r.passed else "FAIL"
+    status = "no answer" if r.http_status is None else f"HTTP {r.http_status}"
+    if r.rule is not None:
+        verdict = f" {r.rule} ({r.code if r.code is not None else '-'})"
+    elif r.code is not None:
+        verdict = f" JSON-RPC error {r.code}"
+    else:
+        verdict = ""
+    lines = [f"{mark} {r.era:<6} {r.name}: {status}{verdict}", f"     {r.detail}"]
+    if not r.passed and r.body is not None:
+        lines.append(f"     body: {r.body if r.body else '(empty)'}")
+    return lines
+
+
+def _text(report: ProbeReport) -> str:
+    lines = [f"probe {report.target} ({', '.join(str(e) for e in report.eras)})"]
+    lines += [f"note: {n}" for n in report.notes]
+    for r in report.results:
+        lines += _case_lines(r)
+    probed = report.probed
+    passed = sum(r.passed for r in probed)
+    lines.append(
+        f"{passed}/{len(probed)} probed cases passed, {len(report.failed)} failed, "
+        f"{len(report.results) - len(probed)} skipped; {len(report.not_probeable)} "
+        "response-side corpus case(s) are not probeable")
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Probe the target; exit 0 when every probed case passed, 1 otherwise."""
+    headers = [parse_header(h) for h in args.header]
+    report = run_probe(args.target, eras=_ERAS[args.era], headers=headers,
+                       timeout=args.timeout)
+    if args.json:
+        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode()
+                         + "\n")
+    else:
+        sys.stdout.write(_text(report))
+    if report.ok:
+        return 0
+    failed = [r.name for r in report.failed]
+    why = (f"{len(failed)} probed case(s) failed: {', '.join(failed)}" if failed
+           else "no case could be probed")
+    sys.stderr.write(f"mcp-tap: {why}\n")
+    return 1
