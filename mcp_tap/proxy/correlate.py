@@ -35,7 +35,11 @@ class PairResult:
 
 
 class Correlator:
-    """Holds views by ``(trace id, JSON-RPC id)`` for at most ``window_s`` seconds."""
+    """Holds views by ``(trace id, JSON-RPC id)`` until their partner arrives.
+
+    A view waits at most ``window_s`` seconds *from when it was offered* (the end of its
+    exchange), so a long SSE stream is paired as well as a quick JSON answer.
+    """
 
     def __init__(
         self, thresholds: HopThresholds, *, window_s: float = 60.0, max_pending: int = 50000
@@ -43,20 +47,23 @@ class Correlator:
         self.thresholds = thresholds
         self.window_s = window_s
         self.max_pending = max_pending
-        self._pending: OrderedDict[tuple[str, str], Pending] = OrderedDict()
+        # key -> (view, when it was offered); insertion order is offer order.
+        self._pending: OrderedDict[tuple[str, str], tuple[Pending, float]] = OrderedDict()
         self.expired = 0
 
     def offer(self, key: tuple[str, str], item: Pending, now: float) -> PairResult | None:
         """Add one view; returns the comparison when it completes a pair of two hops."""
         self._expire(now)
-        other = self._pending.get(key)
-        if other is None or other.view.hop == item.view.hop:
-            self._pending[key] = item
+        waiting = self._pending.get(key)
+        if waiting is None or waiting[0].view.hop == item.view.hop:
+            self._pending[key] = (item, now)
+            self._pending.move_to_end(key)
             if len(self._pending) > self.max_pending:
                 self._pending.popitem(last=False)
                 self.expired += 1
             return None
         del self._pending[key]
+        other = waiting[0]
         # The hop that received the request first is nearer the client.
         outer, inner = (other, item) if other.received_at <= item.received_at else (item, other)
         box = f"{outer.upstream} (hop {outer.view.hop} upstream)"
@@ -67,8 +74,8 @@ class Correlator:
 
     def _expire(self, now: float) -> None:
         while self._pending:
-            key, first = next(iter(self._pending.items()))
-            if now - first.received_at <= self.window_s:
+            key, (_, offered_at) = next(iter(self._pending.items()))
+            if now - offered_at <= self.window_s:
                 break
             del self._pending[key]
             self.expired += 1
