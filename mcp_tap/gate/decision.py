@@ -293,7 +293,13 @@ def conformance_source(
 
 def _box(record: Mapping[str, Any], finding: Finding) -> str:
     """Name the box a hop finding blames, as precisely as the record allows."""
+    box = record.get("box")
     between = record.get("between")
+    if isinstance(box, str) and box:
+        # The proxy's hop-comparison record: the box, and the two hops around it.
+        if isinstance(between, list) and len(between) == 2:
+            return f"{box}, between hop {between[0]} and hop {between[1]}"
+        return box
     if isinstance(between, str) and between:
         return between if between.startswith("between ") else f"between {between}"
     boxes = record.get("boxes")
