@@ -1,0 +1,76 @@
+"""``mcp-tap report EVIDENCE... --out FILE.html [--policy FILE --rollback FILE]``.
+
+Writes one self-contained HTML page (see :mod:`mcp_tap.report`): the gate's decision and
+reasons when a policy and rollback evidence are given (otherwise conformance verdicts only),
+failing rules with counts, the hops, latency plots, SSE first-event latency and the era of
+every exchange. Exit 0 when the page was written, 2 for bad input (an unreadable bundle,
+policy or rollback file, or an output file that cannot be written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+
+from mcp_tap.cli import EXIT_OK
+from mcp_tap.errors import InputError
+from mcp_tap.report import MAX_ROWS, load_report, render_report
+
+NAME = "report"
+HELP = "write a self-contained HTML report: decision, failing rules, hops, latency plots"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``report`` arguments to ``parser``."""
+    parser.add_argument("evidence", nargs="+", metavar="EVIDENCE",
+                        help="evidence bundle directories (or directories of bundles)")
+    parser.add_argument("--out", required=True, type=Path, metavar="FILE.html",
+                        help="where to write the page")
+    parser.add_argument("--policy", type=Path, metavar="FILE",
+                        help="gate policy: with --rollback, the page shows the gate's decision")
+    parser.add_argument("--rollback", type=Path, metavar="FILE",
+                        help="attested rollback evidence for the gate decision")
+    parser.add_argument("--max-rows", type=int, default=MAX_ROWS, metavar="N",
+                        help=f"rows of the per-exchange table (default {MAX_ROWS})")
+    parser.add_argument("--json", action="store_true",
+                        help="print a one-line JSON summary of what was written")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file, so a reader never sees half."""
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the report from ``args.evidence`` and write it to ``args.out``."""
+    if args.max_rows < 1:
+        raise InputError("--max-rows must be at least 1")
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    data = load_report(args.evidence, policy=args.policy, rollback=args.rollback,
+                       generated=generated)
+    write_atomically(args.out, render_report(data, max_rows=args.max_rows))
+    action = data.decision.get("action") if data.decision else None
+    if args.json:
+        summary = {"out": str(args.out), "bundles": len(data.bundles),
+                   "exchanges": data.exchanges, "rules": {r.rule: r.count for r in data.rules},
+                   "decision": action}
+        sys.stdout.write(orjson.dumps(summary).decode() + "\n")
+    else:
+        decided = f", decision {action}" if action else ""
+        sys.stdout.write(f"report: {args.out} ({len(data.bundles)} bundle(s), "
+                         f"{data.exchanges} exchanges, {len(data.rules)} failing rule(s)"
+                         f"{decided})\n")
+    return EXIT_OK
