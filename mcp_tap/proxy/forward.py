@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
@@ -70,13 +71,52 @@ def _decode_raw(raw: tuple[tuple[bytes, bytes], ...]) -> HeaderMap:
     return HeaderMap(tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in raw))
 
 
+def _for_aiohttp(value: str) -> str:
+    """The str aiohttp must be given to put the header bytes ``value`` stands for on the wire.
+
+    aiohttp writes header strings as UTF-8, so a value that came in as (latin-1 decoded)
+    UTF-8 bytes is handed over UTF-8 decoded, and the same bytes go out. Bytes that are not
+    UTF-8 cannot be written as they are; the egress view then records what really went out.
+    """
+    if value.isascii():
+        return value
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return value
+
+
+def _as_written(value: str) -> str:
+    """The latin-1 form of the bytes aiohttp writes for the header bytes ``value`` stands for."""
+    return value if value.isascii() else _for_aiohttp(value).encode().decode("latin-1")
+
+
+def _as_sent(headers: CIMultiDict[str]) -> HeaderMap:
+    """Headers aiohttp wrote (as UTF-8), in the evidence's latin-1 form of the wire bytes."""
+    wire = ((k.encode(), v.encode()) for k, v in headers.items())
+    return HeaderMap(tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in wire))
+
+
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?")
+
+
 def _traceparent(headers: HeaderMap) -> tuple[str, str | None]:
-    """The trace id of a valid ``traceparent``, and a new header value when there is none."""
-    value = headers.get("traceparent")
-    if value:
-        parts = value.strip().split("-")
-        if len(parts) >= 4 and len(parts[1]) == 32:
-            return parts[1], None
+    """The trace id of the request's ``traceparent`` and a header to add when it has none.
+
+    A W3C-valid header gives its trace id. An invalid one (bad hex, all-zero ids, version
+    ``ff``) is left alone, untouched and unused: pairing on it could join strangers' requests.
+    """
+    values = headers.get_all("traceparent")
+    if values:
+        m = _TRACEPARENT.fullmatch(values[0].strip())
+        valid = (
+            len(values) == 1
+            and m is not None
+            and m.group(1) != "ff"
+            and m.group(2) != "0" * 32
+            and m.group(3) != "0" * 16
+        )
+        return (m.group(2) if valid and m else ""), None
     trace_id = secrets.token_hex(16)
     return trace_id, f"00-{trace_id}-{secrets.token_hex(8)}-01"
 
@@ -123,6 +163,8 @@ class Forwarder:
             forwarded = HeaderMap((*forwarded.pairs, ("traceparent", new_traceparent)))
         else:
             trace_id = trace_id if not new_traceparent else ""
+        # Evidence of what really goes upstream (differs only for non-UTF-8 header bytes).
+        forwarded = HeaderMap(tuple((k, _as_written(v)) for k, v in forwarded.pairs))
         capture_cap = self.options.capture.max_body_bytes
         cap = Captured(
             hop=self.hop,
@@ -139,6 +181,7 @@ class Forwarder:
         )
         response: web.StreamResponse | None = None
         try:
+            self.recorder.begin(cap)
             response = await self._forward(request, cap)
             return response
         finally:
@@ -153,7 +196,9 @@ class Forwarder:
             yield chunk
 
     async def _forward(self, request: web.Request, cap: Captured) -> web.StreamResponse:
-        headers: CIMultiDict[str] = CIMultiDict(cap.forwarded_headers.pairs)
+        headers: CIMultiDict[str] = CIMultiDict(
+            (name, _for_aiohttp(value)) for name, value in cap.forwarded_headers.pairs
+        )
         has_body = request.body_exists
         url = URL(self.upstream + request.raw_path, encoded=True)
         up_opts = self.options.upstream
@@ -196,7 +241,7 @@ class Forwarder:
         out_headers = end_to_end(cap.response_headers)
         response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
         for name, value in out_headers.pairs:
-            response.headers.add(name, value)
+            response.headers.add(name, _for_aiohttp(value))
         # A forwarded Content-Length keeps the origin's framing (aiohttp chunks without one).
         capture = BodyCapture(
             self.options.capture.max_body_bytes, cap.response_headers.get("content-encoding") or ""
@@ -213,9 +258,7 @@ class Forwarder:
             cap.client_gone = True
             return response
         cap.sent_at = self.clock()
-        cap.egress_headers = _decode_raw(
-            tuple((k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items())
-        )
+        cap.egress_headers = _as_sent(response.headers)
         try:
             async for chunk in upstream.content.iter_any():
                 capture.feed(chunk)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import secrets
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,7 +24,7 @@ from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.hops import HopView
 from mcp_tap.core.jsonrpc import Kind
-from mcp_tap.core.redaction import Redactor
+from mcp_tap.core.redaction import REDACTED, Redactor
 from mcp_tap.core.selection import ClientEvent, ClientTracker
 from mcp_tap.core.sse import SSEEvent
 from mcp_tap.proxy.capture import BodyCapture
@@ -95,6 +95,7 @@ class Captured:
     egress_end_at: float | None = None
     client_gone: bool = False
     tap_error: dict[str, Any] | None = None
+    session_version: str | None = None  # the legacy session's version, as known at ingress
 
 
 @dataclass
@@ -126,6 +127,16 @@ class Recorder:
     def _state(self, hop: str) -> _HopState:
         return self._hops.setdefault(hop, _HopState())
 
+    def begin(self, cap: Captured) -> None:
+        """Snapshot, at ingress, the per-hop state the judgement depends on (its session).
+
+        A legacy GET stream ends after the DELETE that closes its session; judged only at its
+        end it would lose its era.
+        """
+        session = cap.request_headers.get(HEADER_SESSION_ID)
+        if session:
+            cap.session_version = self._state(cap.hop).sessions.get(session)
+
     def record(self, cap: Captured) -> dict[str, Any]:
         """Judge, redact and submit one exchange; returns the record (for tests and logs)."""
         state = self._state(cap.hop)
@@ -145,6 +156,10 @@ class Recorder:
                     "tap",
                 )
             ]
+        if cap.client_gone:
+            # The tap cut the stream because the client left: the origin did not leave it
+            # unterminated, so that is no finding against it.
+            found = [f for f in found if f.rule != "sse.unterminated"]
         found += self._tap_findings(cap)
         record = self._build(cap, judgement, found)
         pair = self._correlate(cap, judgement, record["exchangeId"])
@@ -158,7 +173,7 @@ class Recorder:
 
     def _judge(self, cap: Captured, state: _HopState) -> Judgement:
         session = cap.request_headers.get(HEADER_SESSION_ID)
-        negotiated = state.sessions.get(session) if session else None
+        negotiated = cap.session_version or (state.sessions.get(session) if session else None)
         response = cap.response
         sse_events = [t.event for t in cap.sse] if cap.sse or cap.sse_incomplete else None
         exchange = Exchange(
@@ -275,6 +290,32 @@ class Recorder:
             out.append({"at": t.at, "id": t.event.id, "event": t.event.event, "data": data})
         return out
 
+    def _secrets(self, cap: Captured, j: Judgement) -> list[str]:
+        """The values redaction removes from this exchange (headers and JSON-RPC messages)."""
+        found: set[str] = set()
+        for pairs in (cap.request_headers.pairs, cap.response_headers.pairs):
+            shown_pairs = self.redactor.redact_headers(pairs)
+            for (_, value), (_, shown) in zip(pairs, shown_pairs, strict=True):
+                if shown != value:
+                    found.add(value.strip())
+                    found.add(value.strip().partition(" ")[2].strip())  # a scheme's credential
+        for message in (j.request_message, *j.response_messages):
+            _removed(message, self.redactor.redact_message(message), found)
+        # Longest first, so a secret containing another is replaced whole.
+        return sorted((v for v in found if len(v) >= 4), key=len, reverse=True)
+
+    def _findings_json(self, found: Sequence[Finding], secrets: list[str]) -> list[dict[str, Any]]:
+        """Findings for the evidence: messages quote wire values, so they are redacted too."""
+        out = []
+        for f in found:
+            data = f.to_json()
+            message = f.message
+            for value in secrets:
+                message = message.replace(value, REDACTED).replace(repr(value)[1:-1], REDACTED)
+            data["message"] = self.redactor.redact_text(message)
+            out.append(data)
+        return out
+
     def _build(self, cap: Captured, j: Judgement, found: list[Finding]) -> dict[str, Any]:
         red = self.redactor
         response = cap.response
@@ -336,7 +377,7 @@ class Recorder:
                 and cap.egress_digest == response.digest,
             },
             "tapError": cap.tap_error,
-            "findings": [f.to_json() for f in found],
+            "findings": self._findings_json(found, self._secrets(cap, j) if found else []),
         }
 
     def _correlate(self, cap: Captured, j: Judgement, exchange_id: str) -> dict[str, Any] | None:
@@ -363,7 +404,10 @@ class Recorder:
             "box": pair.comparison.box,
             "between": [pair.outer_hop, pair.inner_hop],
             "exchangeIds": [pair.outer_id, pair.inner_id],
-            "findings": [f.to_json() for f in pair.comparison.findings],
+            "findings": self._findings_json(
+                pair.comparison.findings,
+                self._secrets(cap, j) if pair.comparison.findings else [],
+            ),
         }
 
     def _account(
@@ -407,6 +451,30 @@ def _result(messages: tuple[Any, ...]) -> dict[str, Any] | None:
             r = m["result"]
             return r if isinstance(r, dict) else None
     return None
+
+
+def _removed(original: Any, redacted: Any, out: set[str]) -> None:
+    """Collect the string forms of the values ``redacted`` replaced in ``original``.
+
+    Iterative, not recursive: orjson parses nesting deeper than Python's recursion limit.
+    """
+    pairs = [(original, redacted)]
+    while pairs:
+        was, shown = pairs.pop()
+        if isinstance(shown, str) and shown == REDACTED and was != REDACTED:
+            leaves = [was]
+            while leaves:
+                value = leaves.pop()
+                if isinstance(value, dict):
+                    leaves.extend(value.values())
+                elif isinstance(value, list):
+                    leaves.extend(value)
+                elif value is not None and not isinstance(value, bool):
+                    out.add(str(value))
+        elif isinstance(was, dict) and isinstance(shown, dict):
+            pairs.extend((value, shown.get(key)) for key, value in was.items())
+        elif isinstance(was, list) and isinstance(shown, list):
+            pairs.extend(zip(was, shown, strict=False))
 
 
 def _error_code(messages: tuple[Any, ...]) -> int | None:

@@ -1,0 +1,429 @@
+"""Operating the tap: admin, configuration, the real process, evidence loss, disconnects."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from aiohttp import web
+from peers import free_port, modern_meta, parse_sse, raw_modern_request
+from taps import exchanges, hop_url, records, running_tap, tap_options
+
+from mcp_tap.cli import main
+from mcp_tap.errors import InputError
+from mcp_tap.evidence import EvidenceWriter, read_bundle
+from mcp_tap.proxy.options import EvidenceOptions, load_options
+from mcp_tap.proxy.server import TapServer
+
+StartApp = Callable[[web.Application], Awaitable[str]]  # the `serve_app` fixture
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_TIMEOUT = 30.0
+
+
+def _admin(tap: TapServer, path: str) -> str:
+    assert tap.admin_address is not None
+    host, port = tap.admin_address
+    return f"http://{host}:{port}{path}"
+
+
+def _tools_list(request_id: int) -> tuple[dict[str, str], dict[str, Any]]:
+    return raw_modern_request("tools/list", request_id=request_id)
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    """Wait for the tap to account for what it forwarded: a client can hold its whole
+    answer a moment before the tap's handler records the exchange."""
+    async with asyncio.timeout(_TIMEOUT):  # a hang guard, not a timing assertion
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+# -- admin -----------------------------------------------------------------------------------
+
+
+async def test_admin_health_readiness_and_metrics(tmp_path: Path, origin_base: str) -> None:
+    opts = tap_options(tmp_path, upstream=origin_base, admin=True)
+    async with running_tap(opts) as tap, httpx.AsyncClient(timeout=_TIMEOUT) as client:
+        health = await client.get(_admin(tap, "/healthz"))
+        ready = await client.get(_admin(tap, "/readyz"))
+        for i in range(3):
+            headers, body = _tools_list(i)
+            assert (await client.post(hop_url(tap), headers=headers, json=body)).status_code == 200
+        headers, body = _tools_list(99)
+        mismatch = await client.post(
+            hop_url(tap), headers={**headers, "Mcp-Method": "tools/call"}, json=body
+        )
+        await _until(lambda: tap.metrics.exchanges.value(hop="tap", era="modern") >= 4)
+        metrics = await client.get(_admin(tap, "/metrics"))
+
+    assert health.status_code == 200 and health.json() == {"status": "ok"}
+    assert ready.status_code == 200 and ready.json() == {"ready": True, "problems": []}
+    assert mismatch.status_code == 400
+    assert metrics.status_code == 200
+    assert metrics.headers["content-type"].startswith("text/plain")
+    lines = metrics.text.splitlines()
+    assert 'mcptap_exchanges_total{era="modern",hop="tap"} 4' in lines
+    assert 'mcptap_findings_total{hop="tap",rule="request.header.mismatch"} 1' in lines
+    assert [line for line in lines if line.startswith("mcptap_findings_total{")] == [
+        'mcptap_findings_total{hop="tap",rule="request.header.mismatch"} 1'
+    ]
+    assert "# TYPE mcptap_exchanges_total counter" in lines
+    assert 'mcptap_upstream_latency_seconds_count{hop="tap"} 4' in lines
+    assert 'mcptap_evidence_records{kind="lost"} 0' in lines
+
+
+async def test_readiness_names_the_hop_whose_upstream_is_down(
+    tmp_path: Path, origin_base: str
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    opts = tap_options(tmp_path, [("edge", origin_base), ("inner", dead)], admin=True)
+    async with running_tap(opts) as tap, httpx.AsyncClient(timeout=_TIMEOUT) as client:
+        ready = await client.get(_admin(tap, "/readyz"))
+        health = await client.get(_admin(tap, "/healthz"))
+
+    assert health.status_code == 200  # alive, just not ready
+    assert ready.status_code == 503
+    body = ready.json()
+    assert body["ready"] is False
+    assert body["problems"] == [f"hop inner: upstream {dead} is not reachable"]
+
+
+# -- configuration ---------------------------------------------------------------------------
+
+_CONFIG = """
+[[hop]]
+name = "edge"
+listen = "127.0.0.1:0"
+upstream = "http://127.0.0.1:9000/"
+
+[evidence]
+dir = "from-file"
+queue_size = 50
+
+[upstream]
+verify_tls = true
+idle_timeout_s = 12.5
+
+[capture]
+max_body_bytes = 2048
+
+[[redaction.argument]]
+method = "tools/call"
+tool = "lookup"
+argument = "query"
+"""
+
+
+def test_config_file_and_environment_overrides(tmp_path: Path) -> None:
+    config = tmp_path / "tap.toml"
+    config.write_text(_CONFIG, encoding="utf-8")
+
+    from_file = load_options(str(config), env={})
+    assert [(h.name, h.listen, h.upstream) for h in from_file.hops] == [
+        ("edge", "127.0.0.1:0", "http://127.0.0.1:9000")
+    ]
+    assert from_file.evidence.dir == "from-file"
+    assert from_file.evidence.queue_size == 50
+    assert from_file.upstream.verify_tls is True
+    assert from_file.upstream.idle_timeout_s == 12.5
+    assert from_file.capture.max_body_bytes == 2048
+    (policy,) = from_file.redaction.argument_policies
+    assert (policy.method, policy.tool, policy.argument) == ("tools/call", "lookup", "query")
+
+    env = {"MCP_TAP_EVIDENCE_DIR": "from-env", "MCP_TAP_UPSTREAM_VERIFY_TLS": "false"}
+    from_env = load_options(str(config), env=env)
+    assert from_env.evidence.dir == "from-env"
+    assert from_env.upstream.verify_tls is False
+    assert from_env.evidence.queue_size == 50  # the rest of the file still holds
+    assert from_env.upstream.idle_timeout_s == 12.5
+
+    flags = load_options(str(config), env=env, evidence_dir="from-flag", admin="")
+    assert flags.evidence.dir == "from-flag"  # flags beat the environment
+    assert flags.admin.listen == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "env", "expected"),
+    [
+        ("[[hop]\nlisten = 1", {}, "not valid TOML"),
+        ('[[hop]]\nlisten = "127.0.0.1:0"\nupstream = "ftp://x"\n', {}, "is not an http(s) URL"),
+        ('[[hop]]\nlisten = "nowhere"\nupstream = "http://x"\n', {}, "is not HOST:PORT"),
+        ('[evidence]\nqueue_size = "many"\n', {}, "[evidence] queue_size must be an integer"),
+        ("[surprise]\nx = 1\n", {}, "unknown section(s): surprise"),
+        ("[upstream]\nverify = false\n", {}, "[upstream] has unknown option(s): verify"),
+        (
+            '[[hop]]\nlisten = "127.0.0.1:0"\nupstream = "http://x"\n',
+            {"MCP_TAP_UPSTREAM_VERIFY_TLS": "maybe"},
+            "[upstream] verify_tls must be a boolean",
+        ),
+    ],
+    ids=["toml", "upstream-url", "listen", "type", "section", "option", "env-bool"],
+)
+def test_malformed_config_is_one_line_input_error(
+    tmp_path: Path, text: str, env: dict[str, str], expected: str
+) -> None:
+    config = tmp_path / "tap.toml"
+    config.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        load_options(str(config), env=env)
+    message = str(caught.value)
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_cli_proxy_with_bad_config_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in list(os.environ):
+        if name.startswith("MCP_TAP_"):
+            monkeypatch.delenv(name)
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[hop]]\nlisten = \n", encoding="utf-8")
+    assert main(["proxy", "--config", str(bad)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith(f"mcp-tap: error: {bad}: not valid TOML")
+    assert "Traceback" not in err
+
+
+# -- the real process ------------------------------------------------------------------------
+
+
+class _Lines:
+    """Collects a pipe's lines on a thread (so the child never blocks on a full pipe)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.lines: list[str] = []
+        self.changed = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: Any) -> None:
+        for raw in stream:
+            with self.changed:
+                self.lines.append(raw.decode(errors="replace"))
+                self.changed.notify_all()
+
+    def wait_for(self, text: str, timeout: float) -> str:
+        with self.changed:
+            self.changed.wait_for(lambda: any(text in line for line in self.lines), timeout)
+            found = [line for line in self.lines if text in line]
+        assert found, f"{text!r} not seen in: {''.join(self.lines)}"
+        return found[0]
+
+    def join(self) -> str:
+        self._thread.join(timeout=10)
+        return "".join(self.lines)
+
+
+@pytest.fixture
+def proxy_process(
+    tmp_path: Path, origin_base: str
+) -> Iterator[tuple[subprocess.Popen[bytes], str, Path, _Lines]]:
+    port = free_port()
+    evidence = tmp_path / "evidence"
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1")
+    env = {k: v for k, v in env.items() if not k.startswith("MCP_TAP_")}
+    cmd = [
+        sys.executable,
+        "-m",
+        "mcp_tap",
+        "proxy",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--upstream",
+        origin_base,
+        "--evidence",
+        str(evidence),
+        "--admin",
+        "",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO_ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    stderr = _Lines(proc.stderr)
+    try:
+        stderr.wait_for("listening on", timeout=_TIMEOUT)
+        yield proc, f"http://127.0.0.1:{port}/mcp", evidence, stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+async def test_proxy_process_drains_an_sse_call_on_sigterm_and_exits_0(
+    proxy_process: tuple[subprocess.Popen[bytes], str, Path, _Lines],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    proc, url, evidence, stderr = proxy_process
+    headers, body = _tools_list(1)
+    call_headers, call_body = raw_modern_request(
+        "tools/call",
+        {"name": "slow_count", "arguments": {"n": 3}},
+        request_id=2,
+        meta=modern_meta(progress_token="p1"),
+    )
+    received = bytearray()
+    async with httpx.AsyncClient(timeout=_TIMEOUT) as client:
+        listed = await client.post(url, headers=headers, json=body)
+        async with client.stream("POST", url, headers=call_headers, json=call_body) as response:
+            assert response.headers["content-type"] == "text/event-stream"
+            async for chunk in response.aiter_raw():
+                if not received:
+                    # The first event is here; the origin is still counting (the proxy
+                    # logs proxy.draining; not asserted, as that would be a timing race).
+                    proc.send_signal(signal.SIGTERM)
+                received.extend(chunk)
+    code = await asyncio.to_thread(proc.wait, _TIMEOUT)
+    log = stderr.join()
+
+    assert listed.status_code == 200
+    events = parse_sse(received.decode())
+    assert [e["data"]["params"]["progress"] for e in events[:-1]] == [1, 2, 3]
+    assert events[-1]["data"]["id"] == 2
+    assert events[-1]["data"]["result"]["content"][0]["text"] == "counted to 3"
+    assert code == 0, log
+    assert "Traceback" not in log
+
+    capsys.readouterr()
+    assert main(["verify", str(evidence)]) == 0
+    assert capsys.readouterr().out.startswith("ok: ")
+    (bundle,) = [p for p in evidence.iterdir() if p.is_dir()]
+    recs = [r for r in read_bundle(bundle).records if r["kind"] == "exchange"]
+    assert [r["method"] for r in recs] == ["tools/list", "tools/call"]
+    call = recs[1]
+    assert call["egress"]["bodyDigest"] == hashlib.sha256(received).hexdigest()
+    assert call["origin"]["sse"][-1]["data"]["result"]["content"][0]["text"] == "counted to 3"
+    assert call["findings"] == [] and call["tapError"] is None
+
+
+# -- evidence loss ---------------------------------------------------------------------------
+
+
+async def test_evidence_queue_full_is_counted_and_leaves_a_gap_while_traffic_flows(
+    tmp_path: Path,
+    origin_base: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A stuck disk (the writer blocked on its first record) with a queue of one."""
+    release = threading.Event()
+    blocked: list[dict[str, Any]] = []
+    handle = EvidenceWriter._handle
+
+    def slow_handle(self: EvidenceWriter, item: Any) -> None:
+        if isinstance(item, dict) and not blocked:
+            blocked.append(item)
+            release.wait(_TIMEOUT)
+        handle(self, item)
+
+    monkeypatch.setattr(EvidenceWriter, "_handle", slow_handle)
+    n = 8
+    opts = replace(
+        tap_options(tmp_path, upstream=origin_base, admin=True),
+        evidence=EvidenceOptions(dir=str(tmp_path), queue_size=1),
+    )
+    try:
+        async with running_tap(opts) as tap, httpx.AsyncClient(timeout=_TIMEOUT) as client:
+
+            async def one(i: int) -> httpx.Response:
+                headers, body = _tools_list(i)
+                return await client.post(hop_url(tap), headers=headers, json=body)
+
+            answers = await asyncio.gather(*(one(i) for i in range(n)))
+            await _until(lambda: tap.metrics.exchanges.value(hop="tap", era="modern") >= n)
+            metrics = (await client.get(_admin(tap, "/metrics"))).text
+            lost = tap.writer.lost
+            release.set()
+    finally:
+        release.set()
+    recs = records(tap)
+
+    assert [a.status_code for a in answers] == [200] * n  # traffic never waited for the disk
+    assert 1 <= lost <= n - 1
+    assert f'mcptap_evidence_records{{kind="lost"}} {lost}' in metrics.splitlines()
+    gaps = [r for r in recs if r["kind"] == "gap"]
+    assert gaps and all(g["reason"] == "queue full" for g in gaps)
+    assert sum(g["lost"] for g in gaps) == lost
+    assert len([r for r in recs if r["kind"] == "exchange"]) == n - lost
+    # The loss is in the bundle, so verify fails it: the evidence is incomplete, visibly.
+    capsys.readouterr()
+    assert main(["verify", str(tap.bundle_dir)]) == 1
+    reported = re.findall(r"gap: (\d+) records lost \(queue full\)", capsys.readouterr().out)
+    assert reported and sum(map(int, reported)) == lost
+
+
+# -- client disconnect -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("origin_pings", [True, False], ids=["pinging-origin", "silent-origin"])
+async def test_client_disconnect_mid_sse_closes_the_upstream_stream(
+    tmp_path: Path, serve_app: StartApp, origin_pings: bool
+) -> None:
+    upstream_closed = asyncio.Event()
+    first = {
+        "jsonrpc": "2.0",
+        "method": "notifications/message",
+        "params": {"level": "info", "data": "started"},
+    }
+
+    async def endless(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        try:
+            await response.write(f"event: message\ndata: {json.dumps(first)}\n\n".encode())
+            while True:  # keep-alive comments (or silence) until the tap hangs up
+                await asyncio.sleep(0.05)
+                if origin_pings:
+                    await response.write(b": ping\n\n")
+        except (asyncio.CancelledError, ConnectionResetError):
+            upstream_closed.set()
+            raise
+
+    app = web.Application()
+    app.router.add_post("/mcp", endless)
+    base = await serve_app(app)
+    headers, body = raw_modern_request(
+        "tools/call", {"name": "echo", "arguments": {"text": "x"}}, request_id=3
+    )
+    async with running_tap(tap_options(tmp_path, upstream=base)) as tap:
+        async with (
+            httpx.AsyncClient(timeout=_TIMEOUT) as client,
+            client.stream("POST", hop_url(tap), headers=headers, json=body) as response,
+        ):
+            async for chunk in response.aiter_raw():
+                assert b"started" in chunk
+                break  # the client goes away mid-stream
+        await asyncio.wait_for(upstream_closed.wait(), _TIMEOUT)  # a hang guard only
+    (rec,) = exchanges(tap)
+
+    assert upstream_closed.is_set()
+    assert rec["egress"]["clientGone"] is True
+    assert rec["origin"]["sse"][0]["data"] == first
+    assert rec["tapError"] is None
+    assert rec["findings"] == []  # the origin did nothing wrong: the client left
