@@ -27,6 +27,7 @@ from typing import Any, Final
 
 from mcp_tap import __version__
 from mcp_tap.errors import BundleFormatError
+from mcp_tap.gate.health import percentile  # the gate's nearest rank: same numbers
 
 __all__ = [
     "MAX_ROWS",
@@ -473,17 +474,6 @@ def load_report(
 
 
 # --- statistics -------------------------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], p: float) -> float:
-    """The ``p``-th percentile (0..100) of ``values``, linearly interpolated between ranks."""
-    if not values:
-        raise ValueError("percentile of no values")
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * min(100.0, max(0.0, p)) / 100.0
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def _ms(value: float | None) -> str:

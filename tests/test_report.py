@@ -209,14 +209,14 @@ def parse(page: str) -> _Text:
 
 
 class TestPercentile:
-    """percentile interpolates linearly between ranks."""
+    """The page's percentiles are the gate's nearest-rank percentiles."""
 
     def test_values(self) -> None:
-        """Known values: the ends, the median, interpolation and one sample."""
+        """Known values: the ends, the median (nearest rank, no interpolation), one sample."""
         values = [4.0, 1.0, 3.0, 2.0]
         assert percentile(values, 0) == 1.0
         assert percentile(values, 100) == 4.0
-        assert percentile(values, 50) == 2.5
+        assert percentile(values, 50) == 2.0
         assert percentile([7.0], 99) == 7.0
         assert percentile(list(map(float, range(101))), 95) == 95.0
         with pytest.raises(ValueError):
