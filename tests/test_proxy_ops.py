@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 import pytest
 from aiohttp import web
@@ -427,3 +428,126 @@ async def test_client_disconnect_mid_sse_closes_the_upstream_stream(
     assert rec["origin"]["sse"][0]["data"] == first
     assert rec["tapError"] is None
     assert rec["findings"] == []  # the origin did nothing wrong: the client left
+
+
+async def _raw_post(url: str, headers: dict[str, str], body: bytes, *, length: int) -> tuple[
+    asyncio.StreamReader, asyncio.StreamWriter
+]:
+    """Open a raw connection and send a POST whose ``Content-Length`` is ``length``."""
+    target = httpx.URL(url)
+    reader, writer = await asyncio.open_connection(target.host, target.port)
+    head = [f"POST {target.raw_path.decode()} HTTP/1.1", f"Host: {target.host}"]
+    head += [f"{k}: {v}" for k, v in headers.items()]
+    head += [f"Content-Length: {length}", "", ""]
+    writer.write("\r\n".join(head).encode() + body)
+    await writer.drain()
+    return reader, writer
+
+
+async def _hang_up(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    await writer.wait_closed()
+
+
+class TestClientLeavesMidExchange:
+    """A client that leaves is the client's doing: no finding blames the origin or the client's
+    request for what the tap could not see."""
+
+    async def test_client_gone_while_the_answer_body_is_pending(
+        self, tmp_path: Path, serve_app: StartApp
+    ) -> None:
+        """A JSON answer cut short by the client's hang-up is not judged as an empty body."""
+        released = asyncio.Event()
+
+        async def stalls(request: web.Request) -> web.StreamResponse:
+            await request.read()
+            response = web.StreamResponse(
+                headers={"Content-Type": "application/json", "Content-Length": "200"}
+            )
+            await response.prepare(request)
+            await response.write(b'{"jsonrpc": "2.0", ')  # a tenth of the promised body
+            await released.wait()
+            return response
+
+        app = web.Application()
+        app.router.add_post("/mcp", stalls)
+        base = await serve_app(app)
+        headers, body = _tools_list(7)
+        data = json.dumps(body).encode()
+        try:
+            async with running_tap(tap_options(tmp_path, upstream=base)) as tap:
+                reader, writer = await _raw_post(hop_url(tap), headers, data, length=len(data))
+                status_line = await asyncio.wait_for(reader.readline(), _TIMEOUT)
+                assert b" 200 " in status_line
+                await _hang_up(writer)
+        finally:
+            released.set()
+        (rec,) = exchanges(tap)
+
+        assert rec["egress"]["clientGone"] is True
+        assert rec["origin"]["ended"] is False
+        assert rec["origin"]["truncated"] is True
+        assert rec["origin"]["body"] is None
+        assert rec["tapError"] is None
+        assert rec["findings"] == []
+        assert rec["method"] == "tools/list"  # the request side is still judged
+
+    async def test_client_gone_while_sending_the_request_body(
+        self, tmp_path: Path, serve_app: StartApp
+    ) -> None:
+        """Half a request body is not judged as an empty or unparsable request."""
+        origin_reading = asyncio.Event()
+
+        async def reads(request: web.Request) -> web.Response:
+            origin_reading.set()
+            await request.read()
+            return web.json_response({"jsonrpc": "2.0", "id": 1, "result": {}})
+
+        app = web.Application()
+        app.router.add_post("/mcp", reads)
+        base = await serve_app(app)
+        headers, body = _tools_list(1)
+        data = json.dumps(body).encode()
+        async with running_tap(tap_options(tmp_path, upstream=base)) as tap:
+            _, writer = await _raw_post(
+                hop_url(tap), headers, data[: len(data) // 2], length=len(data)
+            )
+            await asyncio.wait_for(origin_reading.wait(), _TIMEOUT)
+            await _hang_up(writer)
+        (rec,) = exchanges(tap)
+
+        assert rec["egress"]["clientGone"] is True
+        assert rec["ingress"]["ended"] is False
+        assert rec["ingress"]["truncated"] is True
+        assert rec["ingress"]["bodySize"] == len(data) // 2
+        assert rec["ingress"]["body"] is None
+        assert rec["findings"] == []
+
+    async def test_client_gone_at_the_last_frame_is_not_an_upstream_failure(
+        self, tmp_path: Path, origin_base: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A failed final write to a departed client is its leaving, not an upstream reset."""
+        # A send that fails closes the transport without cancelling the handler at once, so
+        # the next write (the final frame) is the first to fail; no socket trick hits that
+        # window every time, so the failure is injected exactly as aiohttp raises it.
+        original = web.StreamResponse.write_eof
+
+        async def client_left(self: web.StreamResponse, data: bytes = b"") -> None:
+            monkeypatch.setattr(web.StreamResponse, "write_eof", original)
+            raise aiohttp.ClientConnectionResetError("Cannot write to closing transport")
+
+        monkeypatch.setattr(web.StreamResponse, "write_eof", client_left)
+        headers, body = _tools_list(4)
+        async with (
+            running_tap(tap_options(tmp_path, upstream=origin_base)) as tap,
+            httpx.AsyncClient(timeout=_TIMEOUT) as client,
+        ):
+            answer = await client.post(hop_url(tap), headers=headers, json=body)
+        (rec,) = exchanges(tap)
+
+        assert answer.status_code == 200
+        assert rec["egress"]["clientGone"] is True
+        assert rec["tapError"] is None
+        assert rec["origin"]["ended"] is True
+        assert rec["findings"] == []
+        assert rec["origin"]["body"]["result"]["tools"]  # the whole answer is judged

@@ -20,6 +20,7 @@ class BodyCapture:
     size: int = 0
     truncated: bool = False
     decode_failed: bool = False
+    ended: bool = False  # the body's end was seen (not cut short by a client or upstream)
     _hash: hashlib._Hash = field(default_factory=hashlib.sha256)
     _chunks: list[bytes] = field(default_factory=list)
     _kept: int = 0
@@ -55,6 +56,10 @@ class BodyCapture:
             self._chunks.append(data)
             self._kept += len(data)
 
+    def end(self) -> None:
+        """Mark the body as read to its end (EOF seen)."""
+        self.ended = True
+
     @property
     def digest(self) -> str:
         """SHA-256 hex of every byte fed (the bytes on the wire, compressed or not)."""
@@ -69,5 +74,5 @@ class BodyCapture:
 
     @property
     def complete(self) -> bool:
-        """Whether :attr:`body` holds the whole decoded body."""
-        return not self.truncated and not self.decode_failed
+        """Whether :attr:`body` holds the whole decoded body: kept in full and read to its end."""
+        return self.ended and not self.truncated and not self.decode_failed

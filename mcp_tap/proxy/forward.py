@@ -179,12 +179,16 @@ class Forwarder:
             received_at=received,
             trace_id=trace_id,
         )
-        response: web.StreamResponse | None = None
+        if not request.body_exists:
+            cap.request.end()
         try:
             self.recorder.begin(cap)
-            response = await self._forward(request, cap)
-            return response
+            return await self._forward(request, cap)
+        except asyncio.CancelledError:
+            cap.client_gone = True  # aiohttp cancels the handler when the client hangs up
+            raise
         finally:
+            _settle_request_body(request, cap.request)
             try:
                 self.recorder.record(cap)
             except Exception as exc:  # noqa: BLE001 - evidence must never break traffic
@@ -194,6 +198,7 @@ class Forwarder:
         async for chunk in request.content.iter_any():
             capture.feed(chunk)
             yield chunk
+        capture.end()
 
     async def _forward(self, request: web.Request, cap: Captured) -> web.StreamResponse:
         headers: CIMultiDict[str] = CIMultiDict(
@@ -285,7 +290,13 @@ class Forwarder:
                     for event in decoder.close():
                         cap.sse.append(TimedEvent(self.clock(), event))
                     cap.sse_incomplete = decoder.pending_incomplete and not cap.sse
-                await response.write_eof()
+                capture.end()
+                try:
+                    await response.write_eof()
+                except (ConnectionResetError, aiohttp.ClientConnectionError):
+                    # The origin's answer is whole; only its last frame did not reach a
+                    # client that had already left (a send that failed closed the transport).
+                    cap.client_gone = True
         except asyncio.CancelledError:
             cap.client_gone = True  # the client disconnected; leaving closes the upstream
             raise
@@ -330,7 +341,29 @@ class Forwarder:
         cap.egress_bytes = len(body)
         cap.sent_at = cap.egress_end_at = self.clock()
         # Drain what the client sent so the digest covers it, without holding it.
-        if request.body_exists and cap.request.size == 0:
+        if request.body_exists and not cap.request.ended:
             async for chunk in request.content.iter_any():
                 cap.request.feed(chunk)
+            cap.request.end()
         return response
+
+
+def _settle_request_body(request: web.Request, capture: BodyCapture) -> None:
+    """Take in request bytes the upstream client left unread but the client did send.
+
+    An origin may answer before aiohttp has pulled the last (empty) read that marks the end
+    of the forwarded body; what is already buffered belongs to the capture. A body the client
+    never finished sending stays marked as not ended, so nobody judges half of it.
+    """
+    content = request.content
+    while not capture.ended:
+        try:
+            chunk = content.read_nowait()
+        except (RuntimeError, OSError):  # a reader still waits on it, or the client left
+            return
+        if chunk:
+            capture.feed(chunk)
+        elif content.at_eof():
+            capture.end()
+        else:
+            return

@@ -189,7 +189,7 @@ class Recorder:
             negotiated_version=negotiated,
             supported_versions=self.options.eras.supported_versions,
             request_truncated=not cap.request.complete,
-            response_truncated=(response is None or not response.complete or cap.sse_dropped > 0),
+            response_truncated=_response_unjudgeable(cap),
             sse_events=sse_events if not cap.sse_incomplete else None,
         )
         return judge(exchange, where="origin")
@@ -328,6 +328,7 @@ class Recorder:
                 "bodyDigest": response.digest,
                 "bodySize": response.size,
                 "truncated": not response.complete,
+                "ended": response.ended,
                 "contentType": cap.response_headers.content_type(),
                 "body": None
                 if is_sse
@@ -358,6 +359,7 @@ class Recorder:
                 "bodyDigest": cap.request.digest,
                 "bodySize": cap.request.size,
                 "truncated": not cap.request.complete,
+                "ended": cap.request.ended,
                 "body": self._body_json(cap.request, j.request_message),
                 "receivedAt": cap.received_at,
                 "forwardedAt": cap.forwarded_at,
@@ -443,6 +445,18 @@ class Recorder:
             hop_findings=sorted({f["rule"] for f in (pair or {}).get("findings", [])}),
             tap_error=cap.tap_error["phase"] if cap.tap_error else None,
         )
+
+
+def _response_unjudgeable(cap: Captured) -> bool:
+    """Whether the origin's answer was seen too partially for the response rules.
+
+    A body cut short (the client left, the upstream broke) is not the origin's answer; an
+    SSE stream cut short still has whole events, and those are judged.
+    """
+    response = cap.response
+    if response is None or response.truncated or response.decode_failed or cap.sse_dropped:
+        return True
+    return not response.ended and not cap.sse
 
 
 def _result(messages: tuple[Any, ...]) -> dict[str, Any] | None:
