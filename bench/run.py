@@ -5,7 +5,9 @@ Processes (each its own, so no two share an event loop or a GIL):
 * the origin: ``bench/origin.py`` (a minimal aiohttp MCP-shaped server), or the real SDK
   server with ``--origin sdk``;
 * ``mcp-tap proxy`` with recording and checks on (evidence to a temporary directory,
-  default options), and the same with ``--uvloop`` (target ``tap-uvloop``);
+  default options: judging and evidence in its recording process), the same with
+  ``[recording] mode = "inline"`` (target ``tap-inline``) and with ``--uvloop``
+  (target ``tap-uvloop``);
 * ``bench/bare.py``: a bare aiohttp forwarder, no recording (target ``bare``), the floor
   an aiohttp-based proxy stands on;
 * the load generator: ``wrk`` (one thread, a Lua script POSTs the MCP request), or
@@ -70,6 +72,7 @@ MiB = 1024 * 1024
 ALL_TARGETS = (
     "direct",
     "tap",
+    "tap-inline",
     "tap-uvloop",
     "bare",
     "tap-quiet",
@@ -78,7 +81,10 @@ ALL_TARGETS = (
     "tap-before",
     "bare-uvloop",
 )
-DEFAULT_TARGETS = ("direct", "tap", "tap-uvloop", "bare")
+DEFAULT_TARGETS = ("direct", "tap", "tap-inline", "bare")
+# tap: the defaults, [recording] mode = "process" (judging and evidence in a recording process).
+# tap-inline: [recording] mode = "inline" (judging and evidence on the forwarding event loop).
+# tap-uvloop: the default tap on uvloop (no gain measured; see docs/benchmark.md).
 # tap-quiet: --log-level warning (no per-exchange log line).
 # tap-norecord / tap-batched: bench/tap_variant.py, recording switched off / the evidence
 # writer woken in batches (profiling aids: what recording and per-record wake-ups cost).
@@ -130,12 +136,20 @@ class Service:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     def cpu_s(self) -> float:
-        """CPU seconds (user + system, all threads) the process used so far."""
-        try:
-            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return float("nan")
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+        """CPU seconds (user + system, all threads) the process and its children used so far.
+
+        The children count: with ``[recording] mode = "process"`` the recording runs in one.
+        """
+        total = 0.0
+        for pid in process_tree(self.proc.pid):
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                if pid == self.proc.pid:
+                    return float("nan")
+                continue
+            total += (int(fields[11]) + int(fields[12])) / CLK_TCK
+        return total
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM (the tap drains and closes its bundle), then SIGKILL if it hangs."""
@@ -208,7 +222,8 @@ def start_all(args: argparse.Namespace, tmp: Path) -> dict[str, Service]:
                 cmd = [PY, "-c", code, *cmd[1:]]
                 env = {**os.environ, "PYTHONPATH": str(Path(args.before_root).resolve())}
             else:
-                env = None
+                mode = "inline" if target == "tap-inline" else "process"
+                env = {**os.environ, "MCP_TAP_RECORDING_MODE": mode}
             services[target] = start(
                 target, cmd, p, tmp, env=env, evidence=evidence, admin_port=admin
             )
@@ -369,15 +384,29 @@ def first_event(
 # -- memory ----------------------------------------------------------------------------
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants (from ``/proc/PID/task/*/children``)."""
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        for children in Path(f"/proc/{current}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                todo += [int(c) for c in children.read_text().split()]
+    return tree
+
+
 def rss_kib(pid: int) -> int:
-    """VmRSS of ``pid`` in KiB (0 once it is gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+    """VmRSS of ``pid`` and its descendants in KiB (0 once it is gone)."""
+    total = 0
+    for member in process_tree(pid):
+        try:
+            for line in Path(f"/proc/{member}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
 
 
 @dataclass
@@ -621,7 +650,7 @@ def verdicts(report: dict[str, Any]) -> list[str]:
     """The issue's targets, met or not, for each mcp-tap variant measured."""
     lines = []
     rows = report["throughput"]
-    for target in ("tap", "tap-uvloop"):
+    for target in ("tap", "tap-inline", "tap-uvloop"):
         c32 = next(
             (r for r in rows if r["target"] == target and r["conns"] == 32 and r["kind"] == "json"),
             None,

@@ -16,11 +16,12 @@ import argparse
 import asyncio
 import queue
 import signal
+from dataclasses import replace
 from typing import Any
 
 from mcp_tap.logs import configure_logging
 from mcp_tap.proxy import recorder
-from mcp_tap.proxy.options import load_options
+from mcp_tap.proxy.options import RecordingOptions, load_options
 from mcp_tap.proxy.server import TapServer
 
 
@@ -61,6 +62,8 @@ def main() -> None:
     options = load_options(
         None, listen=args.listen, upstream=args.upstream, evidence_dir=args.evidence, admin=""
     )
+    # Inline: the patches above act on this process's recorder and writer.
+    options = replace(options, recording=RecordingOptions(mode="inline"))
     configure_logging(args.log_level)
     server = TapServer(options)
     if args.batched_writer:

@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from mcp_tap.evidence import read_bundle
-from mcp_tap.proxy.options import AdminOptions, HopOptions, TapOptions, load_options
+from mcp_tap.proxy.options import (
+    AdminOptions,
+    HopOptions,
+    RecordingOptions,
+    TapOptions,
+    load_options,
+)
 from mcp_tap.proxy.server import TapServer
 
 
@@ -33,6 +39,9 @@ def tap_options(
         opts,
         hops=tuple(HopOptions(name, "127.0.0.1:0", up.rstrip("/")) for name, up in hops),
         admin=AdminOptions("127.0.0.1:0" if admin else ""),
+        # Inline, so a test can reach the recorder and writer in this process; tests of the
+        # recording process pass ``recording=RecordingOptions(mode="process")``.
+        recording=RecordingOptions(mode="inline"),
     )
     return replace(opts, **sections) if sections else opts
 
@@ -57,7 +66,8 @@ def hop_url(server: TapServer, hop: str | None = None, path: str = "/mcp") -> st
 
 def records(server: TapServer) -> list[dict[str, Any]]:
     """Every record of the tap's bundle (call after the tap stopped, or after a flush)."""
-    server.writer.flush(timeout=10)
+    if server.writer is not None:  # inline recording; the recording process flushes on stop
+        server.writer.flush(timeout=10)
     return read_bundle(server.bundle_dir, lenient=True).records
 
 

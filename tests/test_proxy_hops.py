@@ -36,7 +36,7 @@ from taps import hop_url, records, running_tap, tap_options
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.hops import HopThresholds, HopView
 from mcp_tap.proxy.correlate import Correlator, Pending
-from mcp_tap.proxy.options import HopComparisonOptions, TracingOptions
+from mcp_tap.proxy.options import HopComparisonOptions, RecordingOptions, TracingOptions
 from mcp_tap.proxy.server import TapServer
 
 SLOW_STEPS = 25
@@ -145,10 +145,12 @@ def header_mismatch(rpc_id: int) -> tuple[dict[str, str], dict[str, Any]]:
 # --- (a) error collapse ---------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("recording", ["inline", "process"])
 async def test_gateway_collapsing_400_into_500_is_error_collapse(
-    tmp_path: Path, origin: str
+    tmp_path: Path, origin: str, recording: str
 ) -> None:
-    async with chain(tmp_path, origin, "collapse-errors") as (server, gateway):
+    mode = RecordingOptions(mode=recording)  # the recording process pairs hops the same way
+    async with chain(tmp_path, origin, "collapse-errors", recording=mode) as (server, gateway):
         headers, body = header_mismatch(11)
         answer = await post(server, headers, body)
     # Transparency: the client got exactly what the gateway sent.
@@ -224,7 +226,10 @@ async def test_gateway_changing_mcp_name_is_header_changed(
 # --- (c) SSE buffered ----------------------------------------------------------------------
 
 
-async def test_gateway_buffering_sse_is_sse_buffered(tmp_path: Path, origin: str) -> None:
+@pytest.mark.parametrize("recording", ["inline", "process"])
+async def test_gateway_buffering_sse_is_sse_buffered(
+    tmp_path: Path, origin: str, recording: str
+) -> None:
     """The origin streams progress over time; the gateway holds the stream to its end.
 
     Explicit (default) thresholds: events spread over >= 100 ms at hop origin that reach hop
@@ -233,7 +238,10 @@ async def test_gateway_buffering_sse_is_sse_buffered(tmp_path: Path, origin: str
     thresholds = HopComparisonOptions(
         min_inner_spread_ms=100.0, max_outer_spread_ratio=0.2, first_event_delay_ms=250.0
     )
-    async with chain(tmp_path, origin, "buffer-sse", hop_comparison=thresholds) as pair:
+    mode = RecordingOptions(mode=recording)
+    async with chain(
+        tmp_path, origin, "buffer-sse", hop_comparison=thresholds, recording=mode
+    ) as pair:
         server, gateway = pair
         headers, body = slow_count(31)
         answer = await post(server, headers, body)

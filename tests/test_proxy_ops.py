@@ -26,8 +26,9 @@ from taps import exchanges, hop_url, records, running_tap, tap_options
 from mcp_tap.cli import main
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import EvidenceWriter, read_bundle
-from mcp_tap.proxy.options import EvidenceOptions, load_options
+from mcp_tap.proxy.options import EvidenceOptions, RecordingOptions, load_options
 from mcp_tap.proxy.server import TapServer
+from mcp_tap.proxy.worker import ProcessRecorder
 
 StartApp = Callable[[web.Application], Awaitable[str]]  # the `serve_app` fixture
 
@@ -155,6 +156,10 @@ def test_config_file_and_environment_overrides(tmp_path: Path) -> None:
     flags = load_options(str(config), env=env, evidence_dir="from-flag", admin="")
     assert flags.evidence.dir == "from-flag"  # flags beat the environment
     assert flags.admin.listen == ""
+    assert from_file.recording.mode == "process"  # the default: judging off the event loop
+    assert load_options(str(config), env={"MCP_TAP_RECORDING_MODE": "inline"}).recording == (
+        RecordingOptions(mode="inline")
+    )
 
 
 @pytest.mark.parametrize(
@@ -171,8 +176,14 @@ def test_config_file_and_environment_overrides(tmp_path: Path) -> None:
             {"MCP_TAP_UPSTREAM_VERIFY_TLS": "maybe"},
             "[upstream] verify_tls must be a boolean",
         ),
+        (
+            '[[hop]]\nlisten = "127.0.0.1:0"\nupstream = "http://x"\n'
+            '[recording]\nmode = "thread"\n',
+            {},
+            "[recording] mode must be one of inline, process, got 'thread'",
+        ),
     ],
-    ids=["toml", "upstream-url", "listen", "type", "section", "option", "env-bool"],
+    ids=["toml", "upstream-url", "listen", "type", "section", "option", "env-bool", "mode"],
 )
 def test_malformed_config_is_one_line_input_error(
     tmp_path: Path, text: str, env: dict[str, str], expected: str
@@ -234,12 +245,14 @@ class _Lines:
 
 @pytest.fixture
 def proxy_process(
-    tmp_path: Path, origin_base: str
+    tmp_path: Path, origin_base: str, request: pytest.FixtureRequest
 ) -> Iterator[tuple[subprocess.Popen[bytes], str, Path, _Lines]]:
+    """``mcp-tap proxy`` as a real process; the parameter is its recording mode."""
     port = free_port()
     evidence = tmp_path / "evidence"
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1")
     env = {k: v for k, v in env.items() if not k.startswith("MCP_TAP_")}
+    env["MCP_TAP_RECORDING_MODE"] = getattr(request, "param", "inline")
     cmd = [
         sys.executable,
         "-m",
@@ -276,6 +289,7 @@ def proxy_process(
                 stream.close()
 
 
+@pytest.mark.parametrize("proxy_process", ["inline", "process"], indirect=True)
 async def test_proxy_process_drains_an_sse_call_on_sigterm_and_exits_0(
     proxy_process: tuple[subprocess.Popen[bytes], str, Path, _Lines],
     capsys: pytest.CaptureFixture[str],
@@ -309,6 +323,7 @@ async def test_proxy_process_drains_an_sse_call_on_sigterm_and_exits_0(
     assert events[-1]["data"]["result"]["content"][0]["text"] == "counted to 3"
     assert code == 0, log
     assert "Traceback" not in log
+    assert log.count('"event":"exchange"') == 2  # one line per exchange, in either mode
 
     capsys.readouterr()
     assert main(["verify", str(evidence)]) == 0
@@ -551,3 +566,92 @@ class TestClientLeavesMidExchange:
         assert rec["origin"]["ended"] is True
         assert rec["findings"] == []
         assert rec["origin"]["body"]["result"]["tools"]  # the whole answer is judged
+
+
+# -- the recording process -------------------------------------------------------------------
+
+
+class TestRecordingProcess:
+    """``[recording] mode = "process"``: the same evidence, judged in another process."""
+
+    @staticmethod
+    def _options(tmp_path: Path, upstream: str, queue_size: int = 10000) -> Any:
+        return tap_options(
+            tmp_path,
+            upstream=upstream,
+            admin=True,
+            recording=RecordingOptions(mode="process", queue_size=queue_size),
+        )
+
+    async def test_findings_and_metrics_come_back_from_the_recording_process(
+        self, tmp_path: Path, origin_base: str
+    ) -> None:
+        """A finding judged in the recording process reaches the evidence and /metrics."""
+        headers, body = _tools_list(1)
+        bad = dict(headers, **{"Mcp-Method": "tools/call"})  # the body says tools/list
+        async with running_tap(self._options(tmp_path, origin_base)) as tap:
+            assert tap.writer is None and isinstance(tap.recorder, ProcessRecorder)
+            async with httpx.AsyncClient(timeout=_TIMEOUT) as client:
+                good = await client.post(hop_url(tap), headers=headers, json=body)
+                mismatch = await client.post(hop_url(tap), headers=bad, json=body)
+                await _until(lambda: tap.metrics.exchanges.value(hop="tap", era="modern") >= 2)
+                metrics = (await client.get(_admin(tap, "/metrics"))).text
+        recs = exchanges(tap)
+
+        assert good.status_code == 200 and mismatch.status_code == 400
+        assert [[f["rule"] for f in r["findings"]] for r in recs] == [
+            [],
+            ["request.header.mismatch"],
+        ]
+        assert recs[1]["findings"][0]["code"] == -32020
+        lines = metrics.splitlines()
+        assert 'mcptap_exchanges_total{era="modern",hop="tap"} 2' in lines
+        assert 'mcptap_findings_total{hop="tap",rule="request.header.mismatch"} 1' in lines
+        assert tap.metrics.findings.value(hop="tap", rule="request.header.mismatch") == 1
+
+    async def test_a_full_handover_queue_is_counted_and_leaves_a_gap(
+        self, tmp_path: Path, origin_base: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Captures that do not fit the queue are counted lost and become a gap record."""
+        async with running_tap(self._options(tmp_path, origin_base, queue_size=2)) as tap:
+            assert isinstance(tap.recorder, ProcessRecorder)
+            pid = tap.recorder.pid
+            async with httpx.AsyncClient(timeout=_TIMEOUT) as client:
+                os.kill(pid, signal.SIGSTOP)  # the recording process takes nothing now
+                try:
+                    answers = [
+                        await client.post(hop_url(tap), headers=h, json=b)
+                        for h, b in map(_tools_list, range(1, 6))
+                    ]
+                    lost_while_stopped = tap.recorder.lost
+                    counted = tap.recorder.counters()["lost"]
+                finally:
+                    os.kill(pid, signal.SIGCONT)
+                await _until(lambda: tap.metrics.exchanges.value(hop="tap", era="modern") >= 2)
+                headers, body = _tools_list(6)
+                await client.post(hop_url(tap), headers=headers, json=body)
+        recs = records(tap)
+
+        assert [a.status_code for a in answers] == [200] * 5  # traffic never waited
+        assert lost_while_stopped == counted == 3
+        assert [r["kind"] for r in recs] == ["exchange", "exchange", "gap", "exchange"]
+        assert recs[2]["lost"] == 3 and recs[2]["reason"] == "recording queue full"
+        assert [r["rpcId"] for r in recs if r["kind"] == "exchange"] == [1, 2, 6]
+        assert tap.recorder.counters()["lost"] == 3  # the recording process's final report
+        capsys.readouterr()
+        assert main(["verify", str(tap.bundle_dir)]) == 1
+        assert "gap: 3 records lost (recording queue full)" in capsys.readouterr().out
+
+    async def test_an_unwritable_evidence_directory_is_one_input_error(
+        self, tmp_path: Path, origin_base: str
+    ) -> None:
+        """A recording process that cannot open the bundle stops the start with InputError."""
+        blocker = tmp_path / "not-a-dir"
+        blocker.write_text("")
+        opts = self._options(tmp_path, origin_base)
+        opts = replace(opts, evidence=replace(opts.evidence, dir=str(blocker)))
+        server = TapServer(opts)
+        with pytest.raises(InputError, match="the recording process did not start: "):
+            await server.start()
+        await server.stop()
+        assert server.addresses == {}

@@ -28,7 +28,7 @@ from mcp_types import RootsListChangedNotification
 from peers import Era, raw_modern_request, sdk_mode
 from taps import exchanges, hop_url, running_tap, tap_options
 
-from mcp_tap.proxy.options import EraOptions
+from mcp_tap.proxy.options import EraOptions, RecordingOptions
 
 _TIMEOUT = 30.0
 StartApp = Callable[[web.Application], Awaitable[str]]  # the `serve_app` fixture
@@ -150,19 +150,27 @@ def _lower(pairs: list[list[str]] | list[tuple[str, str]]) -> list[tuple[str, st
     return [(k.lower(), v) for k, v in pairs]
 
 
+@pytest.mark.parametrize("recording", ["inline", "process"])
 @pytest.mark.parametrize(
     ("era", "legacy_allowed"),
     [("modern", False), ("legacy", False), ("legacy", True)],
     ids=["modern", "legacy-not-allowlisted", "legacy-allowlisted"],
 )
 async def test_sdk_client_through_tap_equals_direct_and_evidence_holds(
-    tmp_path: Path, origin_url: str, origin_base: str, era: Era, legacy_allowed: bool
+    tmp_path: Path,
+    origin_url: str,
+    origin_base: str,
+    era: Era,
+    legacy_allowed: bool,
+    recording: str,
 ) -> None:
     direct_tee = TeeTransport()
     direct = await sdk_session(origin_url, era, direct_tee)
 
     eras = EraOptions(legacy_allowed=legacy_allowed)
-    opts = tap_options(tmp_path, upstream=origin_base, eras=eras)
+    opts = tap_options(
+        tmp_path, upstream=origin_base, eras=eras, recording=RecordingOptions(mode=recording)
+    )
     tee = TeeTransport()
     async with running_tap(opts) as tap:
         through = await sdk_session(hop_url(tap), era, tee)

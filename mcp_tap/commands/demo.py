@@ -151,7 +151,7 @@ def _summary(server: TapServer) -> str:
 async def _run(args: argparse.Namespace, origin: str) -> None:
     options = load_options(None, listen=args.listen, upstream=origin, hop="demo",
                            evidence_dir=args.evidence, admin=args.admin)
-    server = TapServer(options)
+    server = TapServer(options, log_level=args.log_level)
     if not args.drive:
         def ready(s: TapServer) -> None:
             host, port = s.addresses["demo"]

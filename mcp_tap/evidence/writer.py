@@ -305,6 +305,22 @@ class EvidenceWriter:
             )
         return False
 
+    def report_lost(self, lost: int, reason: str) -> None:
+        """Count ``lost`` records that were lost before they reached the writer, and mark
+        the gap in the chain (e.g. records the proxy could not hand to a recording process).
+        """
+        if lost <= 0:
+            return
+        with self._lock:
+            self.lost += lost
+            if self._closing:
+                return
+            try:
+                self._queue.put_nowait(_Gap(lost, reason))
+                self._enqueued += 1
+            except queue.Full:
+                self._pending_lost += lost
+
     def flush(self, timeout: float | None = None) -> bool:
         """Block until every record submitted so far is written or counted lost.
 

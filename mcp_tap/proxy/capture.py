@@ -25,6 +25,7 @@ class BodyCapture:
     _chunks: list[bytes] = field(default_factory=list)
     _kept: int = 0
     _inflater: zlib._Decompress | None = None
+    _final_digest: str = ""  # set on a copy that crossed a process boundary (no hash object)
 
     def __post_init__(self) -> None:
         enc = self.encoding.strip().lower()
@@ -60,10 +61,15 @@ class BodyCapture:
         """Mark the body as read to its end (EOF seen)."""
         self.ended = True
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Hash and inflater objects do not pickle; what was captured so far does.
+        state = (self.size, self.truncated, self.decode_failed, self.ended, self.body, self.digest)
+        return (_restored, (self.cap, self.encoding, *state))
+
     @property
     def digest(self) -> str:
         """SHA-256 hex of every byte fed (the bytes on the wire, compressed or not)."""
-        return self._hash.hexdigest()
+        return self._final_digest or self._hash.hexdigest()
 
     @property
     def body(self) -> bytes:
@@ -76,3 +82,23 @@ class BodyCapture:
     def complete(self) -> bool:
         """Whether :attr:`body` holds the whole decoded body: kept in full and read to its end."""
         return self.ended and not self.truncated and not self.decode_failed
+
+
+def _restored(
+    cap: int,
+    encoding: str,
+    size: int,
+    truncated: bool,
+    decode_failed: bool,
+    ended: bool,
+    body: bytes,
+    digest: str,
+) -> BodyCapture:
+    """A finished capture rebuilt from its pickled state (it takes no more bytes)."""
+    capture = BodyCapture(cap)
+    capture.encoding = encoding
+    capture.size, capture.truncated, capture.decode_failed = size, truncated, decode_failed
+    capture.ended, capture._final_digest = ended, digest
+    capture._chunks = [body] if body else []
+    capture._kept = len(body)
+    return capture

@@ -28,7 +28,7 @@ from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.sse import SSEDecoder, SSEError
 from mcp_tap.proxy.capture import BodyCapture
 from mcp_tap.proxy.options import TapOptions
-from mcp_tap.proxy.recorder import Captured, Recorder, TimedEvent
+from mcp_tap.proxy.recorder import Captured, ExchangeRecorder, TimedEvent
 
 log = structlog.get_logger("mcp_tap.proxy")
 
@@ -130,7 +130,7 @@ class Forwarder:
         upstream: str,
         options: TapOptions,
         session: aiohttp.ClientSession,
-        recorder: Recorder,
+        recorder: ExchangeRecorder,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.hop = hop

@@ -9,6 +9,7 @@ import bisect
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from typing import Any
 
 LabelKey = tuple[tuple[str, str], ...]
 
@@ -59,6 +60,16 @@ class Counter:
         """The current value of one series (0 when never incremented)."""
         return self._values.get(tuple(sorted(labels.items())), 0.0)
 
+    def state(self) -> dict[LabelKey, float]:
+        """A copy of every series (to ship to another process)."""
+        with self._lock:
+            return dict(self._values)
+
+    def load(self, state: dict[LabelKey, float]) -> None:
+        """Replace every series with ``state`` (from :meth:`state` of a counter elsewhere)."""
+        with self._lock:
+            self._values = defaultdict(float, state)
+
     def render(self) -> list[str]:
         """Prometheus exposition lines."""
         lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} counter"]
@@ -86,6 +97,17 @@ class Histogram:
     def count(self, **labels: str) -> int:
         """How many observations one series has."""
         return sum(self._counts.get(tuple(sorted(labels.items())), []))
+
+    def state(self) -> tuple[dict[LabelKey, list[int]], dict[LabelKey, float]]:
+        """A copy of every series' buckets and sums (to ship to another process)."""
+        with self._lock:
+            return {k: list(v) for k, v in self._counts.items()}, dict(self._sums)
+
+    def load(self, state: tuple[dict[LabelKey, list[int]], dict[LabelKey, float]]) -> None:
+        """Replace every series with ``state`` (from :meth:`state` of a histogram elsewhere)."""
+        counts, sums = state
+        with self._lock:
+            self._counts, self._sums = dict(counts), defaultdict(float, sums)
 
     def render(self) -> list[str]:
         """Prometheus exposition lines."""
@@ -127,6 +149,23 @@ class Metrics:
         )
         self._gauges: list[tuple[str, str, Callable[[], dict[str, float]]]] = []
 
+    def _series(self) -> tuple[tuple[Counter, ...], tuple[Histogram, ...]]:
+        counters = (self.exchanges, self.findings, self.tap_errors, self.check_errors)
+        return counters, (self.latency, self.first_byte, self.sse_first_event, self.added)
+
+    def snapshot(self) -> tuple[list[Any], list[Any]]:
+        """Every counter's and histogram's state, picklable (gauges are read where they live)."""
+        counters, histograms = self._series()
+        return [c.state() for c in counters], [h.state() for h in histograms]
+
+    def restore(self, snapshot: tuple[list[Any], list[Any]]) -> None:
+        """Take over the counters and histograms of a :meth:`snapshot` made elsewhere."""
+        counters, histograms = self._series()
+        for counter, state in zip(counters, snapshot[0], strict=True):
+            counter.load(state)
+        for histogram, hstate in zip(histograms, snapshot[1], strict=True):
+            histogram.load(hstate)
+
     def gauge(self, name: str, help_text: str, read: Callable[[], dict[str, float]]) -> None:
         """Register a value read at scrape time (e.g. the evidence writer's counters)."""
         self._gauges.append((name, help_text, read))
@@ -134,9 +173,10 @@ class Metrics:
     def render(self) -> str:
         """The whole exposition text."""
         lines: list[str] = []
-        for metric in (self.exchanges, self.findings, self.tap_errors, self.check_errors):
+        counters, histograms = self._series()
+        for metric in counters:
             lines += metric.render()
-        for hist in (self.latency, self.first_byte, self.sse_first_event, self.added):
+        for hist in histograms:
             lines += hist.render()
         for name, help_text, read in self._gauges:
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]

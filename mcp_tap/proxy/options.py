@@ -57,6 +57,23 @@ class EvidenceOptions:
     queue_size: int = 10000
 
 
+RECORDING_MODES = ("inline", "process")
+
+
+@dataclass(frozen=True, slots=True)
+class RecordingOptions:
+    """Where exchanges are judged, redacted and written.
+
+    ``process`` (the default): in a separate recording process, so judging runs on another
+    CPU and never delays the next request; when ``queue_size`` captures wait for it, more are
+    counted lost and leave a gap in the evidence. ``inline``: on the forwarding event loop,
+    right after the exchange ends (one process, no hand-over).
+    """
+
+    mode: str = "process"
+    queue_size: int = 10000
+
+
 @dataclass(frozen=True, slots=True)
 class CaptureOptions:
     """How much of each body is kept for judging (the digest always covers every byte)."""
@@ -121,6 +138,7 @@ class TapOptions:
     hops: tuple[HopOptions, ...]
     evidence: EvidenceOptions = field(default_factory=EvidenceOptions)
     capture: CaptureOptions = field(default_factory=CaptureOptions)
+    recording: RecordingOptions = field(default_factory=RecordingOptions)
     upstream: UpstreamOptions = field(default_factory=UpstreamOptions)
     tracing: TracingOptions = field(default_factory=TracingOptions)
     eras: EraOptions = field(default_factory=EraOptions)
@@ -132,6 +150,7 @@ class TapOptions:
 _SECTIONS: dict[str, type[Any]] = {
     "evidence": EvidenceOptions,
     "capture": CaptureOptions,
+    "recording": RecordingOptions,
     "upstream": UpstreamOptions,
     "tracing": TracingOptions,
     "eras": EraOptions,
@@ -277,6 +296,13 @@ def load_options(
     if unknown:
         raise InputError(f"{config_file}: unknown section(s): {', '.join(sorted(unknown))}")
     sections = {name: _section(name, data.get(name), env) for name in _SECTIONS}
+    if sections["recording"].mode not in RECORDING_MODES:
+        raise InputError(
+            f"[recording] mode must be one of {', '.join(RECORDING_MODES)}, "
+            f"got {sections['recording'].mode!r}"
+        )
+    if sections["recording"].queue_size == 0:
+        raise InputError("[recording] queue_size must be positive")
     hops = _hops(data.get("hop"))
     if listen or upstream:
         if not (listen and upstream):

@@ -45,6 +45,18 @@ class RecordSink(Protocol):
         ...
 
 
+class ExchangeRecorder(Protocol):
+    """What the forwarder hands exchanges to: :class:`Recorder` or the recording process."""
+
+    def begin(self, cap: Captured) -> None:
+        """Called at ingress, before the request is forwarded."""
+        ...
+
+    def record(self, cap: Captured) -> object:
+        """Called once the exchange is over (answered, failed or abandoned)."""
+        ...
+
+
 class _Bounded(OrderedDict[str, Any]):
     """An LRU dict: old entries fall out so hostile traffic cannot grow memory."""
 
@@ -96,6 +108,7 @@ class Captured:
     client_gone: bool = False
     tap_error: dict[str, Any] | None = None
     session_version: str | None = None  # the legacy session's version, as known at ingress
+    handover_key: int | None = None  # pairs begin and record in the recording process
 
 
 @dataclass
@@ -135,7 +148,12 @@ class Recorder:
         """
         session = cap.request_headers.get(HEADER_SESSION_ID)
         if session:
-            cap.session_version = self._state(cap.hop).sessions.get(session)
+            cap.session_version = self.session_version(cap.hop, session)
+
+    def session_version(self, hop: str, session: str) -> str | None:
+        """The protocol version a legacy session negotiated on ``hop`` (None when unknown)."""
+        version: str | None = self._state(hop).sessions.get(session)
+        return version
 
     def record(self, cap: Captured) -> dict[str, Any]:
         """Judge, redact and submit one exchange; returns the record (for tests and logs)."""

@@ -1,4 +1,5 @@
-"""Wire the proxy together: hops, recorder, evidence writer, admin; drain on SIGTERM."""
+"""Wire the proxy together: hops, recorder (inline or its own process), evidence writer,
+admin; drain on SIGTERM."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from mcp_tap.proxy.forward import Forwarder
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions, parse_listen
 from mcp_tap.proxy.recorder import Recorder
+from mcp_tap.proxy.worker import ProcessRecorder
 
 log = structlog.get_logger("mcp_tap.proxy")
 
@@ -50,20 +52,38 @@ def _ssl_context(verify: bool, ca_file: str) -> ssl.SSLContext | bool:
 class TapServer:
     """One proxy process: every hop's listener, the admin listener, one evidence bundle."""
 
-    def __init__(self, options: TapOptions, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        options: TapOptions,
+        *,
+        clock: Callable[[], float] = time.time,
+        log_level: str = "info",
+    ) -> None:
+        """Set up (nothing listens and nothing is written before :meth:`start`).
+
+        Inline recording (the default) judges and writes in this process: ``writer`` and
+        ``recorder`` are the evidence writer and :class:`Recorder`. With ``[recording] mode =
+        "process"`` both live in a recording process and ``recorder`` is its
+        :class:`ProcessRecorder` (``writer`` is None); ``log_level`` is passed on to it.
+        """
         self.options = options
         self.clock = clock
         self.metrics = Metrics()
         self.bundle_dir = new_bundle_dir(options.evidence.dir, clock())
         ev = options.evidence
-        self.writer = EvidenceWriter(
-            self.bundle_dir,
-            max_segment_bytes=ev.max_segment_bytes,
-            max_segment_age_s=ev.max_segment_age_s,
-            queue_size=ev.queue_size,
-            clock=clock,
-        )
-        self.recorder = Recorder(options, self.writer, self.metrics, clock)
+        self.writer: EvidenceWriter | None = None
+        self.recorder: Recorder | ProcessRecorder
+        if options.recording.mode == "process":
+            self.recorder = ProcessRecorder(options, self.bundle_dir, self.metrics, log_level)
+        else:
+            self.writer = EvidenceWriter(
+                self.bundle_dir,
+                max_segment_bytes=ev.max_segment_bytes,
+                max_segment_age_s=ev.max_segment_age_s,
+                queue_size=ev.queue_size,
+                clock=clock,
+            )
+            self.recorder = Recorder(options, self.writer, self.metrics, clock)
         self.addresses: dict[str, tuple[str, int]] = {}
         self.admin_address: tuple[str, int] | None = None
         self._runners: list[web.AppRunner] = []
@@ -73,12 +93,20 @@ class TapServer:
         self.metrics.gauge(
             "mcptap_evidence_records",
             "Evidence records written and lost.",
-            lambda: {k: float(v) for k, v in self.writer.counters().items()},
+            lambda: {k: float(v) for k, v in self._evidence_counters().items()},
         )
+
+    def _evidence_counters(self) -> dict[str, int]:
+        if isinstance(self.recorder, ProcessRecorder):
+            return self.recorder.counters()
+        return self.writer.counters() if self.writer is not None else {}
 
     async def start(self) -> None:
         """Open the evidence bundle and start listening."""
-        self.writer.start()
+        if isinstance(self.recorder, ProcessRecorder):
+            await self.recorder.start()
+        elif self.writer is not None:
+            self.writer.start()
         up = self.options.upstream
         connector = aiohttp.TCPConnector(
             limit=up.pool_size,
@@ -153,7 +181,9 @@ class TapServer:
                 problems.append(f"hop {hop.name}: upstream {hop.upstream} is not reachable")
         if not os.access(self.bundle_dir, os.W_OK):
             problems.append(f"evidence directory {self.bundle_dir} is not writable")
-        if self.writer.disk_errors and self.writer.lost_disk:
+        if isinstance(self.recorder, ProcessRecorder):
+            problems += self.recorder.problems()
+        elif self.writer is not None and self.writer.disk_errors and self.writer.lost_disk:
             problems.append(f"evidence writer lost {self.writer.lost_disk} records to disk errors")
         return problems
 
@@ -175,8 +205,11 @@ class TapServer:
         if self._session is not None:
             await self._session.close()
             self._session = None
-        await self.writer.aclose()
-        log.info("proxy.stopped", bundle=str(self.bundle_dir), **self.writer.counters())
+        if isinstance(self.recorder, ProcessRecorder):
+            await self.recorder.aclose()
+        elif self.writer is not None:
+            await self.writer.aclose()
+        log.info("proxy.stopped", bundle=str(self.bundle_dir), **self._evidence_counters())
 
     async def run_until_signalled(self, ready: Callable[[TapServer], None] | None = None) -> None:
         """Start, wait for SIGTERM or SIGINT, then drain and stop."""

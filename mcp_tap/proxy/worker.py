@@ -1,0 +1,318 @@
+"""Recording in a separate process (``[recording] mode = "process"``).
+
+Judging, redaction, metrics and evidence cost about as much CPU per exchange as the
+forwarding itself (see ``docs/benchmark.md``). Inline, that work runs on the event loop and
+the next request waits for it. Here the forwarder only hands the finished capture (headers,
+capped bodies, SSE events: a few KB) to a recording process, which runs the very same
+:class:`Recorder` and :class:`EvidenceWriter`, so the evidence is the same in both modes.
+
+The handover is cheap on purpose: captures that end in the same event-loop iteration are
+pickled together, once, on the loop thread, and written to a pipe through a non-blocking
+asyncio transport (length-prefixed frames). No thread is woken per capture.
+
+The recording process reports its metrics, the writer's counters and how many captures it
+has taken every ``_REPORT_EVERY_S`` and once more when it stops; ``/metrics`` shows the
+latest report. When ``queue_size`` captures are handed over but not yet taken (the process is
+slow, stopped or gone), further captures are counted lost and, with the next capture that
+fits, become a gap record in the evidence: never silent. Order is kept (one pipe, one
+reader), so legacy sessions and hop pairs are learnt in the order the exchanges ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import itertools
+import multiprocessing
+import os
+import pickle
+import select
+import signal
+import threading
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from mcp_tap.core.eras import HEADER_SESSION_ID
+from mcp_tap.errors import InputError
+from mcp_tap.evidence import EvidenceWriter
+from mcp_tap.logs import configure_logging
+from mcp_tap.proxy.metrics import Metrics
+from mcp_tap.proxy.options import TapOptions
+from mcp_tap.proxy.recorder import Captured, Recorder
+
+log = structlog.get_logger("mcp_tap.proxy")
+
+_REPORT_EVERY_S = 0.25
+_START_TIMEOUT_S = 120.0  # the recording process imports the schema models on start
+_STOP_TIMEOUT_S = 30.0
+_LOG_EVERY_S = 5.0
+_MAX_PENDING_BEGINS = 10000
+_FRAME_HEADER = 4  # big-endian length of the pickled batch that follows
+REASON_HANDOVER = "recording queue full"
+
+
+class ProcessRecorder:
+    """The forwarder's recorder when recording runs in its own process.
+
+    ``begin``/``record`` never block: they add to the batch of this loop iteration.
+    ``start()`` spawns the process and waits until it has opened the evidence bundle;
+    ``aclose()`` hands over the rest, lets the process drain and waits for it.
+    """
+
+    def __init__(
+        self, options: TapOptions, bundle_dir: Path, metrics: Metrics, log_level: str = "info"
+    ) -> None:
+        ctx = multiprocessing.get_context("spawn")  # fork would copy the loop and its threads
+        self._captures_in, self._captures_out = ctx.Pipe(duplex=False)
+        self._reports, self._reports_out = ctx.Pipe(duplex=False)
+        self._process = ctx.Process(
+            target=run_recording_process,
+            args=(options, str(bundle_dir), self._captures_in, self._reports_out, log_level),
+            name="mcp-tap-recorder",
+            daemon=True,
+        )
+        self.metrics = metrics
+        self.bundle_dir = bundle_dir
+        self.queue_size = options.recording.queue_size
+        self.lost = 0  # captures that never reached the recording process
+        self._pending_lost = 0  # ... of which no gap record has been handed over yet
+        self._sent = 0  # captures handed over
+        self._taken = 0  # ... of which the recording process has taken (as last reported)
+        self._writer_counters: dict[str, int] = {}
+        self._batch: list[tuple[Any, ...]] = []
+        self._transport: asyncio.WriteTransport | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reader: threading.Thread | None = None
+        self._last_lost_log = 0.0
+        self._keys = itertools.count()
+
+    @property
+    def pid(self) -> int | None:
+        """The recording process's pid (None before :meth:`start`)."""
+        return self._process.pid
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Spawn the recording process; raise :class:`InputError` if it cannot record."""
+        self._process.start()
+        self._captures_in.close()
+        self._reports_out.close()
+        loop = self._loop = asyncio.get_running_loop()
+        ready = await loop.run_in_executor(None, self._reports.poll, _START_TIMEOUT_S)
+        message: tuple[Any, ...] = self._reports.recv() if ready else ("error", "no answer")
+        if message[0] != "ready":
+            await loop.run_in_executor(None, self._process.join, 5)
+            raise InputError(f"the recording process did not start: {message[1]}")
+        fd = os.dup(self._captures_out.fileno())
+        self._captures_out.close()
+        os.set_blocking(fd, False)
+        pipe = os.fdopen(fd, "wb", buffering=0)
+        self._transport, _ = await loop.connect_write_pipe(asyncio.Protocol, pipe)
+        self._reader = threading.Thread(
+            target=self._read_reports, name="mcp-tap-recorder-reports", daemon=True
+        )
+        self._reader.start()
+
+    async def aclose(self, timeout: float = _STOP_TIMEOUT_S) -> None:
+        """Hand over what is left, let the process drain and stop, take its last report."""
+        deadline = time.monotonic() + timeout
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            if self._pending_lost:
+                self._batch.append(("lost", self._pending_lost))
+                self._pending_lost = 0
+            self._batch.append(("stop",))
+            self._flush()
+            while transport.get_write_buffer_size() and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            transport.close()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._join, max(0.0, deadline - time.monotonic()))
+
+    def _join(self, timeout: float) -> None:
+        if self._process.pid is None:  # never started
+            return
+        self._process.join(timeout)
+        if self._process.is_alive():
+            log.error("recorder.killed", reason="did not drain in time")
+            self._process.terminate()
+            self._process.join(5)
+        if self._reader is not None:
+            self._reader.join(5)
+
+    def _read_reports(self) -> None:
+        while True:
+            try:
+                message = self._reports.recv()
+            except (EOFError, OSError):
+                return
+            if message[0] == "report":
+                _, snapshot, self._writer_counters, self._taken = message
+                self.metrics.restore(snapshot)
+
+    # -- the forwarder's side ----------------------------------------------------------------
+
+    def begin(self, cap: Captured) -> None:
+        """Ask the recording process to snapshot the legacy session this request names."""
+        session = cap.request_headers.get(HEADER_SESSION_ID)
+        if session:
+            cap.handover_key = next(self._keys)
+            self._queue(("begin", cap.handover_key, cap.hop, session))
+
+    def record(self, cap: Captured) -> None:
+        """Hand the finished capture to the recording process (counted lost if it is full)."""
+        transport = self._transport
+        full = self._sent - self._taken >= self.queue_size
+        if transport is None or transport.is_closing() or full:
+            self.lost += 1
+            self._pending_lost += 1
+            now = time.monotonic()
+            if now - self._last_lost_log >= _LOG_EVERY_S:
+                self._last_lost_log = now
+                log.warning("evidence.lost", reason=REASON_HANDOVER, lost=self.lost)
+            return
+        if self._pending_lost:
+            self._queue(("lost", self._pending_lost))
+            self._pending_lost = 0
+        self._sent += 1
+        self._queue(("record", cap.handover_key, cap))
+
+    def _queue(self, message: tuple[Any, ...]) -> None:
+        if not self._batch and self._loop is not None:
+            self._loop.call_soon(self._flush)
+        self._batch.append(message)
+
+    def _flush(self) -> None:
+        batch, self._batch = self._batch, []
+        if not batch or self._transport is None or self._transport.is_closing():
+            return
+        frame = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
+        self._transport.write(len(frame).to_bytes(_FRAME_HEADER, "big") + frame)
+
+    # -- what the admin listener shows ---------------------------------------------------
+
+    def counters(self) -> dict[str, int]:
+        """The recording process's evidence counters, plus captures not yet marked as lost."""
+        counters = dict(self._writer_counters)
+        counters["lost"] = counters.get("lost", 0) + self._pending_lost
+        return counters
+
+    def problems(self) -> list[str]:
+        """Why evidence is not being recorded right now (empty when it is)."""
+        problems: list[str] = []
+        if not self._process.is_alive():
+            problems.append(f"the recording process exited (code {self._process.exitcode})")
+        lost_disk = self._writer_counters.get("lost_disk", 0)
+        if self._writer_counters.get("disk_errors") and lost_disk:
+            problems.append(f"evidence writer lost {lost_disk} records to disk errors")
+        return problems
+
+
+def run_recording_process(
+    options: TapOptions,
+    bundle_dir: str,
+    captures: Connection,
+    reports: Connection,
+    log_level: str,
+) -> None:
+    """The recording process: judge, redact and write every capture it is handed."""
+    # The parent drives shutdown (it drains its in-flight exchanges first); a Ctrl-C that
+    # reaches the whole process group must not cut the recording short.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    configure_logging(log_level)
+    metrics = Metrics()
+    ev = options.evidence
+    writer = EvidenceWriter(
+        bundle_dir,
+        max_segment_bytes=ev.max_segment_bytes,
+        max_segment_age_s=ev.max_segment_age_s,
+        queue_size=ev.queue_size,
+    )
+    try:
+        writer.start()
+    except InputError as exc:
+        reports.send(("error", str(exc)))
+        return
+    recorder = Recorder(options, writer, metrics, time.time)
+    gc.freeze()  # keep full collections from walking the start-up objects (see commands.proxy)
+    reports.send(("ready",))
+    taken = 0
+
+    def report() -> None:
+        reports.send(("report", metrics.snapshot(), writer.counters(), taken))
+
+    state = _Handover(recorder, writer)
+    fd = captures.fileno()
+    buffer = bytearray()
+    next_report = time.monotonic() + _REPORT_EVERY_S
+    stopped = False
+    while not stopped:
+        readable, _, _ = select.select([fd], [], [], max(0.0, next_report - time.monotonic()))
+        if readable:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break  # the proxy is gone: finish what was handed over
+            buffer += chunk
+            for batch in _frames(buffer):
+                taken_now, stopped = state.handle(batch)
+                taken += taken_now
+        if time.monotonic() >= next_report:
+            report()
+            next_report = time.monotonic() + _REPORT_EVERY_S
+    writer.close()
+    report()
+    reports.close()
+
+
+def _frames(buffer: bytearray) -> list[list[tuple[Any, ...]]]:
+    """Cut the complete frames off the front of ``buffer`` and unpickle them."""
+    batches = []
+    while len(buffer) >= _FRAME_HEADER:
+        size = int.from_bytes(buffer[:_FRAME_HEADER], "big")
+        if len(buffer) < _FRAME_HEADER + size:
+            break
+        batches.append(pickle.loads(buffer[_FRAME_HEADER : _FRAME_HEADER + size]))
+        del buffer[: _FRAME_HEADER + size]
+    return batches
+
+
+class _Handover:
+    """The recording process's side: each handed-over message, in order."""
+
+    def __init__(self, recorder: Recorder, writer: EvidenceWriter) -> None:
+        self.recorder = recorder
+        self.writer = writer
+        self.sessions: dict[int, str | None] = {}
+
+    def handle(self, batch: list[tuple[Any, ...]]) -> tuple[int, bool]:
+        """Handle one batch; how many captures it held and whether it asked to stop."""
+        taken = 0
+        for message in batch:
+            kind = message[0]
+            if kind == "record":
+                taken += 1
+                self._record(message[1], message[2])
+            elif kind == "begin":
+                _, key, hop, session = message
+                self.sessions[key] = self.recorder.session_version(hop, session)
+                if len(self.sessions) > _MAX_PENDING_BEGINS:  # lost records leave theirs
+                    self.sessions.pop(next(iter(self.sessions)))
+            elif kind == "lost":
+                self.writer.report_lost(message[1], REASON_HANDOVER)
+            elif kind == "stop":
+                return taken, True
+        return taken, False
+
+    def _record(self, key: int | None, cap: Captured) -> None:
+        if key is not None:
+            cap.session_version = self.sessions.pop(key, None)
+        try:
+            self.recorder.record(cap)
+        except Exception as exc:  # noqa: BLE001 - one bad record must not stop the recording
+            log.error("record.failed", hop=cap.hop, error=type(exc).__name__)
