@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
+from releases import rollback_payload
 
 from mcp_tap.cli import main
 from mcp_tap.core.catalog import CATALOG
@@ -84,20 +85,6 @@ def write_policy(tmp_path: Path, extra: str = "") -> Path:
     path = tmp_path / "policy.toml"
     path.write_text(POLICY + extra)
     return path
-
-
-def rollback_payload(**changes: Any) -> dict[str, Any]:
-    """Return a valid unattested rollback payload."""
-    return {
-        "previousVersion": "1.4.2",
-        "admissionEvidenceDigest": "a" * 64,
-        "artifactSha256": "b" * 64,
-        "descriptorSha256": "c" * 64,
-        "registryStatus": "active",
-        "healthy": True,
-        "routeRestoration": ["route /mcp to 1.4.2"],
-        **changes,
-    }
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -29,6 +29,7 @@ from gateways import GENERIC_500, Gateway
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from peers import raw_modern_request, sdk_mode
+from releases import rollback_payload
 from taps import hop_url, running_tap, tap_options
 
 from mcp_tap.cli import main
@@ -104,20 +105,6 @@ def write_policy(tmp_path: Path, text: str = POLICY) -> Path:
     path = tmp_path / "policy.toml"
     path.write_text(text)
     return path
-
-
-def rollback_payload(**changes: Any) -> dict[str, Any]:
-    """A valid, unattested rollback payload for version 1.4.2."""
-    return {
-        "previousVersion": "1.4.2",
-        "admissionEvidenceDigest": "a" * 64,
-        "artifactSha256": "b" * 64,
-        "descriptorSha256": "c" * 64,
-        "registryStatus": "active",
-        "healthy": True,
-        "routeRestoration": ["route /mcp to 1.4.2", "drain candidate"],
-        **changes,
-    }
 
 
 @contextlib.asynccontextmanager

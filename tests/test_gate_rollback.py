@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.serialization import (
     PrivateFormat,
     PublicFormat,
 )
+from releases import rollback_payload as payload
 
 from mcp_tap.core.hashing import digest
 from mcp_tap.errors import InputError
@@ -49,21 +50,6 @@ def ed_public(seed: bytes) -> bytes:
     """Return the raw public key of a raw Ed25519 private key."""
     key = Ed25519PrivateKey.from_private_bytes(seed).public_key()
     return key.public_bytes(Encoding.Raw, PublicFormat.Raw)
-
-
-def payload(**changes: Any) -> dict[str, Any]:
-    """Return a valid, unattested rollback payload with ``changes`` applied."""
-    base: dict[str, Any] = {
-        "previousVersion": "1.4.2",
-        "admissionEvidenceDigest": "a" * 64,
-        "artifactSha256": "b" * 64,
-        "descriptorSha256": "c" * 64,
-        "registryStatus": "active",
-        "healthy": True,
-        "routeRestoration": ["route 100% of /mcp to 1.4.2", "drain candidate pods"],
-    }
-    base.update(changes)
-    return base
 
 
 def trust(**changes: Any) -> Trust:

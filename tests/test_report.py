@@ -27,6 +27,7 @@ import orjson
 import pytest
 from aiohttp import web
 from peers import free_port, modern_meta, raw_modern_request, run_origin, sdk_call_tool
+from releases import rollback_payload
 from taps import hop_url, running_tap, tap_options
 
 from mcp_tap.cli import main
@@ -164,11 +165,7 @@ def gate_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     policy = tmp_path / "policy.toml"
     policy.write_text(POLICY)
     payload = tmp_path / "payload.json"
-    payload.write_bytes(orjson.dumps({
-        "previousVersion": "1.4.2", "admissionEvidenceDigest": "a" * 64,
-        "artifactSha256": "b" * 64, "descriptorSha256": "c" * 64,
-        "registryStatus": "active", "healthy": True,
-        "routeRestoration": ["route /mcp to 1.4.2"]}))
+    payload.write_bytes(orjson.dumps(rollback_payload()))
     rollback = tmp_path / "rollback.json"
     code = main(["attest", str(payload), "--signer", SIGNER, "--hmac-key-env", KEY_ENV,
                  "--out", str(rollback)])
