@@ -655,3 +655,42 @@ class TestRecordingProcess:
             await server.start()
         await server.stop()
         assert server.addresses == {}
+
+
+def _exited(pid: int) -> bool:
+    """Whether ``pid`` has exited (gone, or a zombie nobody reaped yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.mark.parametrize("proxy_process", ["process"], indirect=True)
+async def test_recording_process_closes_the_bundle_when_the_proxy_is_killed(
+    proxy_process: tuple[subprocess.Popen[bytes], str, Path, _Lines],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SIGKILL of the proxy: its recording process writes what it was handed and closes."""
+    proc, url, evidence, stderr = proxy_process
+    (recording_pid,) = (
+        int(pid)
+        for task in Path(f"/proc/{proc.pid}/task").iterdir()
+        for pid in (task / "children").read_text().split()
+        if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()
+    )
+    async with httpx.AsyncClient(timeout=_TIMEOUT) as client:
+        answers = [
+            await client.post(url, headers=h, json=b) for h, b in map(_tools_list, (1, 2, 3))
+        ]
+    (bundle,) = [p for p in evidence.iterdir() if p.is_dir()]
+    await _until(lambda: len(read_bundle(bundle, lenient=True).records) == 3)
+    proc.kill()
+    proc.wait(timeout=_TIMEOUT)
+    await _until(lambda: _exited(recording_pid))
+    log = stderr.join()
+
+    assert [a.status_code for a in answers] == [200] * 3
+    assert "Traceback" not in log
+    capsys.readouterr()
+    assert main(["verify", str(evidence)]) == 0  # closed cleanly: no truncated segment
+    assert [r["rpcId"] for r in read_bundle(bundle).records] == [1, 2, 3]

@@ -21,6 +21,7 @@ reader), so legacy sessions and hop pairs are learnt in the order the exchanges 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import itertools
 import multiprocessing
@@ -245,7 +246,9 @@ def run_recording_process(
     taken = 0
 
     def report() -> None:
-        reports.send(("report", metrics.snapshot(), writer.counters(), taken))
+        # OSError: the proxy is gone (killed); the evidence still gets finished.
+        with contextlib.suppress(OSError):
+            reports.send(("report", metrics.snapshot(), writer.counters(), taken))
 
     state = _Handover(recorder, writer)
     fd = captures.fileno()
