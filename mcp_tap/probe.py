@@ -50,7 +50,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import TracebackType
 from typing import Any, Final
@@ -1126,7 +1126,26 @@ def _run_case(run: _Run, pc: ProbeCase, state: _Session
         negotiated_version=state.negotiated,
     )
     judgement = judge(exchange)
-    return _excused(run, pc, _verdict(pc, answer, judgement, sent)), answer, judgement
+    outcome = _excused(run, pc, _verdict(pc, answer, judgement, sent))
+    secrets = run.redactor.removed_values(
+        (wire.pairs, answer.headers.pairs),
+        (judgement.request_message, *judgement.response_messages))
+    return _scrubbed(run.redactor, outcome, secrets), answer, judgement
+
+
+def _scrubbed(redactor: Redactor, r: ProbeResult, secrets: Sequence[str]) -> ProbeResult:
+    """``r`` with secrets (operator credentials, cookies the server set) out of its text.
+
+    Finding messages and the detail quote wire values, and the body is shown as received;
+    the report is printed and kept by CI, so it gets the evidence's redaction.
+    """
+    return replace(
+        r,
+        detail=redactor.scrub(r.detail, secrets),
+        body=None if r.body is None else redactor.scrub(r.body, secrets),
+        findings=tuple(replace(f, message=redactor.scrub(f.message, secrets))
+                       for f in r.findings),
+    )
 
 
 # --- inventory ----------------------------------------------------------------------------

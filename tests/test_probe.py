@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import httpx
@@ -94,6 +94,9 @@ def _rpc_error(request_id: Any, code: int, message: str, status: int) -> web.Res
                   "error": {"code": code, "message": message}}, status)
 
 
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
 async def _faulty_mcp(request: web.Request) -> web.Response:
     """A modern-only MCP endpoint with three faults: 500 for header mismatches, a JSON body
     for notifications, and results without ``resultType``."""
@@ -132,10 +135,10 @@ async def _faulty_mcp(request: web.Request) -> web.Response:
 
 
 @contextlib.contextmanager
-def run_faulty() -> Iterator[str]:
-    """Serve the faulty aiohttp app on a free loopback port in a thread; yield its URL."""
+def run_faulty(handler: Handler = _faulty_mcp) -> Iterator[str]:
+    """Serve a faulty aiohttp app on a free loopback port in a thread; yield its URL."""
     app = web.Application()
-    app.router.add_post("/mcp", _faulty_mcp)
+    app.router.add_post("/mcp", handler)
     runner = web.AppRunner(app)
     port = free_port()
     loop = asyncio.new_event_loop()
@@ -530,6 +533,36 @@ class TestProbeCommand:
         assert code == 0 and "s3cret" not in out
         sent = orjson.loads(out)["cases"][0]["request"]["headers"]
         assert [name for name, _ in sent].count("Authorization") == 1
+
+
+    def test_secrets_echoed_by_the_server_are_scrubbed(
+            self, capsys: pytest.CaptureFixture[str]) -> None:
+        """An operator credential or cookie the server quotes back never reaches the report."""
+        key, cookie = "sk-live-8f2b1c9d", "sess-77aa31"
+
+        async def echoing(request: web.Request) -> web.Response:
+            try:
+                message = orjson.loads(await request.read())
+            except orjson.JSONDecodeError:  # the corpus's parse-error cases
+                message = {}
+            message = message if isinstance(message, dict) else {}
+            error = {"code": -32603, "message": f"key {request.headers['X-Api-Key']} "
+                                                f"cookie {cookie} refused"}
+            response = _json({"jsonrpc": "2.0", "id": message.get("id"), "error": error}, 500)
+            response.headers["Set-Cookie"] = f"sid={cookie}"
+            return response
+
+        with run_faulty(echoing) as url:
+            code = main(["probe", "--target", url, "--era", "modern", "--json",
+                         "--header", f"X-Api-Key: {key}"])
+        out = capsys.readouterr().out
+        cases = orjson.loads(out)["cases"]
+        assert code == 1
+        failed = [c for c in cases if not c["passed"] and not c["skipped"]]
+        # The secrets were really quoted back: the scrubbed text shows where they were.
+        assert failed and all("key [REDACTED] cookie [REDACTED] refused" in c["body"]
+                              for c in failed)
+        assert key not in out and cookie not in out
 
 
 def test_corpus_names_are_unique() -> None:

@@ -425,6 +425,45 @@ def _nested_secrets(draw: st.DrawFn) -> tuple[Any, str]:
     return node, secret
 
 
+class TestRedactorRemovedValues:
+    """Redactor.removed_values: the secrets a finding message might quote."""
+
+    def test_header_credentials_in_every_spelling(self) -> None:
+        """A bearer token, a whole api key and each cookie's value are collected."""
+        pairs = [("Authorization", "Bearer tok-12345"), ("X-Api-Key", "k-abcdef"),
+                 ("Set-Cookie", "sid=s-999888; Path=/; Max-Age=3600; HttpOnly"),
+                 ("Content-Type", "application/json")]
+        found = Redactor().removed_values([pairs])
+        assert {"tok-12345", "Bearer tok-12345", "k-abcdef", "s-999888"} <= set(found)
+        assert "3600" not in found and "application/json" not in found
+
+    def test_message_values_longest_first(self) -> None:
+        """Values under denylisted keys are collected, nested leaves included, longest first."""
+        msg = tool_call("login", {"password": "hunter22", "token": {"a": "abcdefghij"},
+                                  "user": "alice"})
+        found = Redactor().removed_values([], [msg])
+        assert found == ["abcdefghij", "hunter22"]
+
+    def test_short_values_are_left_out(self) -> None:
+        """A 3-character secret is not collected (replacing it would mangle every message)."""
+        assert Redactor().removed_values([[("X-Api-Key", "abc")]]) == []
+
+
+class TestRedactorScrub:
+    """Redactor.scrub: secrets out of free text such as finding messages."""
+
+    def test_raw_and_repr_spellings_are_replaced(self) -> None:
+        """Both the raw value and its repr-escaped form become [REDACTED]."""
+        secret = "p\u00e9\"x'ss"
+        message = f"header says {secret!r}, body says {secret}"
+        scrubbed = Redactor().scrub(message, [secret])
+        assert scrubbed == "header says '[REDACTED]', body says [REDACTED]"
+
+    def test_text_pass_still_applies(self) -> None:
+        """A bearer credential not in the list is caught by redact_text's pass."""
+        assert Redactor().scrub("got Bearer zzz-unknown", []) == "got Bearer [REDACTED]"
+
+
 class TestRedactorProperties:
     """Redactor: no denylisted value survives, whatever the spelling or depth."""
 

@@ -305,6 +305,29 @@ class TestRunCase:
         assert r.rule == "request.header.missing"
         assert r.detail.startswith("expected request.header.mismatch")
 
+    def test_secrets_quoted_by_findings_are_scrubbed(self) -> None:
+        """A mismatched secret argument is reported without quoting either value."""
+        header_secret, body_secret = "hdr-sekrit-123", "body-sekrit-456"
+        data = case(
+            headers={"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call",
+                     "Mcp-Name": "login", "Mcp-Param-ApiKey": header_secret},
+            request={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                     "params": {"name": "login", "arguments": {"apiKey": body_secret},
+                                "_meta": META}},
+            toolSchemas={"login": {"type": "object", "properties": {
+                "apiKey": {"type": "string", "x-mcp-header": "ApiKey"}}}},
+            responseStatus=400,
+            responseBody={"jsonrpc": "2.0", "id": 1,
+                          "error": {"code": -32020, "message": "header mismatch"}},
+            expectedErrorCode=-32020,
+            expectedRule="request.header.mismatch",
+        )
+        r = run_case(parse_case(data))
+        assert (r.passed, r.rule, r.code) == (True, "request.header.mismatch", -32020)
+        shown = orjson.dumps(r.to_json()).decode() + "".join(f.message for f in r.findings)
+        assert "Mcp-Param-ApiKey" in r.detail and "[REDACTED]" in r.detail
+        assert header_secret not in shown and body_secret not in shown
+
     def test_code_and_rule_met(self) -> None:
         """A matching finding passes and is the one reported."""
         data = case(

@@ -255,6 +255,34 @@ class Redactor:
             return text
         return orjson.dumps(redacted).decode("utf-8")
 
+    def removed_values(
+        self, header_lists: Sequence[Sequence[tuple[str, str]]], messages: Sequence[Any] = ()
+    ) -> list[str]:
+        """Return the values redaction removes from these headers and JSON-RPC messages.
+
+        Longest first, so that :meth:`scrub` replaces a secret containing another whole;
+        values shorter than 4 characters are left out (replacing ``1`` everywhere would
+        mangle a message without hiding anything).
+        """
+        found: set[str] = set()
+        for pairs in header_lists:
+            for (name, value), (_, shown) in zip(pairs, self.redact_headers(pairs), strict=True):
+                if shown != value:
+                    found.update(_credential_forms(name, value))
+        for message in messages:
+            _collect_removed(message, self.redact_message(message), found)
+        return sorted((v for v in found if len(v) >= 4), key=len, reverse=True)
+
+    def scrub(self, text: str, secrets: Sequence[str]) -> str:
+        """Return ``text`` (a finding message, a detail line) with ``secrets`` replaced.
+
+        Messages quote wire values, raw or ``repr``-escaped; both spellings are replaced by
+        :data:`REDACTED`, then the text gets :meth:`redact_text`'s pass as well.
+        """
+        for value in secrets:
+            text = text.replace(value, REDACTED).replace(repr(value)[1:-1], REDACTED)
+        return self.redact_text(text)
+
     def _sensitive_header(self, canonical: str) -> bool:
         """Return whether a header with canonical name ``canonical`` carries a secret."""
         if canonical in self.denylist:
@@ -349,6 +377,51 @@ class Redactor:
             done = end
         parts.append(text[done:])
         return "".join(parts)
+
+
+# Cookie attributes, not secrets: their values ("/", dates, "Lax") must not be scrubbed.
+_COOKIE_ATTRIBUTES: Final = frozenset(
+    {"path", "domain", "expires", "maxage", "samesite", "priority", "partitioned"})
+
+
+def _credential_forms(name: str, value: str) -> set[str]:
+    """The spellings of a redacted header's secret a message may quote.
+
+    The whole value, the credential after an auth scheme (``Bearer <token>``), and for
+    ``Cookie`` / ``Set-Cookie`` each cookie's value (``sid=<value>; Path=/``).
+    """
+    value = value.strip()
+    forms = {value, value.partition(" ")[2].strip()}
+    if canonical_key(name) in ("cookie", "setcookie"):
+        for piece in re.split(r"[;,]", value):
+            key, _, cookie = piece.strip().partition("=")
+            if canonical_key(key) not in _COOKIE_ATTRIBUTES:
+                forms.add(cookie.strip().strip('"'))
+    return forms
+
+
+def _collect_removed(original: Any, redacted: Any, out: set[str]) -> None:
+    """Collect the string forms of the values ``redacted`` replaced in ``original``.
+
+    Iterative, not recursive: orjson parses nesting deeper than Python's recursion limit.
+    """
+    pairs = [(original, redacted)]
+    while pairs:
+        was, shown = pairs.pop()
+        if isinstance(shown, str) and shown == REDACTED and was != REDACTED:
+            leaves = [was]
+            while leaves:
+                value = leaves.pop()
+                if isinstance(value, dict):
+                    leaves.extend(value.values())
+                elif isinstance(value, list):
+                    leaves.extend(value)
+                elif value is not None and not isinstance(value, bool):
+                    out.add(str(value))
+        elif isinstance(was, dict) and isinstance(shown, dict):
+            pairs.extend((value, shown.get(key)) for key, value in was.items())
+        elif isinstance(was, list) and isinstance(shown, list):
+            pairs.extend(zip(was, shown, strict=False))
 
 
 def _empty_like(value: Any) -> dict[Any, Any] | list[Any] | None:

@@ -24,7 +24,7 @@ from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.hops import HopView
 from mcp_tap.core.jsonrpc import Kind
-from mcp_tap.core.redaction import REDACTED, Redactor
+from mcp_tap.core.redaction import Redactor
 from mcp_tap.core.selection import ClientEvent, ClientTracker
 from mcp_tap.core.sse import SSEEvent
 from mcp_tap.proxy.capture import BodyCapture
@@ -310,27 +310,16 @@ class Recorder:
 
     def _secrets(self, cap: Captured, j: Judgement) -> list[str]:
         """The values redaction removes from this exchange (headers and JSON-RPC messages)."""
-        found: set[str] = set()
-        for pairs in (cap.request_headers.pairs, cap.response_headers.pairs):
-            shown_pairs = self.redactor.redact_headers(pairs)
-            for (_, value), (_, shown) in zip(pairs, shown_pairs, strict=True):
-                if shown != value:
-                    found.add(value.strip())
-                    found.add(value.strip().partition(" ")[2].strip())  # a scheme's credential
-        for message in (j.request_message, *j.response_messages):
-            _removed(message, self.redactor.redact_message(message), found)
-        # Longest first, so a secret containing another is replaced whole.
-        return sorted((v for v in found if len(v) >= 4), key=len, reverse=True)
+        return self.redactor.removed_values(
+            (cap.request_headers.pairs, cap.response_headers.pairs),
+            (j.request_message, *j.response_messages))
 
     def _findings_json(self, found: Sequence[Finding], secrets: list[str]) -> list[dict[str, Any]]:
         """Findings for the evidence: messages quote wire values, so they are redacted too."""
         out = []
         for f in found:
             data = f.to_json()
-            message = f.message
-            for value in secrets:
-                message = message.replace(value, REDACTED).replace(repr(value)[1:-1], REDACTED)
-            data["message"] = self.redactor.redact_text(message)
+            data["message"] = self.redactor.scrub(f.message, secrets)
             out.append(data)
         return out
 
@@ -483,30 +472,6 @@ def _result(messages: tuple[Any, ...]) -> dict[str, Any] | None:
             r = m["result"]
             return r if isinstance(r, dict) else None
     return None
-
-
-def _removed(original: Any, redacted: Any, out: set[str]) -> None:
-    """Collect the string forms of the values ``redacted`` replaced in ``original``.
-
-    Iterative, not recursive: orjson parses nesting deeper than Python's recursion limit.
-    """
-    pairs = [(original, redacted)]
-    while pairs:
-        was, shown = pairs.pop()
-        if isinstance(shown, str) and shown == REDACTED and was != REDACTED:
-            leaves = [was]
-            while leaves:
-                value = leaves.pop()
-                if isinstance(value, dict):
-                    leaves.extend(value.values())
-                elif isinstance(value, list):
-                    leaves.extend(value)
-                elif value is not None and not isinstance(value, bool):
-                    out.add(str(value))
-        elif isinstance(was, dict) and isinstance(shown, dict):
-            pairs.extend((value, shown.get(key)) for key, value in was.items())
-        elif isinstance(was, list) and isinstance(shown, list):
-            pairs.extend(zip(was, shown, strict=False))
 
 
 def _error_code(messages: tuple[Any, ...]) -> int | None:
