@@ -58,6 +58,7 @@ from mcp_tap.core.jsonrpc import classify, is_valid_id
 from mcp_tap.core.redaction import REDACTED, Redactor
 from mcp_tap.core.sse import SSEDecoder, SSEError, SSEEvent
 from mcp_tap.errors import InputError, UpstreamError
+from mcp_tap.evidence import answer_is_whole
 
 __all__ = [
     "REPLAYED_HEADERS",
@@ -336,7 +337,7 @@ def recorded_answer(record: Mapping[str, Any]) -> Answer | None:
         return None
     headers = HeaderMap.of([p for p in origin.get("headers") or [] if len(p) == 2])
     size = origin.get("bodySize")
-    truncated = bool(origin.get("truncated"))
+    truncated = not answer_is_whole(origin)
     if headers.content_type() == "text/event-stream":
         events: list[SSEEvent] = []
         messages: list[Any] = []

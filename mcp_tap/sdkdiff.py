@@ -70,6 +70,7 @@ from pydantic import TypeAdapter, ValidationError
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.findings import Finding
 from mcp_tap.errors import TapError
+from mcp_tap.evidence import answer_is_whole
 
 __all__ = [
     "DEFAULT_ALLOWLIST",
@@ -593,7 +594,7 @@ def _diff_record(record: Mapping[str, Any], allowlist: frozenset[str]) -> SdkDif
         return "era unknown"
     if not isinstance(origin, dict):
         return "no origin response"
-    if origin.get("truncated"):
+    if not answer_is_whole(origin):
         return "origin body truncated"
     response = _response(origin, record.get("rpcId"))
     if response is None:

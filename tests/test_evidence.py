@@ -21,6 +21,7 @@ from mcp_tap.evidence import (
     MIGRATIONS,
     EvidenceWriter,
     Migration,
+    answer_is_whole,
     check_format,
     iter_records,
     manifest_name,
@@ -157,6 +158,41 @@ class TestFormat:
 
 
 # -- writer --------------------------------------------------------------------------------
+
+
+class TestAnswerIsWhole:
+    """answer_is_whole: whether a recorded view holds the whole answer."""
+
+    @staticmethod
+    def _stream(*, ended: bool, truncated: bool, with_response: bool) -> dict[str, Any]:
+        progress = {"jsonrpc": "2.0", "method": "notifications/progress",
+                    "params": {"progressToken": "p", "progress": 1}}
+        events = [{"at": 0.0, "id": None, "event": None, "data": progress}]
+        if with_response:
+            response = {"jsonrpc": "2.0", "id": 7, "result": {"content": []}}
+            events.append({"at": 0.1, "id": None, "event": None, "data": response})
+        return {"status": 200, "sse": events, "truncated": truncated, "ended": ended}
+
+    def test_complete_view(self) -> None:
+        """A view that is not truncated is whole."""
+        assert answer_is_whole(self._stream(ended=True, truncated=False, with_response=True))
+
+    def test_stream_left_after_its_response(self) -> None:
+        """A stream not read to its end but holding the response is whole."""
+        assert answer_is_whole(self._stream(ended=False, truncated=True, with_response=True))
+
+    def test_stream_cut_before_its_response(self) -> None:
+        """A stream cut before the response arrived is not whole."""
+        assert not answer_is_whole(self._stream(ended=False, truncated=True, with_response=False))
+
+    def test_capped_view_read_to_its_end(self) -> None:
+        """A view cut by the capture cap (read to its end) is not whole, response or not."""
+        assert not answer_is_whole(self._stream(ended=True, truncated=True, with_response=True))
+
+    def test_cut_json_body(self) -> None:
+        """A JSON body not read to its end is not whole."""
+        assert not answer_is_whole({"status": 200, "body": None, "truncated": True,
+                                    "ended": False})
 
 
 class TestEvidenceWriter:

@@ -44,6 +44,7 @@ from mcp_tap.replay import (
     normalise,
     parse_header,
     parse_ignore,
+    recorded_answer,
     replay,
     replay_headers,
     select_cases,
@@ -379,6 +380,22 @@ class TestCompare:
         assert compare(case, case.headers, body, empty) == ([], [])
         changes, _ = compare(case, case.headers, body, Answer(200, HeaderMap(), b"{}", (), None, 2))
         assert [c.what for c in changes] == ["status", "body", "findings"]
+
+
+class TestRecordedAnswer:
+    """recorded_answer rebuilds the origin's answer and says whether it is whole."""
+
+    def test_stream_left_after_its_response_is_replayable(self) -> None:
+        """A stream the client left once the response had arrived is not truncated."""
+        response = {"jsonrpc": "2.0", "id": 7, "result": {"content": []}}
+        record = {"origin": {"status": 200, "headers": [["Content-Type", "text/event-stream"]],
+                             "sse": [{"at": 0.1, "id": None, "event": None, "data": response}],
+                             "truncated": True, "ended": False}}
+        answer = recorded_answer(record)
+        assert answer is not None and not answer.truncated and answer.messages == (response,)
+        record["origin"]["ended"] = True  # read to its end yet truncated: the capture cap
+        answer = recorded_answer(record)
+        assert answer is not None and answer.truncated
 
 
 class TestSelectCases:

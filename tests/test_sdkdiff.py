@@ -663,6 +663,12 @@ class TestDiffRecords:
         }
         assert report.ok
 
+    def test_stream_the_client_left_after_its_response_is_compared(self) -> None:
+        """A legacy SSE answer not read to its end, but holding the response, is compared."""
+        record = exchange("tools/list", "legacy", LEGACY_TOOLS_LIST, sse=True, truncated=True)
+        record["origin"]["ended"] = False
+        assert (diff_records([record]).compared, diff_records([record]).skipped) == (1, 0)
+
     def test_sse_response_must_match_the_request_id(self) -> None:
         """An SSE response event with another id is not taken for the answer."""
         record = exchange("tools/list", "legacy", LEGACY_TOOLS_LIST, sse=True)

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from mcp_tap.core.hashing import digest
+from mcp_tap.core.jsonrpc import Kind, classify
 from mcp_tap.errors import BundleFormatError
 
 FORMAT_VERSION: Final = 1
@@ -81,6 +82,24 @@ def record_digest(record: Mapping[str, Any]) -> str:
 
 
 Upgrade = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def answer_is_whole(view: Mapping[str, Any]) -> bool:
+    """Whether a recorded ``origin`` / ``egress`` view holds the whole answer.
+
+    ``truncated`` is true whenever the view is not the complete body: cut at the capture
+    cap, undecodable, or not read to its end (``ended: false``). A stream the client left
+    after the response arrived (the SDK stops reading then) is not ended, yet holds every
+    event up to the response, so its answer is whole. Events past the capture cap are
+    dropped from the end, the response with them, so a capped stream never passes this test.
+    """
+    if not view.get("truncated"):
+        return True
+    if view.get("ended", True):
+        return False
+    events = view.get("sse")
+    return isinstance(events, list) and any(
+        isinstance(e, dict) and classify(e.get("data")).kind is Kind.RESPONSE for e in events)
 
 
 def _unchanged(value: dict[str, Any]) -> dict[str, Any]:
