@@ -9,9 +9,8 @@ from typing import Any
 
 import orjson
 import pytest
-from releases import rollback_payload
+from releases import gate_json, reason_rules, rollback_payload, run
 
-from mcp_tap.cli import main
 from mcp_tap.core.catalog import CATALOG
 from mcp_tap.core.findings import Finding
 from mcp_tap.evidence import EvidenceWriter
@@ -87,13 +86,6 @@ def write_policy(tmp_path: Path, extra: str = "") -> Path:
     return path
 
 
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run the CLI and return (exit code, stdout, stderr)."""
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.fixture
 def key_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Put the test HMAC key in the environment variable the policy names."""
@@ -110,20 +102,6 @@ def attested(tmp_path: Path, key_env: None, capsys: pytest.CaptureFixture[str]) 
                         "--out", str(out)], capsys)
     assert (code, err) == (0, "")
     return out
-
-
-def gate_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
-    """Run `mcp-tap gate --json` and return the exit code and the decision object."""
-    code, out, err = run(["gate", *argv, "--json"], capsys)
-    assert err == ""
-    assert out.count("\n") == 1
-    decision: dict[str, Any] = orjson.loads(out)
-    return code, decision
-
-
-def reason_rules(decision: dict[str, Any]) -> list[str]:
-    """Return the gate rule ids of a JSON decision's reasons."""
-    return [r["rule"] for r in decision["reasons"]]
 
 
 class TestGateCommand:

@@ -29,10 +29,8 @@ from gateways import GENERIC_500, Gateway
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from peers import raw_modern_request, sdk_mode
-from releases import rollback_payload
+from releases import gate_json, reason_rules, rollback_payload, run
 from taps import hop_url, running_tap, tap_options
-
-from mcp_tap.cli import main
 
 StartApp = Callable[[web.Application], Awaitable[str]]  # the `serve_app` fixture
 
@@ -70,29 +68,12 @@ require_two_hop = true
 # --- helpers --------------------------------------------------------------------------------
 
 
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run the CLI and return (exit code, stdout, stderr)."""
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def gate(
     bundle: Path, policy: Path, rollback: Path, capsys: pytest.CaptureFixture[str]
 ) -> tuple[int, dict[str, Any]]:
     """Run `mcp-tap gate BUNDLE --policy P --rollback R --json`; return exit code and decision."""
     capsys.readouterr()  # drop what ran before (a tap's structured logs)
-    code, out, err = run(["gate", str(bundle), "--policy", str(policy), "--rollback",
-                          str(rollback), "--json"], capsys)
-    assert err == ""
-    assert out.count("\n") == 1
-    decision: dict[str, Any] = orjson.loads(out)
-    return code, decision
-
-
-def reason_rules(decision: dict[str, Any]) -> list[str]:
-    """The gate rule ids of a JSON decision's reasons, in order."""
-    return [r["rule"] for r in decision["reasons"]]
+    return gate_json([str(bundle), "--policy", str(policy), "--rollback", str(rollback)], capsys)
 
 
 def reasons_of(decision: dict[str, Any], rule: str) -> list[dict[str, Any]]:
