@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -75,6 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args._run(args)
+        sys.stdout.flush()  # inside the boundary: a closed pipe is reported here, not at exit
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_NO
     except InputError as exc:
         sys.stderr.write(f"mcp-tap: error: {exc}\n")
         return EXIT_BAD_INPUT
@@ -87,3 +92,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return code
+
+
+def _silence_stdout() -> None:
+    """The reader of stdout went away (``| head``): stop quietly, as other tools do.
+
+    Stdout is pointed at ``/dev/null`` so the interpreter's last flush of what is still
+    buffered does not print an "Exception ignored" message on the way out.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a real file (a test's capture)
+        pass

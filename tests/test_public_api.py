@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import mcp_tap
 from mcp_tap import cli
 from mcp_tap.errors import BundleFormatError, InputError, TapError, UpstreamError
@@ -45,3 +48,14 @@ class TestCommands:
                 continue
             flags = {o for a in command._actions for o in a.option_strings}
             assert "--json" in flags, name
+
+    def test_closed_stdout_ends_quietly(self) -> None:
+        """A reader that closes the pipe (`| head`) gets exit 1 and no traceback on stderr."""
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mcp_tap", "transcripts", "--json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()  # before the first write: every write meets a closed pipe
+        with process.stderr:
+            err = process.stderr.read()
+        assert (process.wait(timeout=60), err) == (1, b"")
