@@ -10,12 +10,13 @@ never the key itself; Ed25519 entries are public keys, which may live in the rep
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Final, Literal, cast
 
 from mcp_tap.core.catalog import CATALOG
 from mcp_tap.core.hashing import sha256_hex
@@ -162,6 +163,11 @@ def parse_policy(raw: bytes, *, base_dir: Path, source: str = "policy") -> Polic
     return policy
 
 
+# The largest number a policy may hold: exact in JSON everywhere (2**53 - 1), so the
+# decision evidence, which quotes the policy, can always be hashed canonically.
+_LARGEST: Final = 2**53 - 1
+
+
 class _Reader:
     """Typed accessors that turn every bad value into a one-line error naming its key."""
 
@@ -201,9 +207,11 @@ class _Reader:
         high: float | None = None,
     ) -> float:
         value = table.get(key, default)
-        # bool is an int subclass in Python; `true` is not a threshold.
-        if type(value) not in (int, float) or value != value:
-            raise self.fail(name, "a number", value)
+        # bool is an int subclass in Python; `true` is not a threshold. An infinite or huge
+        # threshold would switch its check off (and cannot be hashed into the decision).
+        if (type(value) not in (int, float) or value != value
+                or abs(value) > _LARGEST or not math.isfinite(value)):
+            raise self.fail(name, f"a finite number of at most {_LARGEST}", value)
         number = float(value)
         if number < low or (high is not None and number > high):
             bounds = f"between {low:g} and {high:g}" if high is not None else f">= {low:g}"
@@ -214,8 +222,8 @@ class _Reader:
         self, table: Mapping[str, Any], key: str, name: str, default: int, *, low: int
     ) -> int:
         value = table.get(key, default)
-        if type(value) is not int or value < low:
-            raise self.fail(name, f"an integer >= {low}", value)
+        if type(value) is not int or not low <= value <= _LARGEST:
+            raise self.fail(name, f"an integer between {low} and {_LARGEST}", value)
         return value
 
     def string(self, table: Mapping[str, Any], key: str, name: str) -> str | None:
