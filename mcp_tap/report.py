@@ -441,9 +441,9 @@ def load_report(
     A bundle that fails verification is still shown (read leniently), with its problems:
     the page is where a person looks at damaged evidence, not a second verifier.
     """
-    from mcp_tap.evidence import find_bundles, read_bundle, verify_bundle
+    from mcp_tap.evidence import find_all_bundles, read_bundle, verify_bundle
 
-    paths = [bundle for item in evidence for bundle in find_bundles(item)]
+    paths = find_all_bundles(evidence)
     loaded: list[tuple[BundleSummary, Sequence[Mapping[str, Any]]]] = []
     for path in paths:
         verified = verify_bundle(path)

@@ -390,6 +390,18 @@ class TestGateBadInput:
         self.check([str(bundle), "--policy", str(write_policy(tmp_path)),
                     "--rollback", str(attested)], capsys, "set health.hop")
 
+    @pytest.mark.parametrize("how", ["twice", "bundle-and-directory", "symlink"])
+    def test_bundle_named_twice(self, how: str, tmp_path: Path, attested: Path,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+        """A bundle given twice would double its samples: bad input naming the bundle."""
+        bundle = healthy(tmp_path / "evidence" / "run-1", count=7)
+        other = {"twice": bundle, "bundle-and-directory": tmp_path / "evidence",
+                 "symlink": tmp_path / "alias"}[how]
+        if how == "symlink":
+            other.symlink_to(bundle)
+        self.check([str(bundle), str(other), "--policy", str(write_policy(tmp_path)),
+                    "--rollback", str(attested)], capsys, "bundle run-1 is already given")
+
     def test_malformed_report(self, tmp_path: Path, attested: Path,
                               capsys: pytest.CaptureFixture[str]) -> None:
         """A report without cases is bad input."""

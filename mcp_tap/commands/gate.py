@@ -105,12 +105,12 @@ def _load_bundles(
     paths: Sequence[Path], role: str
 ) -> tuple[list[BundleCheck], list[dict[str, Any]]]:
     """Verify, then read, every bundle; evidence that fails verification is read leniently."""
-    from mcp_tap.evidence import find_bundles, read_bundle, verify_bundle
+    from mcp_tap.evidence import find_all_bundles, read_bundle, verify_bundle
 
     checks: list[BundleCheck] = []
     records: list[dict[str, Any]] = []
     # A proxy's evidence directory holds one bundle per run: accept it or a bundle.
-    for path in [b for given in paths for b in find_bundles(given)]:
+    for path in find_all_bundles(paths):
         # An unknown format version raises BundleFormatError here: bad input, exit 2.
         report = verify_bundle(path)
         problems = tuple((str(p.kind), str(p.severity), str(p.message)) for p in report.problems)

@@ -16,7 +16,14 @@ from mcp_tap.evidence.format import (
     segment_name,
     supported_formats,
 )
-from mcp_tap.evidence.reader import Bundle, SegmentInfo, find_bundles, iter_records, read_bundle
+from mcp_tap.evidence.reader import (
+    Bundle,
+    SegmentInfo,
+    find_all_bundles,
+    find_bundles,
+    iter_records,
+    read_bundle,
+)
 from mcp_tap.evidence.verify import Problem, VerifyReport, verify_bundle
 from mcp_tap.evidence.writer import EvidenceWriter
 
@@ -31,6 +38,7 @@ __all__ = [
     "VerifyReport",
     "answer_is_whole",
     "check_format",
+    "find_all_bundles",
     "find_bundles",
     "iter_records",
     "manifest_name",

@@ -10,7 +10,7 @@ file and line of a malformed record (unless ``lenient``, which skips it), and ap
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -274,4 +274,25 @@ def find_bundles(path: str | Path) -> list[Path]:
     found = sorted(p for p in root.iterdir() if (p / BUNDLE_FILE).is_file())
     if not found:
         raise InputError(f"{root}: not an evidence bundle and holds none (no {BUNDLE_FILE})")
+    return found
+
+
+def find_all_bundles(paths: Iterable[str | Path]) -> list[Path]:
+    """The bundles all of ``paths`` name (:func:`find_bundles` each), in order.
+
+    A bundle named twice (the same path given twice, a bundle and its evidence directory,
+    a symlink) would count its exchanges twice and could make a thin health window look
+    sufficient, so it is an :class:`InputError` naming both arguments.
+    """
+    seen: dict[Path, str | Path] = {}
+    found: list[Path] = []
+    for given in paths:
+        for bundle in find_bundles(given):
+            key = bundle.resolve()
+            if key in seen:
+                raise InputError(
+                    f"{given}: bundle {key.name} is already given (by {seen[key]}); "
+                    "each bundle may be named once")
+            seen[key] = given
+            found.append(bundle)
     return found
