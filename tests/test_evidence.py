@@ -508,6 +508,27 @@ class TestVerifyBundle:
         assert any(p.kind == "sequence" and p.seq == 3 and "at the end" in p.message
                    for p in report.problems)
 
+    @pytest.mark.parametrize(("closed", "fragment"), [
+        ("yes", "closing summary must be an object, got 'yes'"),
+        ({"lost": "lots"}, "closing lost must be an integer >= 0, got 'lots'"),
+        ({"lost": -7}, "closing lost must be an integer >= 0, got -7"),
+        ({"records": "x"}, "closing records must be an integer >= 0, got 'x'"),
+        ({"segments": None}, "closing segments must be an integer >= 0, got None"),
+        ({"lastSeq": "3"}, "closing lastSeq must be an integer >= -1, got '3'"),
+        ({"chainHead": 5}, "closing chainHead must be a string, got 5"),
+    ])
+    def test_closing_summary_of_the_wrong_shape(
+            self, closed: Any, fragment: str, tmp_path: Path) -> None:
+        """An edited closing summary is a format error, not a summary to skip field by field."""
+        bundle = write_bundle(tmp_path / "b", 4)
+        meta = load_json(bundle / "bundle.json")
+        meta["closed"] = closed if not isinstance(closed, dict) else {**meta["closed"], **closed}
+        save_json(bundle / "bundle.json", meta)
+        report = verify_bundle(bundle)
+        assert not report.ok
+        assert [p.message for p in report.problems if p.kind == "format"] == [
+            f"bundle.json: {fragment}"]
+
     def test_reordered_records(self, tmp_path: Path) -> None:
         """Two swapped lines are reported once as reordered, with no broken chain links."""
         bundle = write_bundle(tmp_path / "b", 6)

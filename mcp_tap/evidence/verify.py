@@ -132,7 +132,8 @@ class _Verifier:
         self.root = root
         self.format = bundle_format
         self.meta = meta
-        closed = meta.get("closed")
+        self.closed_raw = meta.get("closed")
+        closed = self.closed_raw
         self.closed: dict[str, Any] | None = closed if isinstance(closed, dict) else None
         self.problems: list[Problem] = []
         self.records = 0
@@ -340,6 +341,8 @@ class _Verifier:
             )
 
     def check_closed(self, segments: list[SegmentFiles]) -> None:
+        if self.closed_raw is not None and not self.closed_summary_well_typed():
+            return
         if self.closed is None:
             if self.segment_files and all(files.manifest_path for files in segments):
                 self.problem(
@@ -379,6 +382,31 @@ class _Verifier:
                 f"gap: the writer counted {lost} lost records but gap records account "
                 f"for {self.gap_lost}",
             )
+
+
+    def closed_summary_well_typed(self) -> bool:
+        """Whether ``closed`` has the writer's shape; a problem per field that does not.
+
+        A summary whose fields have other types would otherwise be skipped field by field,
+        and an edited ``"lost": "lots"`` would hide the count of lost records.
+        """
+        closed = self.closed_raw
+        if not isinstance(closed, dict):
+            self.problem("format", f"bundle.json: closing summary must be an object, "
+                                   f"got {closed!r}")
+            return False
+        well_typed = True
+        for key, low in (("segments", 0), ("records", 0), ("lastSeq", -1), ("lost", 0)):
+            value = closed.get(key)
+            if type(value) is not int or value < low:
+                self.problem("format", f"bundle.json: closing {key} must be an integer "
+                                       f">= {low}, got {value!r}")
+                well_typed = False
+        if not isinstance(closed.get("chainHead"), str):
+            self.problem("format", f"bundle.json: closing chainHead must be a string, "
+                                   f"got {closed.get('chainHead')!r}")
+            well_typed = False
+        return well_typed
 
 
 def verify_bundle(path: str | Path) -> VerifyReport:
