@@ -358,10 +358,11 @@ class TestAttest:
         assert load_ed25519_private_key(tmp_path / "k.pem") == ED_SEED
         assert load_ed25519_private_key(tmp_path / "k.hex") == ED_SEED
 
-    def test_not_a_key_file_is_input_error(self, tmp_path: Path) -> None:
-        """A file that holds no private key is bad input."""
-        (tmp_path / "k.pem").write_text("not a key")
-        with pytest.raises(InputError, match="not an unencrypted PEM private key"):
+    @pytest.mark.parametrize("text", ["not a key", "ab" * 31, "zz" * 32])
+    def test_not_a_key_file_is_input_error(self, text: str, tmp_path: Path) -> None:
+        """A file that holds no private key (nor 64 hex digits) is bad input naming both forms."""
+        (tmp_path / "k.pem").write_text(text)
+        with pytest.raises(InputError, match="neither an unencrypted PEM private key nor 64 hex"):
             load_ed25519_private_key(tmp_path / "k.pem")
 
     def test_generated_key_pair_round_trips(self, tmp_path: Path) -> None:

@@ -87,7 +87,8 @@ def load_ed25519_private_key(path: Path) -> bytes:
     try:
         key = load_pem_private_key(data, password=None)
     except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
-        raise InputError(f"{path} is not an unencrypted PEM private key") from exc
+        raise InputError(f"{path} is neither an unencrypted PEM private key nor 64 hex "
+                         "digits (a raw Ed25519 seed)") from exc
     if not isinstance(key, Ed25519PrivateKey):
         raise InputError(f"{path} is not an Ed25519 private key")
     return key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
