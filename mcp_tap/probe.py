@@ -48,13 +48,13 @@ exits 2); once it has answered, a case that gets no answer fails with the reason
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import TracebackType
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 import httpx
 import orjson
@@ -91,11 +91,13 @@ from mcp_tap.core.responses import decode_sse
 from mcp_tap.core.sentinel import encode_header_value, is_safe_plain
 from mcp_tap.errors import InputError, UpstreamError
 from mcp_tap.transcripts import Case, load_corpus
+from mcp_tap.urls import check_http_url, shown_url
 
 __all__ = [
     "ACCEPT",
     "BODY_LIMIT",
     "DEFAULT_TIMEOUT",
+    "MAX_TIMEOUT",
     "Answer",
     "Expect",
     "HttpClient",
@@ -103,6 +105,7 @@ __all__ = [
     "ProbeCase",
     "ProbeReport",
     "ProbeResult",
+    "check_timeout",
     "is_probeable",
     "legacy_extra_cases",
     "parse_header",
@@ -117,6 +120,9 @@ BODY_LIMIT: Final = 2048
 """How many characters of a response body the report shows (the rest is counted, not shown)."""
 
 DEFAULT_TIMEOUT: Final = 10.0
+# The longest wait for one answer an operator may ask for: beyond it a timeout is a typo
+# (and an infinite or huge one overflows the socket layer).
+MAX_TIMEOUT: Final = 3600.0
 """Seconds the probe waits for one answer (connect, each read, each write)."""
 
 MODERN_VERSION: Final = MODERN_VERSIONS[0]
@@ -326,10 +332,18 @@ def parse_header(text: str) -> tuple[str, str]:
 
 
 def _check_target(target: str) -> str:
-    parts = urlsplit(target)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError(f"--target {target!r}: expected an http:// or https:// URL")
-    return target
+    return check_http_url(target, "--target")
+
+
+def check_timeout(value: float, what: str = "--timeout") -> float:
+    """Return ``value`` when it is a usable timeout: finite, above 0, at most :data:`MAX_TIMEOUT`.
+
+    Raises :class:`InputError` naming ``what`` otherwise (probe and replay share this rule).
+    """
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT):
+        raise InputError(f"{what} must be a number of seconds above 0 and at most "
+                         f"{MAX_TIMEOUT:g}, got {value!r}")
+    return value
 
 
 # --- transport (the one place httpx errors become UpstreamError) ---------------------------
@@ -412,10 +426,10 @@ class HttpClient:
         except httpx.HTTPError as exc:
             what = _reason(exc, self.timeout)
             if not self.reached:
-                raise UpstreamError(f"cannot reach {self.target}: {what}") from None
-            raise UpstreamError(f"{self.target}: {what}") from None
+                raise UpstreamError(f"cannot reach {shown_url(self.target)}: {what}") from None
+            raise UpstreamError(f"{shown_url(self.target)}: {what}") from None
         except httpx.InvalidURL as exc:
-            raise InputError(f"--target {self.target!r}: {exc}") from None
+            raise InputError(f"--target {shown_url(self.target)!r}: {exc}") from None
         self.reached = True
         return Answer(response.status_code, HeaderMap(tuple(response.headers.multi_items())),
                       response.content)
@@ -1320,8 +1334,7 @@ def run_probe(
     _check_target(target)
     for name, value in headers:
         parse_header(f"{name}:{value}")
-    if not timeout > 0:
-        raise InputError(f"--timeout must be positive, got {timeout:g}")
+    check_timeout(timeout)
     for era in eras:
         if era not in (Era.MODERN, Era.LEGACY):
             raise InputError(f"--era must be modern or legacy, got {era!r}")
@@ -1335,5 +1348,5 @@ def run_probe(
             era_results, era_unprobeable = runner(run, corpus)
             results += era_results
             unprobeable += era_unprobeable
-    return ProbeReport(target, tuple(eras), tuple(results), tuple(unprobeable),
+    return ProbeReport(shown_url(target), tuple(eras), tuple(results), tuple(unprobeable),
                        tuple(run.notes))

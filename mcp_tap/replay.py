@@ -59,6 +59,8 @@ from mcp_tap.core.redaction import REDACTED, Redactor
 from mcp_tap.core.sse import SSEDecoder, SSEError, SSEEvent
 from mcp_tap.errors import InputError, UpstreamError
 from mcp_tap.evidence import answer_is_whole
+from mcp_tap.probe import check_timeout
+from mcp_tap.urls import check_http_url, shown_url
 
 __all__ = [
     "REPLAYED_HEADERS",
@@ -742,9 +744,8 @@ class Target:
     def __init__(self, url: str, *, timeout: float = 30.0,
                  client: httpx.Client | None = None) -> None:
         """Talk to ``url``; ``client`` (for tests) replaces the default ``httpx.Client``."""
-        if not url.startswith(("http://", "https://")):
-            raise InputError(f"--target {url!r}: expected an http:// or https:// URL")
-        self.url = url
+        self.url = check_http_url(url, "--target")
+        check_timeout(timeout)
         self._own = client is None
         self._client = client if client is not None else httpx.Client(
             timeout=httpx.Timeout(timeout), follow_redirects=False)
@@ -764,7 +765,7 @@ class Target:
                 pairs = tuple((k, v) for k, v in response.headers.multi_items())
                 data = b"".join(response.iter_bytes())
         except httpx.HTTPError as exc:
-            raise UpstreamError(f"{self.url}: {_describe(exc)}") from exc
+            raise UpstreamError(f"{shown_url(self.url)}: {_describe(exc)}") from exc
         return _answer(status, HeaderMap(pairs), data)
 
     def delete(self, headers: Sequence[tuple[str, str]]) -> None:
@@ -772,7 +773,7 @@ class Target:
         try:
             self._client.delete(self.url, headers=list(headers))
         except httpx.HTTPError as exc:
-            raise UpstreamError(f"{self.url}: {_describe(exc)}") from exc
+            raise UpstreamError(f"{shown_url(self.url)}: {_describe(exc)}") from exc
 
 
 def _describe(exc: httpx.HTTPError) -> str:
@@ -926,6 +927,16 @@ class _Replayer:
                 continue  # closing is a courtesy; the comparison is already complete
 
 
+def _check_hop(records: Sequence[Mapping[str, Any]], hop: str) -> None:
+    """Raise :class:`InputError` unless some exchange record was recorded at ``hop``."""
+    hops = {r["hop"] for r in records
+            if r.get("kind") == "exchange" and isinstance(r.get("hop"), str)}
+    if hop not in hops:
+        known = ", ".join(sorted(hops)) if hops else "none"
+        raise InputError(f"--hop {hop!r}: no exchange in the evidence was recorded at that hop "
+                         f"(hops in the evidence: {known})")
+
+
 def replay(
     records: Iterable[Mapping[str, Any]],
     options: ReplayOptions,
@@ -934,10 +945,15 @@ def replay(
 ) -> ReplayReport:
     """Replay the recorded exchanges against ``options.target``; compare every answer.
 
-    Raises :class:`UpstreamError` when the target cannot be reached or stops answering.
+    Raises :class:`InputError` for a malformed target URL, an unusable timeout or a ``hop``
+    no exchange was recorded at, and :class:`UpstreamError` when the target cannot be reached
+    or stops answering.
     """
-    cases, skipped = select_cases(records, options.hop)
-    report = ReplayReport(options.target, skipped=skipped)
+    listed = list(records)
+    if options.hop is not None:
+        _check_hop(listed, options.hop)
+    cases, skipped = select_cases(listed, options.hop)
+    report = ReplayReport(shown_url(options.target), skipped=skipped)
     target = Target(options.target, timeout=options.timeout, client=client)
     replayer = _Replayer(target, options)
     try:

@@ -458,7 +458,7 @@ class TestTransportErrors:
 
     def test_bad_target_is_input_error(self) -> None:
         """A target that is not an http(s) URL is bad input."""
-        with pytest.raises(InputError, match="expected an http:// or https:// URL"):
+        with pytest.raises(InputError, match="is not an http:// or https:// URL"):
             run_probe("ftp://example.org/mcp")
 
 

@@ -12,7 +12,16 @@ import sys
 import orjson
 
 from mcp_tap.core.eras import Era
-from mcp_tap.probe import DEFAULT_TIMEOUT, ProbeReport, ProbeResult, parse_header, run_probe
+from mcp_tap.errors import InputError
+from mcp_tap.probe import (
+    DEFAULT_TIMEOUT,
+    MAX_TIMEOUT,
+    ProbeReport,
+    ProbeResult,
+    check_timeout,
+    parse_header,
+    run_probe,
+)
 
 NAME = "probe"
 HELP = "send the corpus's requests to a live server and judge its real answers"
@@ -24,15 +33,22 @@ _ERAS = {
 }
 
 
-def _positive(text: str) -> float:
-    """An argparse type: a positive number of seconds."""
+def timeout_seconds(text: str) -> float:
+    """An argparse type for ``--timeout`` (probe and replay): finite seconds, 0 < s <= 3600.
+
+    The rule is :func:`mcp_tap.probe.check_timeout`; a violation is argparse's one-line
+    usage error (exit 2).
+    """
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
-    return value
+    try:
+        return check_timeout(value)
+    except InputError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds above 0 and at most {MAX_TIMEOUT:g}, got {text!r}"
+        ) from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,8 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
                         help="send this header on every request (e.g. authentication); "
                         "repeatable")
-    parser.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                        help=f"seconds to wait for each answer (default {DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_TIMEOUT,
+                        metavar="SECONDS", help="seconds to wait for each answer "
+                        f"(default {DEFAULT_TIMEOUT:g}, at most {MAX_TIMEOUT:g})")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 

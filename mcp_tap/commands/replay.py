@@ -17,8 +17,10 @@ import sys
 import orjson
 
 from mcp_tap.cli import EXIT_NO, EXIT_OK
+from mcp_tap.commands.probe import timeout_seconds
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import find_bundles, read_bundle
+from mcp_tap.probe import check_timeout
 from mcp_tap.replay import (
     ReplayOptions,
     header_from_env,
@@ -27,6 +29,7 @@ from mcp_tap.replay import (
     parse_ignore,
     replay,
 )
+from mcp_tap.urls import check_http_url
 
 NAME = "replay"
 HELP = "re-send captured requests to a candidate server and compare its answers"
@@ -50,15 +53,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "* or [] for any key or element); repeatable")
     parser.add_argument("--hop", metavar="NAME",
                         help="replay only the exchanges recorded at this hop")
-    parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
-                        help="per-request timeout (default 30)")
+    parser.add_argument("--timeout", type=timeout_seconds, default=30.0, metavar="SECONDS",
+                        help="per-request timeout (default 30, at most 3600)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
 def options(args: argparse.Namespace) -> ReplayOptions:
     """Build the replay options from the parsed arguments (raises InputError)."""
-    if args.timeout <= 0:
-        raise InputError("--timeout must be positive")
+    check_timeout(args.timeout)
+    check_http_url(args.target, "--target")
     headers = [parse_header(h) for h in args.header]
     headers += [header_from_env(spec, os.environ) for spec in args.header_env]
     return ReplayOptions(
@@ -77,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         record
         for path in args.evidence
         for bundle in find_bundles(path)
-        for record in read_bundle(bundle, lenient=True).records
+        for record in read_bundle(bundle).records
     ]
     report = replay(records, opts)
     if not report.results and not report.skipped:
