@@ -366,12 +366,17 @@ class TestReportCommand:
     def test_policy_alone(self, evidence: Path, tmp_path: Path,
                           gate_files: tuple[Path, Path],
                           capsys: pytest.CaptureFixture[str]) -> None:
-        """A policy without rollback evidence gives no decision and says why."""
+        """A policy without rollback evidence (or the reverse) is bad input, not ignored."""
         out = tmp_path / "report.html"
-        assert main(["report", str(evidence), "--out", str(out),
-                     "--policy", str(gate_files[0])]) == 0
-        capsys.readouterr()
-        assert "needs both --policy and --rollback" in out.read_text()
+        garbage = tmp_path / "garbage.toml"
+        garbage.write_bytes(b"\xff not toml [")
+        for extra in (["--policy", str(gate_files[0])], ["--rollback", str(gate_files[1])],
+                      ["--policy", str(garbage)], ["--rollback", str(tmp_path / "missing")]):
+            assert main(["report", str(evidence), "--out", str(out), *extra]) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and "Traceback" not in err
+            assert "--policy and --rollback go together" in err
+        assert not out.exists()
 
     def test_bad_input(self, evidence: Path, tmp_path: Path,
                        capsys: pytest.CaptureFixture[str]) -> None:

@@ -58,6 +58,11 @@ def run(args: argparse.Namespace) -> int:
     """Build the report from ``args.evidence`` and write it to ``args.out``."""
     if args.max_rows < 1:
         raise InputError("--max-rows must be at least 1")
+    if (args.policy is None) != (args.rollback is None):
+        given, missing = ("--policy", "--rollback") if args.rollback is None else (
+            "--rollback", "--policy")
+        raise InputError(f"{given} without {missing}: --policy and --rollback go together "
+                         "(both for the gate's decision, neither for conformance only)")
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
     data = load_report(args.evidence, policy=args.policy, rollback=args.rollback,
                        generated=generated)
