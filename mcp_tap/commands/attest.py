@@ -70,6 +70,15 @@ def _generate(path: Path, as_json: bool) -> int:
     return 0
 
 
+def _generate_alone(args: argparse.Namespace) -> None:
+    """Refuse attest arguments next to ``--generate-ed25519-key``, which would be ignored."""
+    extra = [name for name, value in (("PAYLOAD", args.payload), ("--signer", args.signer),
+                                      ("--out", args.out)) if value is not None]
+    if extra:
+        raise InputError(f"--generate-ed25519-key only writes a new key; it cannot be combined "
+                         f"with {', '.join(extra)} (attest in a second run)")
+
+
 def _payload(path: Path) -> dict[str, Any]:
     try:
         raw = path.read_bytes()
@@ -97,6 +106,7 @@ def _hmac_key(args: argparse.Namespace) -> bytes:
 def run(args: argparse.Namespace) -> int:
     """Run ``attest``; return 0, or raise InputError (exit 2)."""
     if args.generate_ed25519_key is not None:
+        _generate_alone(args)
         return _generate(args.generate_ed25519_key, args.json)
     if args.payload is None:
         raise InputError("attest needs a PAYLOAD file")
