@@ -53,12 +53,21 @@ def _text(report: SdkDiffReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _allow_fields(names: list[str]) -> frozenset[str]:
+    """The ``--allow`` values, checked by the rule the policy applies to ``sdk.allow_fields``."""
+    from mcp_tap.gate.policy import _Reader  # the policy's own rule: non-empty strings
+    from mcp_tap.sdkdiff import check_allow_path
+
+    checked = _Reader("sdk-diff").strings({"allow": names}, "allow", "--allow", ())
+    return frozenset(check_allow_path(name, "--allow") for name in checked)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``sdk-diff``; return 0 (no semantic difference), 1 (differences) or 2 (bad input)."""
     from mcp_tap.evidence import find_bundles, read_bundle
     from mcp_tap.sdkdiff import DEFAULT_ALLOWLIST, diff_records
 
-    allowlist = DEFAULT_ALLOWLIST | frozenset(name for name in args.allow if name)
+    allowlist = DEFAULT_ALLOWLIST | _allow_fields(args.allow)
     exchanges = [r for p in find_bundles(args.evidence) for r in read_bundle(p).exchanges()]
     report = diff_records(exchanges, allowlist)
     if args.json:
