@@ -174,12 +174,14 @@ def load_file(path: str | Path) -> list[Case]:
 
 
 def load_bytes(raw: bytes, source: str) -> list[Case]:
-    """Load cases from fixture bytes; ``source`` names them in errors."""
+    """Load cases from fixture bytes; ``source`` names them in errors (an empty list is one)."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise InputError(f"{source}: not valid JSON ({exc})") from None
     items = data if isinstance(data, list) else [data]
+    if not items:
+        raise InputError(f"{source}: holds no case (an empty list); a fixture file needs one")
     cases: list[Case] = []
     for i, item in enumerate(items):
         try:
