@@ -69,7 +69,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.findings import Finding
-from mcp_tap.errors import InputError, TapError
+from mcp_tap.errors import TapError
 from mcp_tap.evidence import answer_is_whole
 
 __all__ = [
@@ -79,7 +79,6 @@ __all__ = [
     "SdkDiffEntry",
     "SdkDiffReport",
     "SdkParseError",
-    "check_allow_path",
     "diff_records",
     "diff_result",
     "differences",
@@ -120,10 +119,6 @@ _PROTOCOL_VERSION_META_KEY: Final = "io.modelcontextprotocol/protocolVersion"
 _DUMP_OPTIONS: Final[dict[str, Any]] = {"mode": "json", "by_alias": True}
 _PLAIN_KEY = re.compile(r"[A-Za-z_$][A-Za-z0-9_$-]*")
 _INDEX = re.compile(r"\[\d+\]")
-# A full allowlist path as :func:`_join` writes one: ``result``, then ``.plainKey``, ``[3]``,
-# ``[]`` or ``["any key"]`` steps.
-_FULL_PATH = re.compile(
-    r'result(?:\.[A-Za-z_$][A-Za-z0-9_$-]*|\[\d*\]|\["(?:[^"\\]|\\.)*"\])*')
 
 
 class SdkParseError(TapError):
@@ -427,20 +422,6 @@ def differences(
     out: list[Difference] = []
     _walk(result, _full_view(model, removed), "result", "result", out)
     return out
-
-
-def check_allow_path(name: str, what: str = "allowlist") -> str:
-    """Return ``name`` unless it starts like a full path (``result.``) but is malformed.
-
-    A malformed path (``result..x``, ``result.tools[[]``) could never match a difference, so
-    it would silently allow nothing: :class:`InputError` naming ``what``. A last key
-    (``nextCursor``) may be any string and is returned as is.
-    """
-    if name.startswith(("result.", "result[")) and not _FULL_PATH.fullmatch(name):
-        raise InputError(
-            f"{what} {name!r}: not a path like result.tools[].futureHint "
-            '(steps .key, [], [N] or ["key"])')
-    return name
 
 
 def is_allowed(difference: Difference, allowlist: Iterable[str]) -> bool:

@@ -18,9 +18,9 @@ from peers import free_port
 
 from mcp_tap.cli import main
 from mcp_tap.errors import InputError
+from mcp_tap.gate.policy import check_allow_fields
 from mcp_tap.probe import MAX_TIMEOUT, check_timeout, run_probe
 from mcp_tap.replay import ReplayOptions, replay
-from mcp_tap.sdkdiff import check_allow_path
 
 BAD_URLS = ("http://[::1", "http://127.0.0.1:0/mcp", "http://127.0.0.1:99999/mcp",
             "ftp://127.0.0.1/mcp", "http:///mcp")
@@ -244,8 +244,8 @@ class TestSdkDiffAllow:
 
     @pytest.mark.parametrize(("value", "fragment"), [
         ("", "--allow must be a list of non-empty strings"),
-        ("result..[[]", "--allow 'result..[[]': not a path"),
-        ("result.tools[[]", "--allow 'result.tools[[]': not a path"),
+        ("result..[[]", "sdk-diff: --allow 'result..[[]': not a path"),
+        ("result.tools[[]", "sdk-diff: --allow 'result.tools[[]': not a path"),
     ])
     def test_refused(self, value: str, fragment: str, bundle: Path,
                      capsys: pytest.CaptureFixture[str]) -> None:
@@ -256,7 +256,7 @@ class TestSdkDiffAllow:
                                        'result["odd key"][0]', "result", "a.b[c"])
     def test_accepted(self, value: str) -> None:
         """Last keys and well-formed full paths pass the check unchanged."""
-        assert check_allow_path(value, "--allow") == value
+        assert check_allow_fields([value], "--allow") == frozenset({value})
 
 
 class TestTranscriptsEmptyFile:

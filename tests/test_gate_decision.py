@@ -476,6 +476,8 @@ class TestParsePolicy:
             ('[conformance]\nallow = ["nothing.*"]\n', "conformance.allow"),
             ("[conformance]\nexamples = -1\n", "conformance.examples"),
             ("[sdk]\nallow_fields = [1]\n", "sdk.allow_fields"),
+            ('[sdk]\nallow_fields = ["result..x"]\n', "sdk.allow_fields"),
+            ('[sdk]\nallow_fields = [""]\n', "sdk.allow_fields"),
             ("[hop]\nrequire_two_hop = 1\n", "hop.require_two_hop"),
             ('[rollback]\ntrusted_signers = "rc"\n', "rollback.trusted_signers"),
             ('[rollback]\nalgorithms = ["rsa"]\n', "rollback.algorithms"),

@@ -55,11 +55,9 @@ def _text(report: SdkDiffReport) -> str:
 
 def _allow_fields(names: list[str]) -> frozenset[str]:
     """The ``--allow`` values, checked by the rule the policy applies to ``sdk.allow_fields``."""
-    from mcp_tap.gate.policy import _Reader  # the policy's own rule: non-empty strings
-    from mcp_tap.sdkdiff import check_allow_path
+    from mcp_tap.gate.policy import check_allow_fields
 
-    checked = _Reader("sdk-diff").strings({"allow": names}, "allow", "--allow", ())
-    return frozenset(check_allow_path(name, "--allow") for name in checked)
+    return check_allow_fields(names, "sdk-diff: --allow")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -270,9 +270,34 @@ def _conformance(reader: _Reader, table: dict[str, Any]) -> ConformancePolicy:
     )
 
 
+# A full allowlist path as the SDK differential writes one: ``result``, then ``.plainKey``,
+# ``[3]``, ``[]`` or ``["any key"]`` steps.
+_FULL_PATH: Final = re.compile(
+    r'result(?:\.[A-Za-z_$][A-Za-z0-9_$-]*|\[\d*\]|\["(?:[^"\\]|\\.)*"\])*')
+
+
+def check_allow_fields(names: Any, what: str) -> frozenset[str]:
+    """Check SDK-differential allowlist entries (``sdk.allow_fields``, ``sdk-diff --allow``).
+
+    Each is a non-empty string: a last key (``nextCursor``, any string) or a full path
+    (``result.tools[].futureHint``). A malformed full path (``result..x``) could never match
+    a difference and would silently allow nothing, so it is an :class:`InputError` naming
+    ``what``, as is anything but a list of non-empty strings.
+    """
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise InputError(f"{what} must be a list of non-empty strings, got {names!r}")
+    for name in names:
+        if name.startswith(("result.", "result[")) and not _FULL_PATH.fullmatch(name):
+            raise InputError(
+                f"{what} {name!r}: not a path like result.tools[].futureHint "
+                '(steps .key, [], [N] or ["key"])')
+    return frozenset(names)
+
+
 def _sdk(reader: _Reader, table: dict[str, Any]) -> SdkPolicy:
     reader.no_unknown(table, {"allow_fields"}, "sdk")
-    return SdkPolicy(frozenset(reader.strings(table, "allow_fields", "sdk.allow_fields", ())))
+    names = table.get("allow_fields", [])
+    return SdkPolicy(check_allow_fields(names, f"{reader.source}: sdk.allow_fields"))
 
 
 def _hop(reader: _Reader, table: dict[str, Any]) -> HopPolicy:
