@@ -166,7 +166,11 @@ def test_config_file_and_environment_overrides(tmp_path: Path) -> None:
     ("text", "env", "expected"),
     [
         ("[[hop]\nlisten = 1", {}, "not valid TOML"),
-        ('[[hop]]\nlisten = "127.0.0.1:0"\nupstream = "ftp://x"\n', {}, "is not an http(s) URL"),
+        (
+            '[[hop]]\nlisten = "127.0.0.1:0"\nupstream = "ftp://x"\n',
+            {},
+            "[[hop]] hop1 upstream: 'ftp://x' is not an http:// or https:// URL",
+        ),
         ('[[hop]]\nlisten = "nowhere"\nupstream = "http://x"\n', {}, "is not HOST:PORT"),
         ('[evidence]\nqueue_size = "many"\n', {}, "[evidence] queue_size must be an integer"),
         ("[surprise]\nx = 1\n", {}, "unknown section(s): surprise"),

@@ -2,40 +2,55 @@
 
 Precedence: command-line flags > environment (``MCP_TAP_<SECTION>_<KEY>``, e.g.
 ``MCP_TAP_EVIDENCE_DIR``, ``MCP_TAP_UPSTREAM_VERIFY_TLS``) > the config file > defaults.
+A variable that starts with a section's prefix but names none of its options is an error,
+like an unknown key in the file. Numbers are finite and within the ranges in :func:`_number`.
 ``config/tap.toml`` documents every option.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from mcp_tap.core.eras import MODERN_VERSIONS
 from mcp_tap.core.hops import HopThresholds
 from mcp_tap.core.redaction import ArgumentPolicy, RedactionPolicy
 from mcp_tap.errors import InputError
+from mcp_tap.urls import check_http_url
 
 
 def parse_listen(value: str, what: str = "listen") -> tuple[str, int]:
     """Parse ``HOST:PORT`` (IPv6 as ``[::1]:PORT``) into a host and a port."""
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if (
+        not sep
+        or not (port.isascii() and port.isdigit() and len(port) <= 5)
+        or not 0 <= int(port) <= 65535
+        or not value.isprintable()
+    ):
         raise InputError(f"{what}: {value!r} is not HOST:PORT")
     host = host.strip("[]") or "127.0.0.1"
     return host, int(port)
 
 
 def check_upstream(value: str, what: str = "upstream") -> str:
-    """Validate an upstream base URL (http or https with a host)."""
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError(f"{what}: {value!r} is not an http(s) URL")
-    return value.rstrip("/")
+    """Validate an upstream base URL (see :func:`mcp_tap.urls.check_http_url`), minus a
+    trailing ``/``."""
+    return check_http_url(value, what).rstrip("/")
+
+
+def check_hop_name(value: str, what: str = "hop name") -> str:
+    """A hop name: non-empty, printable, no whitespace (it is a log field and a label)."""
+    if not value or not value.isprintable() or any(ch.isspace() for ch in value):
+        raise InputError(
+            f"{what}: {value!r} is not a hop name (non-empty, printable, no whitespace)"
+        )
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,8 +174,57 @@ _SECTIONS: dict[str, type[Any]] = {
 }
 
 
-def _coerce(section: str, key: str, value: Any, default: Any) -> Any:
-    where = f"[{section}] {key}"
+# Numeric options, checked in one place (:func:`_number`). Listed here: options that must be
+# above zero (zero would stop the writer or the handover) and ones with their own maximum;
+# every other integer is at most _MAX_COUNT and every other number at most _MAX_NUMBER. NaN
+# and infinity are never an option's value.
+_POSITIVE = frozenset(
+    {
+        "evidence.max_segment_bytes",
+        "evidence.max_segment_age_s",
+        "evidence.queue_size",
+        "recording.queue_size",
+    }
+)
+_MAX_COUNT = 10_000_000  # queue sizes, SSE events, connections
+_MAX_BYTES = 1 << 40  # 1 TiB
+_MAX_NUMBER = 1e9  # seconds, milliseconds, ratios (1e9 s is over 30 years)
+_MAXIMUM: dict[str, int | float] = {
+    "evidence.max_segment_bytes": _MAX_BYTES,
+    "capture.max_body_bytes": _MAX_BYTES,
+}
+
+
+def _shown(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+def _number(where: str, name: str, value: Any, integer: bool) -> int | float:
+    kind = "an integer" if integer else "a number"
+    number: int | float
+    try:
+        if isinstance(value, bool) or (integer and isinstance(value, float)):
+            raise ValueError(value)
+        digits = value.strip() if isinstance(value, str) else ""
+        if digits.isdigit() and len(digits.lstrip("0")) > 30:
+            number = math.inf  # int() refuses over 4300 digits; any of these is far too large
+        else:
+            number = int(value) if integer else float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{where} must be {kind}, got {_shown(value)}") from None
+    positive = name in _POSITIVE
+    maximum = _MAXIMUM.get(name, _MAX_COUNT if integer else _MAX_NUMBER)
+    low = "above 0" if positive else "at least 0"
+    # The comparisons first: math.isfinite cannot take an int too large for a float.
+    if number < 0 or (positive and number == 0) or number > maximum or not math.isfinite(number):
+        raise InputError(
+            f"{where} must be {kind} {low} and at most {int(maximum)}, got {_shown(value)}"
+        )
+    return number
+
+
+def _coerce(section: str, key: str, value: Any, default: Any, where: str) -> Any:
     if isinstance(default, bool):
         if isinstance(value, str):
             if value.lower() in ("1", "true", "yes", "on"):
@@ -170,22 +234,8 @@ def _coerce(section: str, key: str, value: Any, default: Any) -> Any:
         if isinstance(value, bool):
             return value
         raise InputError(f"{where} must be a boolean, got {value!r}")
-    if isinstance(default, int):
-        try:
-            number = int(value)
-        except (TypeError, ValueError):
-            raise InputError(f"{where} must be an integer, got {value!r}") from None
-        if number < 0 or isinstance(value, bool):
-            raise InputError(f"{where} must be a non-negative integer, got {value!r}")
-        return number
-    if isinstance(default, float):
-        try:
-            number_f = float(value)
-        except (TypeError, ValueError):
-            raise InputError(f"{where} must be a number, got {value!r}") from None
-        if number_f < 0 or isinstance(value, bool):
-            raise InputError(f"{where} must be a non-negative number, got {value!r}")
-        return number_f
+    if isinstance(default, int | float):
+        return _number(where, f"{section}.{key}", value, isinstance(default, int))
     if isinstance(default, tuple):
         items = value.split(",") if isinstance(value, str) else value
         if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
@@ -194,6 +244,10 @@ def _coerce(section: str, key: str, value: Any, default: Any) -> Any:
     if not isinstance(value, str):
         raise InputError(f"{where} must be a string, got {value!r}")
     return value
+
+
+def _env_name(section: str, key: str) -> str:
+    return f"MCP_TAP_{section.upper()}_{key.upper()}"
 
 
 def _section(name: str, data: Any, env: Mapping[str, str]) -> Any:
@@ -206,13 +260,30 @@ def _section(name: str, data: Any, env: Mapping[str, str]) -> Any:
     unknown = set(data) - known
     if unknown:
         raise InputError(f"[{name}] has unknown option(s): {', '.join(sorted(unknown))}")
+    # A variable that names this section but none of its options is a typo, not a silent
+    # no-op (as an unknown key in the file is an error too). Variables that do not start
+    # with a section's prefix belong to other tools and tests and are left alone.
+    prefix = f"MCP_TAP_{name.upper()}_"
+    known_env = {_env_name(name, key) for key in known}
+    for variable in sorted(env):
+        if variable.startswith(prefix) and variable not in known_env:
+            raise InputError(
+                f"environment variable {variable} names no [{name}] option; "
+                f"known: {', '.join(sorted(known_env))}"
+            )
     defaults = cls()
     values: dict[str, Any] = {}
     for f in fields(cls):
         default = getattr(defaults, f.name)
-        raw = env.get(f"MCP_TAP_{name.upper()}_{f.name.upper()}", data.get(f.name))
+        variable = _env_name(name, f.name)
+        where = f"[{name}] {f.name}"
+        raw: Any = env.get(variable)
         if raw is not None:
-            values[f.name] = _coerce(name, f.name, raw, default)
+            where = f"{variable}: {where}"
+        else:
+            raw = data.get(f.name)
+        if raw is not None:
+            values[f.name] = _coerce(name, f.name, raw, default, where)
     return cls(**values)
 
 
@@ -258,8 +329,9 @@ def _hops(data: Any) -> tuple[HopOptions, ...]:
         if missing:
             raise InputError(f"[[hop]] #{i} needs string {', '.join(missing)}")
         name = item.get("name", f"hop{i + 1}")
-        if not isinstance(name, str) or not name:
-            raise InputError(f"[[hop]] #{i} name must be a non-empty string")
+        if not isinstance(name, str):
+            raise InputError(f"[[hop]] #{i} name must be a string")
+        check_hop_name(name, f"[[hop]] #{i} name")
         parse_listen(item["listen"], f"[[hop]] {name} listen")
         hops.append(
             HopOptions(
@@ -301,14 +373,19 @@ def load_options(
             f"[recording] mode must be one of {', '.join(RECORDING_MODES)}, "
             f"got {sections['recording'].mode!r}"
         )
-    if sections["recording"].queue_size == 0:
-        raise InputError("[recording] queue_size must be positive")
     hops = _hops(data.get("hop"))
-    if listen or upstream:
-        if not (listen and upstream):
+    if listen == "":
+        raise InputError("--listen is empty: give the HOST:PORT to listen on")
+    if upstream == "":
+        raise InputError("--upstream is empty: give the http(s) URL to forward to")
+    if listen is not None or upstream is not None:
+        if listen is None or upstream is None:
             raise InputError("--listen and --upstream go together")
         parse_listen(listen, "--listen")
-        hops = (HopOptions(hop or "tap", listen, check_upstream(upstream, "--upstream")),)
+        name = check_hop_name("tap" if hop is None else hop, "--hop")
+        hops = (HopOptions(name, listen, check_upstream(upstream, "--upstream")),)
+    elif hop is not None:
+        raise InputError("--hop names the hop of --listen and --upstream; give those too")
     if not hops:
         raise InputError("no hop to run: give --listen and --upstream, or [[hop]] in --config")
     opts = TapOptions(hops=hops, redaction=_redaction(data.get("redaction")), **sections)
