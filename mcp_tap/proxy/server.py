@@ -4,7 +4,9 @@ admin; drain on SIGTERM."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shutil
 import signal
 import ssl
 import time
@@ -102,16 +104,39 @@ class TapServer:
         return self.writer.counters() if self.writer is not None else {}
 
     async def start(self) -> None:
-        """Open the evidence bundle and start listening."""
+        """Open the evidence bundle and start listening.
+
+        If any step fails (the recording process, TLS settings, a listener that cannot bind),
+        what was already started is stopped again (the recording process included, so the
+        process can exit), the bundle is removed when nothing was recorded in it, and the
+        error is raised; no ``proxy.stopped`` line is logged for a run that never started.
+        """
+        root = Path(self.options.evidence.dir)
+        fresh_root = not root.exists()
+        fresh_bundle = not self.bundle_dir.exists()
+        try:
+            await self._start()
+        except BaseException:
+            await self._shutdown()
+            log.debug("proxy.start_failed", bundle=str(self.bundle_dir))
+            if fresh_bundle and not self._evidence_counters().get("written", 0):
+                shutil.rmtree(self.bundle_dir, ignore_errors=True)
+                if fresh_root:
+                    with contextlib.suppress(OSError):
+                        root.rmdir()  # only if it is empty: this run made it
+            raise
+
+    async def _start(self) -> None:
+        up = self.options.upstream
+        tls = _ssl_context(up.verify_tls, up.ca_file)  # before anything is started
         if isinstance(self.recorder, ProcessRecorder):
             await self.recorder.start()
         elif self.writer is not None:
             self.writer.start()
-        up = self.options.upstream
         connector = aiohttp.TCPConnector(
             limit=up.pool_size,
             limit_per_host=up.pool_size,
-            ssl=_ssl_context(up.verify_tls, up.ca_file),
+            ssl=tls,
             keepalive_timeout=60,
         )
         # auto_decompress=False: compressed bodies pass through compressed.
@@ -130,16 +155,15 @@ class TapServer:
             app.router.add_route("*", "/{tail:.*}", forwarder.handle)
             runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
             await runner.setup()
+            self._runners.append(runner)
             host, port = parse_listen(hop.listen)
             site = web.TCPSite(runner, host, port, reuse_address=True)
             try:
                 await site.start()
             except OSError as exc:
-                await self.stop()
                 raise InputError(
                     f"hop {hop.name}: cannot listen on {hop.listen} ({exc.strerror or exc})"
                 ) from None
-            self._runners.append(runner)
             bound = runner.addresses[0]
             self.addresses[hop.name] = (bound[0], bound[1])
         if self.options.admin.listen:
@@ -151,7 +175,6 @@ class TapServer:
             try:
                 await site.start()
             except OSError as exc:
-                await self.stop()
                 raise InputError(
                     f"admin: cannot listen on {self.options.admin.listen} ({exc.strerror or exc})"
                 ) from None
@@ -189,6 +212,10 @@ class TapServer:
 
     async def stop(self, drain_timeout: float = 10.0) -> None:
         """Stop accepting, let in-flight exchanges finish (bounded), flush the evidence."""
+        await self._shutdown(drain_timeout)
+        log.info("proxy.stopped", bundle=str(self.bundle_dir), **self._evidence_counters())
+
+    async def _shutdown(self, drain_timeout: float = 10.0) -> None:
         for runner in self._runners:
             for site in list(runner.sites):
                 await site.stop()
@@ -209,7 +236,6 @@ class TapServer:
             await self.recorder.aclose()
         elif self.writer is not None:
             await self.writer.aclose()
-        log.info("proxy.stopped", bundle=str(self.bundle_dir), **self._evidence_counters())
 
     async def run_until_signalled(self, ready: Callable[[TapServer], None] | None = None) -> None:
         """Start, wait for SIGTERM or SIGINT, then drain and stop."""

@@ -104,10 +104,9 @@ class ProcessRecorder:
         self._captures_in.close()
         self._reports_out.close()
         loop = self._loop = asyncio.get_running_loop()
-        ready = await loop.run_in_executor(None, self._reports.poll, _START_TIMEOUT_S)
-        message: tuple[Any, ...] = self._reports.recv() if ready else ("error", "no answer")
+        message = await loop.run_in_executor(None, self._first_report)
         if message[0] != "ready":
-            await loop.run_in_executor(None, self._process.join, 5)
+            await loop.run_in_executor(None, self._end_unstarted)
             raise InputError(f"the recording process did not start: {message[1]}")
         fd = os.dup(self._captures_out.fileno())
         self._captures_out.close()
@@ -135,13 +134,34 @@ class ProcessRecorder:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._join, max(0.0, deadline - time.monotonic()))
 
+    def _first_report(self) -> tuple[Any, ...]:
+        """``("ready",)`` or ``("error", why)``: the recording process's first word."""
+        try:
+            if not self._reports.poll(_START_TIMEOUT_S):
+                return ("error", f"no answer within {_START_TIMEOUT_S:g} s")
+            message: tuple[Any, ...] = self._reports.recv()
+        except (EOFError, OSError):
+            self._process.join(5)
+            return ("error", f"it exited (code {self._process.exitcode})")
+        return message
+
+    def _end_unstarted(self) -> None:
+        """Make sure a recording process that did not start is gone (it ignores SIGTERM)."""
+        self._process.join(5)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(5)
+        self._captures_out.close()
+        self._reports.close()
+
     def _join(self, timeout: float) -> None:
         if self._process.pid is None:  # never started
             return
         self._process.join(timeout)
         if self._process.is_alive():
+            # The recording process ignores SIGTERM (the parent drives shutdown): SIGKILL.
             log.error("recorder.killed", reason="did not drain in time")
-            self._process.terminate()
+            self._process.kill()
             self._process.join(5)
         if self._reader is not None:
             self._reader.join(5)
