@@ -11,6 +11,7 @@ import orjson
 import structlog
 
 from mcp_tap.core.redaction import Redactor
+from mcp_tap.errors import InputError
 
 _REDACTOR = Redactor()
 
@@ -25,8 +26,18 @@ def _dumps(obj: Any, **_kw: Any) -> str:
     return orjson.dumps(obj, default=str).decode()
 
 
+# The level names the proxy and the demo accept for --log-level (any case).
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
 def configure_logging(level: str = "info") -> None:
-    """Configure structlog to print one JSON object per line on stderr."""
+    """Configure structlog to print one JSON object per line on stderr.
+
+    ``level`` is one of :data:`LOG_LEVELS` (any case); anything else is an
+    :class:`~mcp_tap.errors.InputError`.
+    """
+    if level.lower() not in LOG_LEVELS:
+        raise InputError(f"log level {level!r} is not one of {', '.join(LOG_LEVELS)}")
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -36,7 +47,7 @@ def configure_logging(level: str = "info") -> None:
             structlog.processors.JSONRenderer(serializer=_dumps),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+            logging.getLevelNamesMapping()[level.upper()]
         ),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
