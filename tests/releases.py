@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -43,3 +44,12 @@ def gate_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int,
 def reason_rules(decision: dict[str, Any]) -> list[str]:
     """The gate rule ids of a JSON decision's reasons, in order."""
     return [r["rule"] for r in decision["reasons"]]
+
+
+def raw_bundle(root: Path, records: list[dict[str, Any]]) -> Path:
+    """Write a minimal bundle of ``records`` without integrity fields (for readers that skip it)."""
+    root.mkdir()
+    (root / "bundle.json").write_bytes(orjson.dumps({"format": 1, "tool": "mcp-tap"}))
+    lines = b"".join(orjson.dumps({"seq": i, **r}) + b"\n" for i, r in enumerate(records))
+    (root / "segment-000001.jsonl").write_bytes(lines)
+    return root

@@ -12,9 +12,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 from peers import free_port
+from releases import raw_bundle
 
 from mcp_tap.cli import main
 from mcp_tap.errors import InputError
@@ -65,19 +65,11 @@ def exchange(exchange_id: str, method: str = "tools/list", hop: str = "edge") ->
     }
 
 
-def write_bundle(root: Path, records: list[dict[str, Any]]) -> Path:
-    """Write a minimal evidence bundle holding ``records``."""
-    root.mkdir()
-    (root / "bundle.json").write_bytes(orjson.dumps({"format": 1, "tool": "mcp-tap"}))
-    lines = b"".join(orjson.dumps({"seq": i, **r}) + b"\n" for i, r in enumerate(records))
-    (root / "segment-000001.jsonl").write_bytes(lines)
-    return root
-
 
 @pytest.fixture
 def bundle(tmp_path: Path) -> Path:
     """A well-formed bundle of three exchanges recorded at hop ``edge``."""
-    return write_bundle(tmp_path / "ev", [exchange(f"e{i}") for i in range(3)])
+    return raw_bundle(tmp_path / "ev", [exchange(f"e{i}") for i in range(3)])
 
 
 class TestTargetUrl:
@@ -180,7 +172,7 @@ class TestReplayHop:
 
     def test_unknown_hop(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         """The line names the missing hop and the hops that exist."""
-        ev = write_bundle(tmp_path / "ev", [exchange("e1"), exchange("e2", hop="inner")])
+        ev = raw_bundle(tmp_path / "ev", [exchange("e1"), exchange("e2", hop="inner")])
         err = refused(["replay", str(ev), "--target", "http://127.0.0.1:9/mcp",
                        "--hop", "nosuchhop"], capsys, "--hop 'nosuchhop'")
         assert "hops in the evidence: edge, inner" in err

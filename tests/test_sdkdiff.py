@@ -20,6 +20,7 @@ from mcp import Client
 from mcp.client.session import ClientSession
 from peers import ACCEPT, LEGACY_VERSION, parse_sse, raw_modern_request, run_origin
 from pydantic import ValidationError
+from releases import raw_bundle
 
 from mcp_tap.cli import main
 from mcp_tap.sdkdiff import (
@@ -718,14 +719,6 @@ class TestDiffRecords:
         orjson.dumps(data)
 
 
-def write_bundle(root: Path, records: list[dict[str, Any]]) -> Path:
-    """Write a minimal evidence bundle holding ``records`` (integrity fields left out)."""
-    root.mkdir()
-    (root / "bundle.json").write_bytes(orjson.dumps({"format": 1, "tool": "mcp-tap"}))
-    lines = b"".join(orjson.dumps({"seq": i, **r}) + b"\n" for i, r in enumerate(records))
-    (root / "segment-000001.jsonl").write_bytes(lines)
-    return root
-
 
 class TestSdkDiffCommand:
     """``mcp-tap sdk-diff EVIDENCE`` through the real entry point."""
@@ -734,7 +727,7 @@ class TestSdkDiffCommand:
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """A dropped futureHint exits 1 and is named in the text output."""
-        bundle = write_bundle(tmp_path / "b", [exchange("tools/list", "modern", MODERN_TOOLS_LIST)])
+        bundle = raw_bundle(tmp_path / "b", [exchange("tools/list", "modern", MODERN_TOOLS_LIST)])
         assert main(["sdk-diff", str(bundle)]) == 1
         out = capsys.readouterr().out
         assert "sdk.dropped result.tools[0].futureHint" in out
@@ -744,7 +737,7 @@ class TestSdkDiffCommand:
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """``--allow futureHint`` makes the same evidence pass with exit 0."""
-        bundle = write_bundle(tmp_path / "b", [exchange("tools/list", "modern", MODERN_TOOLS_LIST)])
+        bundle = raw_bundle(tmp_path / "b", [exchange("tools/list", "modern", MODERN_TOOLS_LIST)])
         assert main(["sdk-diff", str(bundle), "--allow", "futureHint", "--json"]) == 0
         data = orjson.loads(capsys.readouterr().out)
         assert data["ok"] is True
@@ -754,7 +747,7 @@ class TestSdkDiffCommand:
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """Legacy evidence whose only differences are bookkeeping exits 0 with JSON on stdout."""
-        bundle = write_bundle(tmp_path / "b", [exchange("tools/list", "legacy", LEGACY_TOOLS_LIST)])
+        bundle = raw_bundle(tmp_path / "b", [exchange("tools/list", "legacy", LEGACY_TOOLS_LIST)])
         assert main(["sdk-diff", str(bundle), "--json"]) == 0
         data = orjson.loads(capsys.readouterr().out)
         assert data["compared"] == 1
@@ -762,7 +755,7 @@ class TestSdkDiffCommand:
 
     def test_rejection_exits_1(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         """A result the SDK rejects makes the command say so and exit 1."""
-        bundle = write_bundle(tmp_path / "b", [exchange("tools/call", "modern", {"content": []})])
+        bundle = raw_bundle(tmp_path / "b", [exchange("tools/call", "modern", {"content": []})])
         assert main(["sdk-diff", str(bundle)]) == 1
         assert "rejected: the SDK rejects the tools/call result" in capsys.readouterr().out
 
