@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 from collections.abc import MutableMapping
@@ -28,6 +29,17 @@ def _dumps(obj: Any, **_kw: Any) -> str:
 
 # The level names the proxy and the demo accept for --log-level (any case).
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def add_log_level_option(parser: argparse.ArgumentParser, default: str, what: str) -> None:
+    """Declare ``--log-level`` on a command's parser (one of :data:`LOG_LEVELS`, any case)."""
+    parser.add_argument(
+        "--log-level",
+        default=default,
+        type=str.lower,
+        choices=LOG_LEVELS,
+        help=f"{what}: {', '.join(LOG_LEVELS)} (default: {default})",
+    )
 
 
 def configure_logging(level: str = "info") -> None:

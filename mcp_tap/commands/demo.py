@@ -29,7 +29,7 @@ from mcp_tap.core.eras import (
 )
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import read_bundle, verify_bundle
-from mcp_tap.logs import LOG_LEVELS, configure_logging
+from mcp_tap.logs import add_log_level_option, configure_logging
 from mcp_tap.proxy.options import load_options
 from mcp_tap.proxy.server import TapServer
 
@@ -46,13 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--admin", default="127.0.0.1:8081", help="admin listener ('' = off)")
     parser.add_argument("--drive", action="store_true",
                         help="send a tour of MCP traffic through the tap, then stop and report")
-    parser.add_argument(
-        "--log-level",
-        default="warning",
-        type=str.lower,
-        choices=LOG_LEVELS,
-        help="proxy log level: debug, info, warning, error, critical (default: warning)",
-    )
+    add_log_level_option(parser, "warning", "proxy log level")
 
 
 def _free_port() -> int:

@@ -8,7 +8,7 @@ import gc
 import importlib
 import sys
 
-from mcp_tap.logs import LOG_LEVELS, configure_logging
+from mcp_tap.logs import add_log_level_option, configure_logging
 from mcp_tap.proxy.options import load_options
 from mcp_tap.proxy.server import TapServer
 
@@ -24,13 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--evidence", help="evidence directory (a bundle per run inside)")
     parser.add_argument("--admin", help="HOST:PORT of the admin listener ('' disables it)")
     parser.add_argument("--config", help="TOML configuration file (see config/tap.toml)")
-    parser.add_argument(
-        "--log-level",
-        default="info",
-        type=str.lower,
-        choices=LOG_LEVELS,
-        help="debug, info, warning, error, critical (default: info)",
-    )
+    add_log_level_option(parser, "info", "log level")
     parser.add_argument(
         "--uvloop",
         action="store_true",
