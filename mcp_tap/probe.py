@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -90,6 +89,7 @@ from mcp_tap.core.requests import param_headers
 from mcp_tap.core.responses import decode_sse
 from mcp_tap.core.sentinel import encode_header_value, is_safe_plain
 from mcp_tap.errors import InputError, UpstreamError
+from mcp_tap.header_options import check_header
 from mcp_tap.transcripts import Case, load_corpus
 from mcp_tap.urls import check_http_url, shown_url
 
@@ -108,7 +108,6 @@ __all__ = [
     "check_timeout",
     "is_probeable",
     "legacy_extra_cases",
-    "parse_header",
     "plan_cases",
     "run_probe",
 ]
@@ -126,14 +125,6 @@ MAX_TIMEOUT: Final = 3600.0
 """Seconds the probe waits for one answer (connect, each read, each write)."""
 
 MODERN_VERSION: Final = MODERN_VERSIONS[0]
-
-# Headers the probe sets itself; an operator's --header must not fight them (the cases'
-# routing headers are the very thing being judged).
-_RESERVED_HEADERS: Final = frozenset({
-    "accept", "content-type", "content-length", "host", "transfer-encoding", "connection",
-    HEADER_PROTOCOL_VERSION.lower(), HEADER_METHOD.lower(), HEADER_NAME.lower(),
-    HEADER_SESSION_ID.lower(),
-})
 
 # JSON-RPC codes that mean "your request was refused before it was routed": a request whose
 # headers are correct must never get one of these.
@@ -159,7 +150,6 @@ carries no ``MCP-Protocol-Version`` header (2026-07-28, Streamable HTTP, Protoco
 Header)."""
 
 _INVENTORY_PAGES: Final = 10
-_HEADER_TOKEN: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
 class Expect(StrEnum):
@@ -316,19 +306,6 @@ class ProbeReport:
 
 
 # --- operator input ----------------------------------------------------------------------
-
-
-def parse_header(text: str) -> tuple[str, str]:
-    """Parse one ``--header NAME:VALUE``; raises :class:`InputError` saying what is wrong."""
-    name, sep, value = text.partition(":")
-    name, value = name.strip(), value.strip()
-    if not sep or not _HEADER_TOKEN.fullmatch(name):
-        raise InputError(f"--header {text!r}: expected NAME:VALUE with a valid header name")
-    if name.lower() in _RESERVED_HEADERS or name.lower().startswith(HEADER_PARAM_PREFIX.lower()):
-        raise InputError(f"--header {name}: the probe sets this header itself")
-    if any(ch in value for ch in "\r\n\0"):
-        raise InputError(f"--header {name}: the value contains a line break or NUL")
-    return name, value
 
 
 def _check_target(target: str) -> str:
@@ -1333,7 +1310,7 @@ def run_probe(
     """
     _check_target(target)
     for name, value in headers:
-        parse_header(f"{name}:{value}")
+        check_header(name, value, f"header {name}")
     check_timeout(timeout)
     for era in eras:
         if era not in (Era.MODERN, Era.LEGACY):

@@ -75,10 +75,8 @@ __all__ = [
     "compare",
     "differences",
     "fresh_id",
-    "header_from_env",
     "iter_lines",
     "normalise",
-    "parse_header",
     "parse_ignore",
     "recorded_answer",
     "replay",
@@ -97,7 +95,6 @@ REPLAYED_HEADERS: Final[tuple[str, ...]] = (
 
 _ACCEPT: Final = "application/json, text/event-stream"
 _FRESH_INT_BASE: Final = 7_000_000
-_TOKEN: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _ISO_DATETIME: Final = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 _TIME_KEY: Final = re.compile(r"(?:timestamp|time|date|[a-z0-9]At)$")
 _MAX_DIFFS: Final = 8
@@ -260,35 +257,6 @@ class ReplayReport:
 
 
 # --- options ---------------------------------------------------------------------------------
-
-
-def parse_header(text: str) -> tuple[str, str]:
-    """Parse ``'Name: value'`` into a header pair; InputError when it is not a safe header."""
-    name, sep, value = text.partition(":")
-    name, value = name.strip(), value.strip()
-    if not sep or not name:
-        raise InputError(f"--header {text!r}: expected 'Name: value'")
-    return _checked_header(name, value, f"--header {name}")
-
-
-def header_from_env(spec: str, env: Mapping[str, str]) -> tuple[str, str]:
-    """Parse ``NAME=ENVVAR`` into a header whose value is read from ``env[ENVVAR]``."""
-    name, sep, var = spec.partition("=")
-    name, var = name.strip(), var.strip()
-    if not sep or not name or not var:
-        raise InputError(f"--header-env {spec!r}: expected NAME=ENVVAR")
-    value = env.get(var)
-    if value is None:
-        raise InputError(f"--header-env {name}: environment variable {var} is not set")
-    return _checked_header(name, value.strip(), f"--header-env {name}")
-
-
-def _checked_header(name: str, value: str, what: str) -> tuple[str, str]:
-    if not _TOKEN.fullmatch(name):
-        raise InputError(f"{what}: not a valid header name")
-    if any(ch in value for ch in "\r\n\x00"):
-        raise InputError(f"{what}: the value must not contain CR, LF or NUL")
-    return name, value
 
 
 def parse_ignore(path: str) -> tuple[str, ...]:

@@ -31,7 +31,6 @@ from mcp_tap.probe import (
     ProbeResult,
     is_probeable,
     legacy_extra_cases,
-    parse_header,
     plan_cases,
     run_probe,
 )
@@ -206,27 +205,6 @@ class TestIsProbeable:
     def test_response_side_negative_is_not_probeable(self) -> None:
         """A negative case describing a faulty response is not sent."""
         assert not is_probeable(CORPUS["negative-missing-result-type"])
-
-
-class TestParseHeader:
-    """parse_header: NAME:VALUE for --header, refusing headers the probe controls."""
-
-    def test_valid_header(self) -> None:
-        """A well-formed header is split and trimmed."""
-        assert parse_header("Authorization: Bearer x") == ("Authorization", "Bearer x")
-
-    @pytest.mark.parametrize("text", ["no-colon", "bad name: x", ": x"])
-    def test_malformed_header_is_input_error(self, text: str) -> None:
-        """A header without a colon or with a bad name is bad input."""
-        with pytest.raises(InputError, match="NAME:VALUE"):
-            parse_header(text)
-
-    @pytest.mark.parametrize("name", ["Mcp-Method", "mcp-protocol-version", "Accept",
-                                      "Mcp-Param-Region", "Mcp-Session-Id"])
-    def test_controlled_header_is_input_error(self, name: str) -> None:
-        """Routing, session and transport headers are the probe's own."""
-        with pytest.raises(InputError, match="sets this header itself"):
-            parse_header(f"{name}: x")
 
 
 class TestPlanCases:
@@ -533,6 +511,18 @@ class TestProbeCommand:
         assert code == 0 and "s3cret" not in out
         sent = orjson.loads(out)["cases"][0]["request"]["headers"]
         assert [name for name, _ in sent].count("Authorization") == 1
+
+    def test_header_from_the_environment_is_sent_and_redacted(
+            self, origin: str, capsys: pytest.CaptureFixture[str],
+            monkeypatch: pytest.MonkeyPatch) -> None:
+        """--header-env NAME=VAR sends the value; the report keeps the scheme, not the secret."""
+        monkeypatch.setenv("PROBE_TOKEN", "Bearer env-s3cret")
+        code = main(["probe", "--target", origin, "--era", "modern", "--json",
+                     "--header-env", "Authorization=PROBE_TOKEN"])
+        out = capsys.readouterr().out
+        assert code == 0 and "env-s3cret" not in out
+        sent = orjson.loads(out)["cases"][0]["request"]["headers"]
+        assert [value for name, value in sent if name == "Authorization"] == ["Bearer [REDACTED]"]
 
 
     def test_secrets_echoed_by_the_server_are_scrubbed(

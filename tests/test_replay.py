@@ -40,9 +40,7 @@ from mcp_tap.replay import (
     compare,
     differences,
     fresh_id,
-    header_from_env,
     normalise,
-    parse_header,
     parse_ignore,
     recorded_answer,
     replay,
@@ -240,23 +238,7 @@ class TestFreshId:
 
 
 class TestParseOptions:
-    """Headers, environment headers and ignore paths are parsed strictly."""
-
-    def test_header(self) -> None:
-        """'Name: value' becomes a pair; a bad name or an injected newline is an InputError."""
-        assert parse_header("Authorization: Bearer x") == ("Authorization", "Bearer x")
-        for bad in ("no colon", ": empty", "Bad Name: x", "X-A: a\r\nX-B: b"):
-            with pytest.raises(InputError):
-                parse_header(bad)
-
-    def test_header_env(self) -> None:
-        """NAME=ENVVAR reads the variable; a missing variable is an InputError."""
-        assert header_from_env("Authorization=TOK", {"TOK": "Bearer t"}) == (
-            "Authorization", "Bearer t")
-        with pytest.raises(InputError, match="TOK is not set"):
-            header_from_env("Authorization=TOK", {})
-        with pytest.raises(InputError):
-            header_from_env("Authorization", {})
+    """Ignore paths are parsed strictly."""
 
     def test_ignore(self) -> None:
         """Dotted paths with an optional $ prefix, [] wildcards and [n] indices."""

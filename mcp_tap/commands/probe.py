@@ -7,19 +7,20 @@ bad input or a target that cannot be reached (one line on stderr, from :mod:`mcp
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import orjson
 
 from mcp_tap.core.eras import Era
 from mcp_tap.errors import InputError
+from mcp_tap.header_options import add_header_options, headers_from_args
 from mcp_tap.probe import (
     DEFAULT_TIMEOUT,
     MAX_TIMEOUT,
     ProbeReport,
     ProbeResult,
     check_timeout,
-    parse_header,
     run_probe,
 )
 
@@ -57,9 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the server's Streamable HTTP endpoint, e.g. http://127.0.0.1:9000/mcp")
     parser.add_argument("--era", choices=sorted(_ERAS), default="both",
                         help="which era to probe (default: both, modern first)")
-    parser.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
-                        help="send this header on every request (e.g. authentication); "
-                        "repeatable")
+    add_header_options(parser, "request")
     parser.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_TIMEOUT,
                         metavar="SECONDS", help="seconds to wait for each answer "
                         f"(default {DEFAULT_TIMEOUT:g}, at most {MAX_TIMEOUT:g})")
@@ -99,7 +98,7 @@ def _text(report: ProbeReport) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Probe the target; exit 0 when every probed case passed, 1 otherwise."""
-    headers = [parse_header(h) for h in args.header]
+    headers = headers_from_args(args, os.environ)
     report = run_probe(args.target, eras=_ERAS[args.era], headers=headers,
                        timeout=args.timeout)
     if args.json:

@@ -20,12 +20,11 @@ from mcp_tap.cli import EXIT_NO, EXIT_OK
 from mcp_tap.commands.probe import timeout_seconds
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import find_bundles, read_bundle
+from mcp_tap.header_options import add_header_options, headers_from_args
 from mcp_tap.probe import check_timeout
 from mcp_tap.replay import (
     ReplayOptions,
-    header_from_env,
     iter_lines,
-    parse_header,
     parse_ignore,
     replay,
 )
@@ -41,12 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="evidence bundle directories (or directories of bundles)")
     parser.add_argument("--target", required=True, metavar="URL",
                         help="the candidate server's MCP endpoint, e.g. http://host:9000/mcp")
-    parser.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
-                        help="add this header to every replayed request (credentials); "
-                        "repeatable")
-    parser.add_argument("--header-env", action="append", default=[], metavar="NAME=ENVVAR",
-                        help="add header NAME with the value of environment variable ENVVAR; "
-                        "repeatable")
+    add_header_options(parser, "replayed request")
     parser.add_argument("--ignore", action="append", default=[], metavar="PATH",
                         help="a volatile field to leave out of the payload comparison, as a "
                         "dotted path in the JSON-RPC response (result.structuredContent.time; "
@@ -62,8 +56,7 @@ def options(args: argparse.Namespace) -> ReplayOptions:
     """Build the replay options from the parsed arguments (raises InputError)."""
     check_timeout(args.timeout)
     check_http_url(args.target, "--target")
-    headers = [parse_header(h) for h in args.header]
-    headers += [header_from_env(spec, os.environ) for spec in args.header_env]
+    headers = headers_from_args(args, os.environ)
     return ReplayOptions(
         target=args.target,
         headers=tuple(headers),
