@@ -1,4 +1,4 @@
-"""Bad input to probe, replay, report, attest, sdk-diff and transcripts: one line, exit 2.
+"""Bad input to the offline commands and proxy options: one line, exit 2.
 
 Every case runs the real entry point in-process and checks the exit code, that stderr is
 exactly one ``mcp-tap: ...`` line naming the problem, and that no traceback escaped. None
@@ -22,6 +22,7 @@ from mcp_tap.gate.policy import check_allow_fields
 from mcp_tap.probe import MAX_TIMEOUT, check_timeout, run_probe
 from mcp_tap.replay import ReplayOptions, replay
 
+REPO_POLICY = Path(__file__).resolve().parents[1] / "config" / "policy.toml"
 BAD_URLS = ("http://[::1", "http://127.0.0.1:0/mcp", "http://127.0.0.1:99999/mcp",
             "ftp://127.0.0.1/mcp", "http:///mcp")
 BAD_TIMEOUTS = ("inf", "1e300", "nan", "-inf", "0", "-1", str(MAX_TIMEOUT + 1), "soon")
@@ -259,3 +260,54 @@ class TestTranscriptsEmptyFile:
         fixture = tmp_path / "empty.json"
         fixture.write_bytes(b"[]")
         refused(["transcripts", str(fixture)], capsys, f"{fixture}: holds no case")
+
+
+class TestEmptyPath:
+    """An empty path is refused by name, never read as the current directory."""
+
+    @pytest.mark.parametrize(("argv", "fragment"), [
+        (["gate", "EV", "--policy", ""], "argument --policy: an empty path names no file"),
+        (["gate", "EV", "--policy", "P", "--rollback", " "],
+         "argument --rollback: an empty path names no file"),
+        (["report", "EV", "--out", ""], "argument --out: an empty path names no file"),
+        (["attest", "", "--hmac-key-env", "K", "--signer", "S"],
+         "argument PAYLOAD: an empty path names no file"),
+        (["transcripts", ""], "fixture file: an empty path names no file"),
+        (["proxy", "--config", ""], "config file: an empty path names no file"),
+        (["verify", ""], "an empty path names no evidence"),
+        (["sdk-diff", " "], "an empty path names no evidence"),
+        (["gate", "", "--policy", "POLICY"], "an empty path names no evidence"),
+    ])
+    def test_refused(self, argv: list[str], fragment: str, bundle: Path,
+                     capsys: pytest.CaptureFixture[str]) -> None:
+        """Each command names the empty argument in one line and exits 2."""
+        names = {"EV": str(bundle), "POLICY": str(REPO_POLICY)}
+        refused([names.get(a, a) for a in argv], capsys, fragment)
+
+
+class TestUnreadableFiles:
+    """A file that cannot be read is named with what it was for."""
+
+    def test_bundle_json_that_is_a_directory(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """A bundle whose bundle.json is a directory is named as such, not as 'no bundle.json'."""
+        (tmp_path / "b" / "bundle.json").mkdir(parents=True)
+        refused(["verify", str(tmp_path / "b")], capsys, f"{tmp_path}/b/bundle.json: not a file")
+
+    @pytest.mark.parametrize(("argv", "fragment"), [
+        (["gate", "EV", "--policy", "MISSING"], "cannot read policy MISSING: No such file"),
+        (["attest", "MISSING", "--hmac-key-env", "K", "--signer", "S"],
+         "cannot read payload MISSING: No such"),
+        (["attest", "DIR", "--hmac-key-env", "K", "--signer", "S"],
+         "cannot read payload DIR: Is a directory"),
+        (["transcripts", "DIR"], "cannot read fixture file DIR: Is a directory"),
+        (["proxy", "--config", "MISSING"], "cannot read config file MISSING: No such file"),
+    ])
+    def test_refused(self, argv: list[str], fragment: str, bundle: Path, tmp_path: Path,
+                     capsys: pytest.CaptureFixture[str]) -> None:
+        """One line: 'cannot read WHAT PATH: reason', exit 2."""
+        names = {"EV": str(bundle), "MISSING": str(tmp_path / "missing"), "DIR": str(tmp_path)}
+        argv = [names.get(a, a) for a in argv]
+        for placeholder, real in names.items():
+            fragment = fragment.replace(f" {placeholder}:", f" {real}:")
+        refused(argv, capsys, fragment)

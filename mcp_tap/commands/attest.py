@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from mcp_tap.errors import InputError
+from mcp_tap.files import file_argument, read_file
 from mcp_tap.gate.attest import (
     attest_ed25519,
     attest_hmac,
@@ -34,20 +35,20 @@ HELP = "attest rollback evidence with HMAC-SHA-256 or Ed25519 for `mcp-tap gate`
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``attest`` arguments to ``parser``."""
-    parser.add_argument("payload", nargs="?", type=Path, metavar="PAYLOAD",
+    parser.add_argument("payload", nargs="?", type=file_argument, metavar="PAYLOAD",
                         help="rollback evidence JSON (an existing attestation is replaced)")
     parser.add_argument("--signer", metavar="ID",
                         help="the release-controller identity, e.g. release-controller@prod")
     key = parser.add_mutually_exclusive_group()
     key.add_argument("--hmac-key-env", metavar="VAR",
                      help="HMAC-SHA-256 with the key in environment variable VAR")
-    key.add_argument("--hmac-key-file", type=Path, metavar="FILE",
+    key.add_argument("--hmac-key-file", type=file_argument, metavar="FILE",
                      help="HMAC-SHA-256 with the key in FILE (one trailing newline ignored)")
-    key.add_argument("--ed25519-key", type=Path, metavar="FILE",
+    key.add_argument("--ed25519-key", type=file_argument, metavar="FILE",
                      help="Ed25519 with the private key in FILE (PKCS#8 PEM or 64 hex digits)")
-    key.add_argument("--generate-ed25519-key", type=Path, metavar="FILE",
+    key.add_argument("--generate-ed25519-key", type=file_argument, metavar="FILE",
                      help="write a new Ed25519 private key to FILE and print its public key")
-    parser.add_argument("--out", type=Path, metavar="FILE",
+    parser.add_argument("--out", type=file_argument, metavar="FILE",
                         help="write the attested payload to FILE instead of stdout")
     parser.add_argument("--json", action="store_true",
                         help="print the result as one JSON object on one line")
@@ -80,10 +81,7 @@ def _generate_alone(args: argparse.Namespace) -> None:
 
 
 def _payload(path: Path) -> dict[str, Any]:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read payload {path}: {exc.strerror or exc}") from exc
+    raw = read_file(path, "payload")
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

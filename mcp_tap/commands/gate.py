@@ -20,6 +20,7 @@ import orjson
 
 from mcp_tap.core.hashing import sha256_hex
 from mcp_tap.errors import BundleFormatError, InputError
+from mcp_tap.files import file_argument, read_file
 from mcp_tap.gate.decision import (
     Action,
     BundleCheck,
@@ -49,26 +50,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``gate`` arguments to ``parser``."""
     parser.add_argument("evidence", nargs="+", metavar="EVIDENCE",
                         help="candidate evidence bundle directories")
-    parser.add_argument("--policy", required=True, type=Path, metavar="FILE",
+    parser.add_argument("--policy", required=True, type=file_argument, metavar="FILE",
                         help="the gate policy (TOML; see config/policy.toml)")
-    parser.add_argument("--rollback", type=Path, metavar="FILE",
+    parser.add_argument("--rollback", type=file_argument, metavar="FILE",
                         help="attested rollback evidence (JSON); without it the gate holds")
-    parser.add_argument("--baseline", nargs="+", action="extend", default=[], type=Path,
+    parser.add_argument("--baseline", nargs="+", action="extend", default=[], type=file_argument,
                         metavar="EVIDENCE", help="evidence bundles of the admitted baseline")
-    parser.add_argument("--report", action="append", default=[], type=Path, metavar="FILE",
+    parser.add_argument("--report", action="append", default=[], type=file_argument, metavar="FILE",
                         help="a `transcripts --json` or `probe --json` report; repeatable")
     parser.add_argument("--json", action="store_true", help="print the decision as one JSON object")
 
 
-def _read(path: Path, what: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
-
-
 def _load_json(path: Path, what: str) -> Any:
-    raw = _read(path, what)
+    raw = read_file(path, what)
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -152,7 +146,7 @@ def _rollback(path: Path | None, policy: Policy) -> RollbackResult:
 def evaluate(args: argparse.Namespace) -> Decision:
     """Gather every source named by ``args`` and return the decision (raises InputError)."""
     policy = load_policy(args.policy)
-    reports = [parse_report(_read(p, "report"), str(p)) for p in args.report]
+    reports = [parse_report(read_file(p, "report"), str(p)) for p in args.report]
     rollback = _rollback(args.rollback, policy)
     checks, records = _load_bundles(args.evidence, "candidate")
     base_checks, base_records = _load_bundles(args.baseline, "baseline")

@@ -20,6 +20,7 @@ import orjson
 
 from mcp_tap.cli import EXIT_OK
 from mcp_tap.errors import InputError
+from mcp_tap.files import file_argument
 from mcp_tap.report import MAX_ROWS, load_report, render_report
 
 NAME = "report"
@@ -30,11 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``report`` arguments to ``parser``."""
     parser.add_argument("evidence", nargs="+", metavar="EVIDENCE",
                         help="evidence bundle directories (or directories of bundles)")
-    parser.add_argument("--out", required=True, type=Path, metavar="FILE.html",
+    parser.add_argument("--out", required=True, type=file_argument, metavar="FILE.html",
                         help="where to write the page")
-    parser.add_argument("--policy", type=Path, metavar="FILE",
+    parser.add_argument("--policy", type=file_argument, metavar="FILE",
                         help="gate policy: with --rollback, the page shows the gate's decision")
-    parser.add_argument("--rollback", type=Path, metavar="FILE",
+    parser.add_argument("--rollback", type=file_argument, metavar="FILE",
                         help="attested rollback evidence for the gate decision")
     parser.add_argument("--max-rows", type=int, default=MAX_ROWS, metavar="N",
                         help=f"rows of the per-exchange table (default {MAX_ROWS})")

@@ -27,6 +27,7 @@ from mcp_tap.evidence.format import (
     upgrade_manifest,
     upgrade_record,
 )
+from mcp_tap.files import read_file
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,13 +81,6 @@ class Bundle:
         return [record for record in self.records if record.get("kind") == "exchange"]
 
 
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-
-
 def read_bundle_meta(path: str | Path) -> tuple[int, dict[str, Any]]:
     """Return ``(format, bundle.json)`` of the bundle at ``path``.
 
@@ -99,7 +93,7 @@ def read_bundle_meta(path: str | Path) -> tuple[int, dict[str, Any]]:
     meta_path = root / BUNDLE_FILE
     if not meta_path.exists():
         raise InputError(f"{root}: not an evidence bundle (no {BUNDLE_FILE})")
-    data = _read_bytes(meta_path)
+    data = read_file(meta_path, "evidence file")
     try:
         meta = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -163,7 +157,7 @@ def parse_lines(data: bytes) -> list[Line]:
 
 def read_manifest(path: Path) -> dict[str, Any]:
     """Return the raw (not upgraded) manifest at ``path``; BundleFormatError if malformed."""
-    data = _read_bytes(path)
+    data = read_file(path, "evidence file")
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -185,7 +179,7 @@ def check_manifest_format(manifest: dict[str, Any], path: Path, bundle_format: i
 def _segment_records(
     path: Path, bundle_format: int, *, lenient: bool
 ) -> Iterator[dict[str, Any]]:
-    for line in parse_lines(_read_bytes(path)):
+    for line in parse_lines(read_file(path, "evidence file")):
         problem = line.error if line.complete else "incomplete last line (truncated segment)"
         if line.record is None or not line.complete:
             if lenient:
@@ -266,9 +260,14 @@ def find_bundles(path: str | Path) -> list[Path]:
     The proxy writes one bundle per run under its evidence directory, so commands accept
     either a bundle or that directory. Raises :class:`InputError` when there is none.
     """
+    if isinstance(path, str) and not path.strip():
+        raise InputError("an empty path names no evidence")
     root = Path(path)
-    if (root / BUNDLE_FILE).is_file():
+    meta = root / BUNDLE_FILE
+    if meta.is_file():
         return [root]
+    if meta.exists():
+        raise InputError(f"{meta}: not a file")
     if not root.is_dir():
         raise InputError(f"{root}: not a directory")
     found = sorted(p for p in root.iterdir() if (p / BUNDLE_FILE).is_file())

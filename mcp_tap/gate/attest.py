@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_tap.errors import InputError
+from mcp_tap.files import read_file
 from mcp_tap.gate.policy import ED25519, HMAC_SHA256
 from mcp_tap.gate.rollback import (
     ATTESTATION,
@@ -77,10 +78,7 @@ def load_ed25519_private_key(path: Path) -> bytes:
         load_pem_private_key,
     )
 
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read Ed25519 key {path}: {exc.strerror or exc}") from exc
+    data = read_file(path, "Ed25519 key")
     text = data.strip()
     if _HEX64.fullmatch(text.decode("ascii", "replace")):
         return bytes.fromhex(text.decode("ascii"))

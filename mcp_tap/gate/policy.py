@@ -21,6 +21,7 @@ from typing import Any, Final, Literal, cast
 from mcp_tap.core.catalog import CATALOG
 from mcp_tap.core.hashing import sha256_hex
 from mcp_tap.errors import InputError
+from mcp_tap.files import read_file
 
 Percentile = Literal["p50", "p95", "p99"]
 PERCENTILES: tuple[Percentile, ...] = ("p50", "p95", "p99")
@@ -136,10 +137,7 @@ def _matches_any(rule_id: str, patterns: tuple[str, ...]) -> bool:
 
 def load_policy(path: Path) -> Policy:
     """Read and validate the TOML policy at ``path``; raise :class:`InputError` if malformed."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read policy {path}: {exc.strerror or exc}") from exc
+    raw = read_file(path, "policy")
     return parse_policy(raw, base_dir=path.parent, source=str(path))
 
 
@@ -407,9 +405,9 @@ def _ed25519_public_key(value: str, base_dir: Path, source: str, name: str) -> b
 
     path = base_dir / value
     try:
-        pem = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{source}: {name}: cannot read {path}: {exc.strerror or exc}") from exc
+        pem = read_file(path, "public key")
+    except InputError as exc:
+        raise InputError(f"{source}: {name}: {exc}") from None
     try:
         key = load_pem_public_key(pem)
     except (ValueError, UnsupportedAlgorithm) as exc:

@@ -36,6 +36,7 @@ import orjson
 
 from mcp_tap.core.hashing import canonical_json, digest
 from mcp_tap.errors import InputError
+from mcp_tap.files import read_file
 from mcp_tap.gate.decision import Reason, RollbackResult
 from mcp_tap.gate.policy import ED25519, HMAC_SHA256, RollbackPolicy
 
@@ -100,10 +101,7 @@ def resolve_trust(policy: RollbackPolicy, environ: Mapping[str, str]) -> Trust:
 
 def read_hmac_key_file(path: Path) -> bytes:
     """Read an HMAC key file: its bytes, less one trailing newline an editor may have added."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read HMAC key file {path}: {exc.strerror or exc}") from exc
+    data = read_file(path, "HMAC key file")
     for ending in (b"\r\n", b"\n"):
         if data.endswith(ending):
             return data[: -len(ending)]

@@ -14,13 +14,13 @@ import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
 from typing import Any
 
 from mcp_tap.core.eras import MODERN_VERSIONS
 from mcp_tap.core.hops import HopThresholds
 from mcp_tap.core.redaction import ArgumentPolicy, RedactionPolicy
 from mcp_tap.errors import InputError
+from mcp_tap.files import read_file
 from mcp_tap.urls import check_http_url
 
 
@@ -357,11 +357,10 @@ def load_options(
     """Build the options from a TOML file, the environment and flags (flags win)."""
     env = os.environ if env is None else env
     data: dict[str, Any] = {}
-    if config_file:
+    if config_file is not None:
+        raw = read_file(config_file, "config file")
         try:
-            data = tomllib.loads(Path(config_file).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise InputError(f"{config_file}: cannot read ({exc.strerror or exc})") from None
+            data = tomllib.loads(raw.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise InputError(f"{config_file}: not valid TOML ({exc})") from None
     unknown = set(data) - set(_SECTIONS) - {"hop", "redaction"}

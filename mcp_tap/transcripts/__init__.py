@@ -27,6 +27,7 @@ from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.redaction import Redactor
 from mcp_tap.core.sse import encode_event
 from mcp_tap.errors import InputError
+from mcp_tap.files import read_file
 
 _KEYS = {
     "name",
@@ -165,12 +166,8 @@ def parse_case(data: Any, source: str = "") -> Case:
 
 def load_file(path: str | Path) -> list[Case]:
     """Load every case of one fixture file; raises :class:`InputError` naming file and cause."""
-    p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read ({exc.strerror or exc})") from None
-    return load_bytes(raw, str(p))
+    raw = read_file(path, "fixture file")
+    return load_bytes(raw, str(path))
 
 
 def load_bytes(raw: bytes, source: str) -> list[Case]:
