@@ -184,6 +184,24 @@ class TestConformanceSource:
         }
         assert by_rule[("request.header.mismatch",)]["boundaries"] == ["request"]
 
+    def test_two_hop_capture_counts_per_hop(self) -> None:
+        """With several hops recorded, a rule's count is split by the hop that saw it."""
+        records = [record(0, finding("request.header.mismatch", "ingress"), hop="edge"),
+                   record(1, finding("request.header.mismatch", "ingress"), hop="origin"),
+                   record(2, finding("request.header.mismatch", "ingress"), hop="origin"),
+                   record(3, hop="edge")]
+        result = conformance_source(records, ConformancePolicy())
+        (reason,) = result.reasons
+        assert reason.message == "request.header.mismatch: 3 finding(s) (edge 1, origin 2)"
+        assert reason.details["hops"] == {"edge": 1, "origin": 2}
+        assert result.summary["hops"] == ["edge", "origin"]
+
+    def test_one_hop_capture_has_no_split(self) -> None:
+        """A single-hop capture keeps the plain count and message."""
+        records = [record(i, finding("response.id"), hop="tap") for i in range(2)]
+        (reason,) = conformance_source(records, ConformancePolicy()).reasons
+        assert reason.message == "response.id: 2 finding(s)" and "hops" not in reason.details
+
     def test_hop_findings_are_not_conformance(self) -> None:
         """hop.* findings belong to the hop source."""
         result = conformance_source([record(0, finding("hop.body-changed"))], ConformancePolicy())

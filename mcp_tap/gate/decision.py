@@ -199,10 +199,12 @@ class _Tally:
     count: int = 0
     boundaries: set[str] = field(default_factory=set)
     examples: list[str] = field(default_factory=list)
+    by_hop: dict[str, int] = field(default_factory=dict)
 
-    def add(self, boundary: str, example: str, limit: int) -> None:
+    def add(self, boundary: str, example: str, limit: int, hop: str = "") -> None:
         self.count += 1
         self.boundaries.add(boundary)
+        self.by_hop[hop] = self.by_hop.get(hop, 0) + 1
         if example not in self.examples and len(self.examples) < limit:
             self.examples.append(example)
 
@@ -236,32 +238,39 @@ def conformance_source(
     """Judge the findings of exchange records (and reports); ``hop.*`` findings are excluded.
 
     One ``gate.conformance`` reason per blocking rule, with its count, boundaries and example
-    exchange digests; ``gate.conformance.empty`` when no exchange (or a report without cases)
-    was given.
+    exchange digests (and, when the evidence holds several hops, the count per hop);
+    ``gate.conformance.empty`` when no exchange (or a report without cases) was given.
     """
     exchanges = 0
     tallies: dict[str, _Tally] = {}
+    hops: set[str] = set()
     for record in records:
         if record.get("kind") != "exchange":
             continue
         exchanges += 1
+        raw_hop = record.get("hop")
+        hop = raw_hop if isinstance(raw_hop, str) else ""
+        hops.add(hop)
         for finding in _findings_of(record):
             if finding.rule.startswith("hop."):
                 continue
             tally = tallies.setdefault(finding.rule, _Tally())
-            tally.add(str(finding.boundary), record_digest(record), policy.examples)
+            tally.add(str(finding.boundary), record_digest(record), policy.examples, hop)
     reasons: list[Reason] = []
     if exchanges == 0:
         reasons.append(Reason("gate.conformance.empty", "no exchanges were recorded"))
     blocking = {rule: t for rule, t in sorted(tallies.items()) if policy.blocks(rule)}
     for rule_id, tally in blocking.items():
-        reasons.append(Reason(
-            "gate.conformance",
-            f"{rule_id}: {tally.count} finding(s)",
-            (rule_id,),
-            {"count": tally.count, "boundaries": sorted(tally.boundaries),
-             "examples": tally.examples},
-        ))
+        details: dict[str, Any] = {"count": tally.count, "boundaries": sorted(tally.boundaries),
+                                   "examples": tally.examples}
+        message = f"{rule_id}: {tally.count} finding(s)"
+        if len(hops) > 1:
+            # In a two-hop capture one request is recorded at each hop, so a fault the box
+            # between passed on is seen twice: the split says where it was seen.
+            details["hops"] = dict(sorted(tally.by_hop.items()))
+            message += " (" + ", ".join(f"{h or '?'} {n}" for h, n in sorted(
+                tally.by_hop.items())) + ")"
+        reasons.append(Reason("gate.conformance", message, (rule_id,), details))
     report_summaries: list[dict[str, Any]] = []
     for index, report in enumerate(reports):
         failed = [c for c in report.cases if not c.passed]
@@ -285,6 +294,7 @@ def conformance_source(
         "exchanges": exchanges,
         "findings": sum(t.count for t in tallies.values()),
         "rules": {rule: t.count for rule, t in sorted(tallies.items())},
+        "hops": sorted(hops),
         "allowed": sorted(set(tallies) - set(blocking)),
         "reports": report_summaries,
     }
