@@ -660,6 +660,54 @@ class TestRecordingProcess:
         await server.stop()
         assert server.addresses == {}
 
+    async def test_a_recording_process_that_dies_while_starting_is_one_input_error(
+        self, tmp_path: Path, origin_base: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Killed before it says ready, the recording process is named with its exit code."""
+        opts = self._options(tmp_path, origin_base)
+        bundle_dir = tmp_path / "bundle"
+        recorder = ProcessRecorder(opts, bundle_dir, TapServer(opts).metrics)
+        process = recorder._process  # the real child; killed the moment it exists
+        spawn = type(process).start
+
+        def spawn_then_kill(self: Any) -> None:
+            spawn(self)
+            os.kill(self.pid, signal.SIGKILL)
+
+        # On the class: the process object itself is pickled for the child.
+        monkeypatch.setattr(type(process), "start", spawn_then_kill)
+        with pytest.raises(InputError) as info:
+            await recorder.start()
+        assert str(info.value) == "the recording process did not start: it exited (code -9)"
+        assert not process.is_alive() and process.exitcode == -9
+        await recorder.aclose()  # nothing left to hand over or wait for
+
+    async def test_a_recording_process_that_dies_is_counted_and_named(
+        self, tmp_path: Path, origin_base: str
+    ) -> None:
+        """Traffic goes on; what could not be handed over is counted; /readyz names the exit."""
+        async with running_tap(self._options(tmp_path, origin_base)) as tap:
+            assert isinstance(tap.recorder, ProcessRecorder)
+            pid = tap.recorder.pid
+            assert pid is not None
+            async with httpx.AsyncClient(timeout=_TIMEOUT) as client:
+                headers, body = _tools_list(1)
+                first = await client.post(hop_url(tap), headers=headers, json=body)
+                await _until(lambda: tap.metrics.exchanges.value(hop="tap", era="modern") >= 1)
+                os.kill(pid, signal.SIGKILL)
+                await _until(lambda: _exited(pid))
+                later = [await client.post(hop_url(tap), headers=h, json=b)
+                         for h, b in map(_tools_list, range(2, 12))]
+                ready = await client.get(_admin(tap, "/readyz"))
+                lost = tap.recorder.lost
+
+        assert first.status_code == 200
+        assert [a.status_code for a in later] == [200] * 10  # forwarding never depended on it
+        assert ready.status_code == 503
+        assert "the recording process exited (code -9)" in ready.json()["problems"]
+        # At most the one batch written before the pipe broke is unaccounted for.
+        assert 9 <= lost <= 10
+
 
 def _exited(pid: int) -> bool:
     """Whether ``pid`` has exited (gone, or a zombie nobody reaped yet)."""
