@@ -135,13 +135,14 @@ class Service:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/mcp"
 
-    def cpu_s(self) -> float:
+    def cpu_s(self, children: bool = True) -> float:
         """CPU seconds (user + system, all threads) the process and its children used so far.
 
         The children count: with ``[recording] mode = "process"`` the recording runs in one.
+        ``children=False``: the process alone (the tap's forwarding process).
         """
         total = 0.0
-        for pid in process_tree(self.proc.pid):
+        for pid in process_tree(self.proc.pid) if children else [self.proc.pid]:
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
@@ -343,20 +344,25 @@ def throughput(
                 for target in order(args.targets, r):
                     s = services[target]
                     origin = services["direct"]
-                    cpu0 = (s.cpu_s(), origin.cpu_s())
+                    cpu0 = (s.cpu_s(), origin.cpu_s(), s.cpu_s(children=False))
                     res = run_load(args, s.url, s.port, call, conns, args.seconds, tmp)
-                    cpu1 = (s.cpu_s(), origin.cpu_s())
+                    cpu1 = (s.cpu_s(), origin.cpu_s(), s.cpu_s(children=False))
                     n = max(1.0, res["rps"] * args.seconds)
                     # CPU per request: robust to a noisy machine where req/s is not.
                     res["origin_cpu_us"] = (cpu1[1] - cpu0[1]) / n * 1e6
                     res["proxy_cpu_us"] = (
                         (cpu1[0] - cpu0[0]) / n * 1e6 if target != "direct" else 0.0
                     )
+                    # The forwarding process alone (the recording process not counted).
+                    res["forward_cpu_us"] = (
+                        (cpu1[2] - cpu0[2]) / n * 1e6 if target != "direct" else 0.0
+                    )
                     cell.rounds[target].append(res)
                     progress(
                         f"{kind} c={conns} round {r + 1}/{args.rounds} {target}: "
                         f"{res['rps']:.0f} req/s p50 {res['p50_ms']:.3f} ms, "
                         f"CPU/req proxy {res['proxy_cpu_us']:.0f} us "
+                        f"(forwarding {res['forward_cpu_us']:.0f} us) "
                         f"origin {res['origin_cpu_us']:.0f} us"
                     )
             cells.append(cell)
@@ -552,6 +558,7 @@ def summarise_cells(cells: list[Cell]) -> list[dict[str, Any]]:
                     "added_p50_ms": med([r["p50_ms"] - d["p50_ms"] for d, r in pairs]),
                     "errors": sum(r["errors"] for r in rounds),
                     "proxy_cpu_us": med([r["proxy_cpu_us"] for r in rounds]),
+                    "forward_cpu_us": med([r["forward_cpu_us"] for r in rounds]),
                     "origin_cpu_us": med([r["origin_cpu_us"] for r in rounds]),
                     "rounds": rounds,
                 }
@@ -572,17 +579,18 @@ def markdown(report: dict[str, Any]) -> str:
     out.append("")
     out.append(
         "| answer | conc. | via | req/s | x direct | p50 ms | added p50 ms | p99 ms "
-        "| proxy CPU µs/req | origin CPU µs/req |"
+        "| proxy CPU µs/req | forwarding process CPU µs/req | origin CPU µs/req |"
     )
-    out.append("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    out.append("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in report["throughput"]:
         direct = r["target"] == "direct"
         ratio = "1" if direct else f"{r['ratio']:.2f}"
         added = "" if direct else f"{r['added_p50_ms']:+.3f}"
         proxy_cpu = "" if direct else f"{r['proxy_cpu_us']:.0f}"
+        forward_cpu = "" if direct else f"{r['forward_cpu_us']:.0f}"
         out.append(
             f"| {r['kind']} | {r['conns']} | {r['target']} | {r['rps']:.0f} | {ratio} | "
-            f"{r['p50_ms']:.3f} | {added} | {r['p99_ms']:.2f} | {proxy_cpu} | "
+            f"{r['p50_ms']:.3f} | {added} | {r['p99_ms']:.2f} | {proxy_cpu} | {forward_cpu} | "
             f"{r['origin_cpu_us']:.0f} |"
         )
     errors = sum(r["errors"] for r in report["throughput"])
