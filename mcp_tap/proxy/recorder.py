@@ -110,6 +110,34 @@ class Captured:
     session_version: str | None = None  # the legacy session's version, as known at ingress
     handover_key: int | None = None  # pairs begin and record in the recording process
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # The hand-over to the recording process pickles every capture on the event loop.
+        # Flat tuples pickle in C; a frozen slots dataclass (HeaderMap, SSEEvent) would call
+        # Python code per object on both sides. Same fields, same values after the trip.
+        state = self.__dict__.copy()
+        for name in _HEADER_FIELDS:
+            state[name] = state[name].pairs
+        state["sse"] = [
+            (t.at, t.event.data, t.event.event, t.event.id, t.event.retry) for t in self.sse
+        ]
+        return (_restored_captured, (state,))
+
+
+_HEADER_FIELDS = ("request_headers", "forwarded_headers", "response_headers", "egress_headers")
+
+
+def _restored_captured(state: dict[str, Any]) -> Captured:
+    """A capture rebuilt from :meth:`Captured.__reduce__`'s state."""
+    for name in _HEADER_FIELDS:
+        state[name] = HeaderMap(state[name])
+    state["sse"] = [
+        TimedEvent(at, SSEEvent(data, event, event_id, retry))
+        for at, data, event, event_id, retry in state["sse"]
+    ]
+    cap = Captured.__new__(Captured)
+    cap.__dict__.update(state)
+    return cap
+
 
 @dataclass
 class _HopState:
