@@ -16,6 +16,7 @@ import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
+from itertools import chain
 from typing import Any
 
 import aiohttp
@@ -117,8 +118,36 @@ def _traceparent(headers: HeaderMap) -> tuple[str, str | None]:
             and m.group(3) != "0" * 16
         )
         return (m.group(2) if valid and m else ""), None
-    trace_id = secrets.token_hex(16)
-    return trace_id, f"00-{trace_id}-{secrets.token_hex(8)}-01"
+    return _new_traceparent()
+
+
+def _new_traceparent() -> tuple[str, str]:
+    """A fresh trace id and the ``traceparent`` header that carries it."""
+    ids = secrets.token_hex(24)  # one read of the system's randomness for both ids
+    trace_id = ids[:32]
+    return trace_id, f"00-{trace_id}-{ids[32:]}-01"
+
+
+_DROP_INGRESS = HOP_BY_HOP | {"host"}  # Host is set for the upstream instead
+
+
+def _is_ascii(raw: tuple[tuple[bytes, bytes], ...]) -> bool:
+    """Whether every header name and value is ASCII (then no header needs re-encoding)."""
+    return b"".join(chain.from_iterable(raw)).isascii()
+
+
+def _first(pairs: tuple[tuple[str, str], ...], lower: list[str], name: str) -> str:
+    """The first value of (lowercase) ``name``, "" when absent."""
+    return pairs[lower.index(name)][1] if name in lower else ""
+
+
+def _kept(
+    pairs: tuple[tuple[str, str], ...], lower: list[str], drop: frozenset[str]
+) -> tuple[tuple[str, str], ...]:
+    """``pairs`` minus the names in ``drop`` and those the ``Connection`` header names."""
+    if "connection" in lower:
+        drop = drop | _drop_set(pairs)
+    return tuple([p for p, name in zip(pairs, lower, strict=True) if name not in drop])
 
 
 class Forwarder:
@@ -155,27 +184,34 @@ class Forwarder:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         received = self.clock()
-        raw_headers = _decode_raw(request.raw_headers)
-        trace_id, new_traceparent = _traceparent(raw_headers)
-        forwarded = end_to_end(raw_headers).without(("host",))
-        forwarded = HeaderMap((("Host", self._host), *forwarded.pairs))
+        raw = request.raw_headers
+        raw_headers = _decode_raw(raw)
+        pairs = raw_headers.pairs
+        lower = [name.lower() for name, _ in pairs]  # every lookup below reads this once
+        if "traceparent" in lower:
+            trace_id, new_traceparent = _traceparent(raw_headers)
+        else:
+            trace_id, new_traceparent = _new_traceparent()
+        kept = (("Host", self._host), *_kept(pairs, lower, _DROP_INGRESS))
         if new_traceparent and self.options.tracing.add_traceparent:
-            forwarded = HeaderMap((*forwarded.pairs, ("traceparent", new_traceparent)))
+            kept = (*kept, ("traceparent", new_traceparent))
         else:
             trace_id = trace_id if not new_traceparent else ""
         # Evidence of what really goes upstream (differs only for non-UTF-8 header bytes).
-        forwarded = HeaderMap(tuple((k, _as_written(v)) for k, v in forwarded.pairs))
+        forwarded = HeaderMap(
+            kept if _is_ascii(raw) else tuple((k, _as_written(v)) for k, v in kept)
+        )
         capture_cap = self.options.capture.max_body_bytes
         cap = Captured(
             hop=self.hop,
             upstream=self.upstream,
             client=request.remote or "",
-            user_agent=raw_headers.get("user-agent") or "",
+            user_agent=_first(pairs, lower, "user-agent"),
             http_method=request.method,
             path=request.raw_path,
             request_headers=raw_headers,
             forwarded_headers=forwarded,
-            request=BodyCapture(capture_cap, raw_headers.get("content-encoding") or ""),
+            request=BodyCapture(capture_cap, _first(pairs, lower, "content-encoding")),
             received_at=received,
             trace_id=trace_id,
         )
@@ -201,8 +237,11 @@ class Forwarder:
         capture.end()
 
     async def _forward(self, request: web.Request, cap: Captured) -> web.StreamResponse:
+        pairs = cap.forwarded_headers.pairs
         headers: CIMultiDict[str] = CIMultiDict(
-            (name, _for_aiohttp(value)) for name, value in cap.forwarded_headers.pairs
+            pairs
+            if _is_ascii(request.raw_headers)
+            else [(name, _for_aiohttp(value)) for name, value in pairs]
         )
         has_body = request.body_exists
         url = URL(self.upstream + request.raw_path, encoded=True)
@@ -242,17 +281,25 @@ class Forwarder:
     ) -> web.StreamResponse:
         cap.first_byte_at = self.clock()
         cap.status = upstream.status
-        cap.response_headers = _decode_raw(upstream.raw_headers)
-        out_headers = end_to_end(cap.response_headers)
+        raw = upstream.raw_headers
+        cap.response_headers = _decode_raw(raw)
+        pairs = cap.response_headers.pairs
+        lower = [name.lower() for name, _ in pairs]
+        out_headers = _kept(pairs, lower, HOP_BY_HOP)
+        ascii_only = _is_ascii(raw)
         response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-        for name, value in out_headers.pairs:
-            response.headers.add(name, _for_aiohttp(value))
+        if ascii_only:
+            response.headers.extend(out_headers)
+        else:
+            for name, value in out_headers:
+                response.headers.add(name, _for_aiohttp(value))
         # A forwarded Content-Length keeps the origin's framing (aiohttp chunks without one).
         capture = BodyCapture(
-            self.options.capture.max_body_bytes, cap.response_headers.get("content-encoding") or ""
+            self.options.capture.max_body_bytes, _first(pairs, lower, "content-encoding")
         )
         cap.response = capture
-        sse = cap.response_headers.content_type() == "text/event-stream"
+        content_type = _first(pairs, lower, "content-type")
+        sse = content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
         decoder = SSEDecoder() if sse and capture.encoding in ("", "identity") else None
         max_events = self.options.capture.max_sse_events
         egress_hash = hashlib.sha256()
