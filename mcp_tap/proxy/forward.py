@@ -48,6 +48,8 @@ HOP_BY_HOP = frozenset(
     }
 )
 TAP_ERROR_HEADER = "X-Mcp-Tap-Error"
+# Headers aiohttp's client would add to a forwarded request (the tap adds nothing).
+_NO_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 _CHUNK = 64 * 1024
 
 
@@ -169,6 +171,18 @@ class Forwarder:
         self.recorder = recorder
         self.clock = clock
         self._host = URL(upstream).raw_authority
+        up_opts = options.upstream
+        self._timeout = aiohttp.ClientTimeout(
+            total=None,
+            sock_connect=up_opts.connect_timeout_s or None,
+            sock_read=up_opts.idle_timeout_s or None,
+        )
+        # aiohttp must add none of its default headers. Given per request, the names are
+        # turned into a set on every request; a session that skips them already needs none.
+        skipped = {name.lower() for name in session.skip_auto_headers}
+        self._skip_auto_headers: tuple[str, ...] | None = (
+            None if skipped >= {n.lower() for n in _NO_AUTO_HEADERS} else _NO_AUTO_HEADERS
+        )
         self.in_flight: set[asyncio.Task[Any]] = set()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -245,12 +259,6 @@ class Forwarder:
         )
         has_body = request.body_exists
         url = URL(self.upstream + request.raw_path, encoded=True)
-        up_opts = self.options.upstream
-        timeout = aiohttp.ClientTimeout(
-            total=None,
-            sock_connect=up_opts.connect_timeout_s or None,
-            sock_read=up_opts.idle_timeout_s or None,
-        )
         cap.forwarded_at = self.clock()
         try:
             upstream_cm = self.session.request(
@@ -259,8 +267,8 @@ class Forwarder:
                 headers=headers,
                 data=self._body(request, cap.request) if has_body else None,
                 allow_redirects=False,
-                timeout=timeout,
-                skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
+                timeout=self._timeout,
+                skip_auto_headers=self._skip_auto_headers,
             )
             upstream = await upstream_cm.__aenter__()
         except TimeoutError:

@@ -22,7 +22,7 @@ from aiohttp import web
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import EvidenceWriter
 from mcp_tap.proxy.admin import admin_app
-from mcp_tap.proxy.forward import Forwarder
+from mcp_tap.proxy.forward import _NO_AUTO_HEADERS, Forwarder
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions, parse_listen
 from mcp_tap.proxy.recorder import Recorder
@@ -144,7 +144,7 @@ class TapServer:
             connector=connector,
             auto_decompress=False,
             cookie_jar=aiohttp.DummyCookieJar(),
-            skip_auto_headers=("User-Agent",),
+            skip_auto_headers=_NO_AUTO_HEADERS,  # the forwarder adds no header of its own
         )
         for hop in self.options.hops:
             forwarder = Forwarder(
