@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 import structlog
-from aiohttp import web
+from aiohttp import hdrs, web
 from multidict import CIMultiDict
 from yarl import URL
 
@@ -244,7 +244,39 @@ class Forwarder:
             except Exception as exc:  # noqa: BLE001 - evidence must never break traffic
                 log.error("record.failed", hop=self.hop, error=type(exc).__name__)
 
-    async def _body(self, request: web.Request, capture: BodyCapture) -> AsyncIterator[bytes]:
+    def _request_data(
+        self, request: web.Request, capture: BodyCapture
+    ) -> bytes | AsyncIterator[bytes]:
+        """What aiohttp sends upstream as the request body: streamed, or the bytes already here.
+
+        A small body with a ``Content-Length`` has usually arrived whole with its headers; then
+        it goes upstream as bytes (aiohttp sends them with the headers, without the machinery
+        of a streamed body). The framing stays the client's: the same ``Content-Length`` is
+        forwarded. Nothing is waited for: a body not here in full is streamed as it arrives.
+        """
+        content = request.content
+        size = request.content_length
+        if (
+            size is not None
+            and size <= _CHUNK
+            and content.is_eof()
+            and content.exception() is None
+            and hdrs.TRANSFER_ENCODING not in request.headers
+        ):
+            body = content.read_nowait()
+            if content.at_eof() and len(body) == size:
+                capture.feed(body)
+                capture.end()
+                return body
+            return self._body(request, capture, body)
+        return self._body(request, capture)
+
+    async def _body(
+        self, request: web.Request, capture: BodyCapture, first: bytes = b""
+    ) -> AsyncIterator[bytes]:
+        if first:
+            capture.feed(first)
+            yield first
         async for chunk in request.content.iter_any():
             capture.feed(chunk)
             yield chunk
@@ -265,7 +297,7 @@ class Forwarder:
                 request.method,
                 url,
                 headers=headers,
-                data=self._body(request, cap.request) if has_body else None,
+                data=self._request_data(request, cap.request) if has_body else None,
                 allow_redirects=False,
                 timeout=self._timeout,
                 skip_auto_headers=self._skip_auto_headers,
