@@ -342,7 +342,7 @@ class Forwarder:
         sse = content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
         decoder = SSEDecoder() if sse and capture.encoding in ("", "identity") else None
         max_events = self.options.capture.max_sse_events
-        egress_hash = hashlib.sha256()
+        pending: bytes | None = None  # a chunk taken from the origin, not yet sent on
         cap.egress_status = upstream.status
         try:
             await response.prepare(request)
@@ -353,7 +353,7 @@ class Forwarder:
         cap.egress_headers = _as_sent(response.headers)
         try:
             async for chunk in upstream.content.iter_any():
-                capture.feed(chunk)
+                pending = chunk
                 if decoder is not None:
                     now = self.clock()
                     try:
@@ -370,7 +370,9 @@ class Forwarder:
                 except (ConnectionResetError, aiohttp.ClientConnectionError):
                     cap.client_gone = True  # Closing the upstream below cancels the request.
                     break
-                egress_hash.update(chunk)
+                # Fed once sent: until a send fails, the origin's digest is the egress digest.
+                capture.feed(chunk)
+                pending = None
                 cap.egress_bytes += len(chunk)
             else:
                 if decoder is not None:
@@ -402,7 +404,9 @@ class Forwarder:
         finally:
             cap.end_at = self.clock()
             cap.egress_end_at = cap.end_at
-            cap.egress_digest = egress_hash.hexdigest()
+            cap.egress_digest = capture.digest  # every byte sent on, none that was not
+            if pending is not None:
+                capture.feed(pending)  # the origin did send it
         if cap.tap_error is not None and request.transport is not None:
             # Headers are gone already: the only honest signal left is a broken stream.
             request.transport.close()
