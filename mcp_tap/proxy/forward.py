@@ -138,6 +138,22 @@ def _is_ascii(raw: tuple[tuple[bytes, bytes], ...]) -> bool:
     return b"".join(chain.from_iterable(raw)).isascii()
 
 
+def _decoded(
+    decoder: SSEDecoder, chunk: bytes, arrived: float, cap: Captured, max_events: int
+) -> bool:
+    """Feed one forwarded chunk to the SSE decoder; False once the stream is not valid SSE."""
+    try:
+        for event in decoder.feed(chunk):
+            if len(cap.sse) < max_events:
+                cap.sse.append(TimedEvent(arrived, event))
+            else:
+                cap.sse_dropped += 1
+    except SSEError:
+        cap.sse_incomplete = True
+        return False
+    return True
+
+
 def _first(pairs: tuple[tuple[str, str], ...], lower: list[str], name: str) -> str:
     """The first value of (lowercase) ``name``, "" when absent."""
     return pairs[lower.index(name)][1] if name in lower else ""
@@ -354,22 +370,19 @@ class Forwarder:
         try:
             async for chunk in upstream.content.iter_any():
                 pending = chunk
-                if decoder is not None:
-                    now = self.clock()
-                    try:
-                        for event in decoder.feed(chunk):
-                            if len(cap.sse) < max_events:
-                                cap.sse.append(TimedEvent(now, event))
-                            else:
-                                cap.sse_dropped += 1
-                    except SSEError:
-                        decoder = None
-                        cap.sse_incomplete = True
+                arrived = self.clock() if decoder is not None else 0.0
                 try:
                     await response.write(chunk)
                 except (ConnectionResetError, aiohttp.ClientConnectionError):
                     cap.client_gone = True  # Closing the upstream below cancels the request.
                     break
+                finally:
+                    # Decoded once sent, so judging never delays an event (events are still
+                    # stamped with their arrival); a chunk that could not be sent is decoded
+                    # too: the origin did send it.
+                    if decoder is not None and not _decoded(decoder, chunk, arrived, cap,
+                                                            max_events):
+                        decoder = None
                 # Fed once sent: until a send fails, the origin's digest is the egress digest.
                 capture.feed(chunk)
                 pending = None
