@@ -10,6 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 
+def media_type(content_type: str) -> str:
+    """The media type of a ``Content-Type`` value: parameters dropped, lowercased."""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
 class ConflictingHeaderError(ValueError):
     """A header name appears more than once with different values."""
 
@@ -77,8 +82,7 @@ class HeaderMap:
 
     def content_type(self) -> str:
         """The media type of ``Content-Type`` without parameters, lowercased ("" if absent)."""
-        raw = self.get("content-type") or ""
-        return raw.split(";", 1)[0].strip().lower()
+        return media_type(self.get("content-type") or "")
 
     def without(self, names: Iterable[str]) -> HeaderMap:
         """A copy without any header whose name (case-insensitively) is in ``names``."""

@@ -25,7 +25,7 @@ from aiohttp import hdrs, web
 from multidict import CIMultiDict
 from yarl import URL
 
-from mcp_tap.core.headers import HeaderMap
+from mcp_tap.core.headers import HeaderMap, media_type
 from mcp_tap.core.sse import SSEDecoder, SSEError
 from mcp_tap.proxy.capture import BodyCapture
 from mcp_tap.proxy.options import TapOptions
@@ -62,11 +62,6 @@ def _drop_set(pairs: tuple[tuple[str, str], ...]) -> frozenset[str]:
         if token.strip()
     }
     return HOP_BY_HOP | named
-
-
-def end_to_end(headers: HeaderMap) -> HeaderMap:
-    """The headers minus hop-by-hop ones and those the ``Connection`` header names."""
-    return headers.without(_drop_set(headers.pairs))
 
 
 def _decode_raw(raw: tuple[tuple[bytes, bytes], ...]) -> HeaderMap:
@@ -354,8 +349,7 @@ class Forwarder:
             self.options.capture.max_body_bytes, _first(pairs, lower, "content-encoding")
         )
         cap.response = capture
-        content_type = _first(pairs, lower, "content-type")
-        sse = content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
+        sse = media_type(_first(pairs, lower, "content-type")) == "text/event-stream"
         decoder = SSEDecoder() if sse and capture.encoding in ("", "identity") else None
         max_events = self.options.capture.max_sse_events
         pending: bytes | None = None  # a chunk taken from the origin, not yet sent on
