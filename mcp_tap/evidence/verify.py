@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mcp_tap.core.hashing import sha256_hex
-from mcp_tap.errors import BundleFormatError, InputError
+from mcp_tap.errors import BundleFormatError
 from mcp_tap.evidence.format import record_digest, upgrade_manifest, upgrade_record
 from mcp_tap.evidence.reader import (
     SegmentFiles,
@@ -39,6 +39,7 @@ from mcp_tap.evidence.reader import (
     read_bundle_meta,
     read_manifest,
 )
+from mcp_tap.files import read_file
 
 ProblemKind = Literal[
     "digest", "chain", "sequence", "manifest", "truncated", "gap", "format", "unclosed"
@@ -177,10 +178,7 @@ class _Verifier:
             self.previous_chain_head = None
             return
         self.segment_files += 1
-        try:
-            data = files.path.read_bytes()
-        except OSError as exc:
-            raise InputError(f"{files.path}: cannot read: {exc.strerror or exc}") from exc
+        data = read_file(files.path, "evidence file")
         records = self.records_of(name, data)
         if files.manifest_path is None:
             if is_last and self.closed is None:
