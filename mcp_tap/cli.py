@@ -29,6 +29,7 @@ COMMANDS: tuple[str, ...] = (
     "sdk_diff",
     "replay",
     "report",
+    "diff",
 )
 
 EXIT_OK = 0

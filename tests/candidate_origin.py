@@ -1,0 +1,69 @@
+"""A "next release" of the demo origin: the real SDK server with a changed inventory.
+
+Run as ``python tests/candidate_origin.py --listen 127.0.0.1:PORT``. Against the demo origin
+it drops ``echo``, gives ``add`` a new required argument ``c``, adds ``multiply`` and no
+longer mirrors ``lookup``'s ``region`` as a header: real drift for ``mcp-tap diff``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import warnings
+from pathlib import Path
+from typing import Annotated, Any
+
+import uvicorn
+from mcp.shared.exceptions import MCPDeprecationWarning
+from pydantic import Field
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from mcp_tap.demo import origin  # after the path fix: run as a script
+
+
+def add(a: int, b: int, c: int) -> int:
+    """Return the sum of three integers."""
+    return a + b + c
+
+
+def multiply(a: int, b: int) -> int:
+    """Return the product of two integers."""
+    return a * b
+
+
+def lookup(region: Annotated[str, Field(description="Region to search.")], query: str) -> str:
+    """Look ``query`` up in ``region``; the region is no longer a header."""
+    return origin.lookup(region, query)
+
+
+def build_server() -> Any:
+    """The demo server with the candidate's changes applied."""
+    server = origin.build_server()
+    for name in ("echo", "add", "lookup"):
+        server.remove_tool(name)
+    server.add_tool(add, description="Add three integers.")
+    server.add_tool(multiply, description="Multiply two integers.")
+    server.add_tool(lookup, description="Look a query up in a region.")
+    return server
+
+
+def main() -> int:
+    """Serve the candidate on ``--listen HOST:PORT`` until terminated."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--listen", required=True)
+    args = parser.parse_args()
+    host, _, port = args.listen.rpartition(":")
+    warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
+    app = build_server().streamable_http_app(
+        streamable_http_path=origin.ENDPOINT_PATH, json_response=False,
+        stateless_http=False, host=host)
+    config = uvicorn.Config(app, host=host, port=int(port), log_level="warning",
+                            lifespan="on", timeout_graceful_shutdown=2)
+    asyncio.run(uvicorn.Server(config).serve())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
