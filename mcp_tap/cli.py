@@ -30,6 +30,8 @@ COMMANDS: tuple[str, ...] = (
     "replay",
     "report",
     "diff",
+    "export",
+    "redact",
 )
 
 EXIT_OK = 0

@@ -47,7 +47,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -210,11 +210,13 @@ class EvidenceWriter:
         queue_size: int = DEFAULT_QUEUE_SIZE,
         clock: Callable[[], float] = time.time,
         opener: Opener = open_segment,
+        meta: Mapping[str, Any] | None = None,
     ) -> None:
         """Configure a writer for ``directory``; nothing touches the disk before ``start()``.
 
         ``clock`` gives the timestamps and segment ages (tests pass a controllable one);
-        ``opener`` opens segment files (tests inject failing files).
+        ``opener`` opens segment files (tests inject failing files); ``meta`` adds keys to
+        ``bundle.json`` (e.g. ``derivedFrom``; the format keys and ``closed`` stay the writer's).
         """
         if max_segment_bytes <= 0 or max_segment_age_s <= 0 or queue_size <= 0:
             raise ValueError("segment size, segment age and queue size must be positive")
@@ -223,6 +225,7 @@ class EvidenceWriter:
         self._max_age = max_segment_age_s
         self._clock = clock
         self._opener = opener
+        self._extra_meta = {k: v for k, v in (meta or {}).items() if k != "closed"}
         self._queue: queue.Queue[dict[str, Any] | _Gap | None] = queue.Queue(maxsize=queue_size)
 
         # Shared between submitters, close() and the writer thread.
@@ -439,6 +442,7 @@ class EvidenceWriter:
                     "give each run its own directory"
                 )
             self._meta = {
+                **self._extra_meta,
                 "format": FORMAT_VERSION,
                 "createdAt": self._clock(),
                 "tool": TOOL_NAME,

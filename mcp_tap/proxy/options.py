@@ -316,6 +316,11 @@ def _redaction(data: Any) -> RedactionPolicy:
         raise InputError(f"[redaction]: {exc}") from None
 
 
+def redaction_policy(table: Any) -> RedactionPolicy:
+    """Parse a ``[redaction]`` table (the proxy config's) into a policy; InputError if bad."""
+    return _redaction(table)
+
+
 def _hops(data: Any) -> tuple[HopOptions, ...]:
     if data is None:
         return ()
