@@ -32,6 +32,7 @@ COMMANDS: tuple[str, ...] = (
     "diff",
     "export",
     "redact",
+    "serve",
 )
 
 EXIT_OK = 0
