@@ -128,6 +128,8 @@ class TestHar:
         text = legacy_call["response"]["content"]["text"]
         assert text.count("data: ") == len(legacy_call["_mcpTap"]["sse"]) == 4
         assert legacy_call["response"]["content"]["mimeType"] == "text/event-stream"
+        # The SDK client leaves the stream once the response is in: whole, so no comment.
+        assert "comment" not in legacy_call["response"]["content"]
         ms = [event["ms"] for event in legacy_call["_mcpTap"]["sse"]]
         assert ms == sorted(ms) and ms[0] >= 0
         exchanges = read_bundle(capture).exchanges()

@@ -28,6 +28,7 @@ import orjson
 
 from mcp_tap import __version__
 from mcp_tap.core.headers import HeaderMap
+from mcp_tap.evidence import answer_is_whole
 
 HAR_VERSION: Final = "1.2"
 _HTTP_VERSION: Final = "HTTP/1.1"  # the tap speaks HTTP/1.1 on both sides
@@ -137,7 +138,7 @@ def entry(record: Mapping[str, Any]) -> dict[str, Any]:
         answer = _text(origin.get("body"))
         if answer is not None:
             content["text"] = answer
-    if origin.get("truncated"):
+    if not answer_is_whole(origin):
         content["comment"] = "not kept whole in the evidence (capture cap, encoding or cut short)"
     response = {
         "status": status,
