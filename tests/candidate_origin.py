@@ -1,6 +1,7 @@
 """A "next release" of the demo origin: the real SDK server with a changed inventory.
 
-Run as ``python tests/candidate_origin.py --listen 127.0.0.1:PORT``. Against the demo origin
+Run as ``python -m candidate_origin --listen 127.0.0.1:PORT`` with ``tests`` on the path
+(``run_origin(module="candidate_origin")`` in ``peers.py``). Against the demo origin
 it drops ``echo``, gives ``add`` a new required argument ``c``, adds ``multiply`` and no
 longer mirrors ``lookup``'s ``region`` as a header: real drift for ``mcp-tap diff``.
 """
@@ -9,18 +10,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import warnings
-from pathlib import Path
 from typing import Annotated, Any
 
 import uvicorn
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import Field
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from mcp_tap.demo import origin  # after the path fix: run as a script
+from mcp_tap.demo import origin
 
 
 def add(a: int, b: int, c: int) -> int:

@@ -95,19 +95,24 @@ def run_origin(
     *,
     json_response: bool = False,
     startup_timeout: float = 15.0,
+    module: str = "mcp_tap.demo.origin",
 ) -> Iterator[str]:
     """Run the demo origin in a subprocess and yield ``http://127.0.0.1:PORT/mcp``.
+
+    ``module`` runs another origin with the same ``--listen`` flag instead (e.g.
+    ``candidate_origin`` from this directory).
 
     Waits (polling, at most ``startup_timeout`` seconds) until the port accepts
     connections; raises ``RuntimeError`` with the child's output if it exits or never
     listens. On exit sends SIGTERM, waits up to 10 s, then kills.
     """
     chosen = free_port() if port is None else port
-    cmd = [sys.executable, "-m", "mcp_tap.demo.origin", "--listen", f"127.0.0.1:{chosen}"]
+    cmd = [sys.executable, "-m", module, "--listen", f"127.0.0.1:{chosen}"]
     if json_response:
         cmd.append("--json-response")
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(_REPO_ROOT), str(_REPO_ROOT / "tests"), env.get("PYTHONPATH")]))
     env.setdefault("PYTHONUNBUFFERED", "1")
     proc = subprocess.Popen(
         cmd,

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 import pytest
-from captures import record, run_script_origin
+from captures import record
 from peers import run_origin
 from test_commands_badinput import cli, refused
 
@@ -35,8 +35,9 @@ def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             base = url.removesuffix("/mcp")
             found["baseline"] = (await record(root / "baseline", base)).bundle
             found["again"] = (await record(root / "again", base)).bundle
-        with run_script_origin() as base:
-            found["candidate"] = (await record(root / "candidate", base)).bundle
+        with run_origin(module="candidate_origin") as url:
+            found["candidate"] = (await record(root / "candidate",
+                                               url.removesuffix("/mcp"))).bundle
         return found
 
     return asyncio.run(go())

@@ -59,6 +59,12 @@ def _suite(pytester: pytest.Pytester, body: str) -> None:
     pytester.makepyfile(test_inner=_RAW_CALL + body)
 
 
+async def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """Run the inner suite in a subprocess, off the event loop (the origins live on it)."""
+    return await asyncio.to_thread(pytester.runpytest_subprocess, "-p", "no:cacheprovider",
+                                   *args)
+
+
 class TestRealServer:
     """Clean traffic of the real SDK server passes a marked test."""
 
@@ -110,8 +116,7 @@ import pytest
                                 serve_app: StartApp) -> None:
         """A success answered with 201 is response.http-status (-32600), named in the failure."""
         await self._suite(pytester, serve_app, "/wrong-status/mcp")
-        result = await asyncio.to_thread(pytester.runpytest_subprocess, "-p",
-                                         "no:cacheprovider")
+        result = await _run(pytester)
         result.assert_outcomes(failed=1)
         result.stdout.fnmatch_lines([
             "*mcp-tap: 1 blocking finding(s) in this test's traffic:*",
@@ -123,8 +128,7 @@ import pytest
                                       serve_app: StartApp) -> None:
         """An answer labelled text/plain is response.content-type."""
         await self._suite(pytester, serve_app, "/wrong-type/mcp")
-        result = await asyncio.to_thread(pytester.runpytest_subprocess, "-p",
-                                         "no:cacheprovider")
+        result = await _run(pytester)
         result.assert_outcomes(failed=1)
         result.stdout.fnmatch_lines(["*response.content-type (-32600) at origin:*"])
 
@@ -132,10 +136,9 @@ import pytest
                                                  serve_app: StartApp) -> None:
         """Without the marker the test passes; --mcp-tap-strict fails it."""
         await self._suite(pytester, serve_app, "/wrong-status/mcp", marked=False)
-        plain = await asyncio.to_thread(pytester.runpytest_subprocess, "-p", "no:cacheprovider")
+        plain = await _run(pytester)
         plain.assert_outcomes(passed=1)
-        strict = await asyncio.to_thread(pytester.runpytest_subprocess, "-p",
-                                         "no:cacheprovider", "--mcp-tap-strict")
+        strict = await _run(pytester, "--mcp-tap-strict")
         strict.assert_outcomes(failed=1)
 
     async def test_policy_allows_a_rule(self, pytester: pytest.Pytester,
@@ -144,8 +147,7 @@ import pytest
         await self._suite(pytester, serve_app, "/wrong-status/mcp")
         policy = pytester.path / "policy.toml"
         policy.write_text('[conformance]\nallow = ["response.http-status"]\n')
-        result = await asyncio.to_thread(pytester.runpytest_subprocess, "-p",
-                                         "no:cacheprovider", f"--mcp-tap-policy={policy}")
+        result = await _run(pytester, f"--mcp-tap-policy={policy}")
         result.assert_outcomes(passed=1)
 
 
@@ -168,6 +170,5 @@ def test_add(mcp_tap):
     result = asyncio.run(sdk_call_tool(url, "modern", "add", {{"a": 1, "b": 2}}))
     assert result["structuredContent"] == {{"result": 3}}
 ''')
-        result = await asyncio.to_thread(pytester.runpytest_subprocess, "-p",
-                                         "no:cacheprovider")
+        result = await _run(pytester)
         result.assert_outcomes(passed=1)
