@@ -28,16 +28,17 @@ import threading
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
 from mcp_tap.errors import TapError
 from mcp_tap.evidence import find_bundles, read_bundle
 from mcp_tap.gate.policy import ConformancePolicy, load_policy
-from mcp_tap.mock import AnswerBook, MockServer
-from mcp_tap.proxy.options import AdminOptions, RecordingOptions, load_options
-from mcp_tap.proxy.server import TapServer
+
+if TYPE_CHECKING:
+    from mcp_tap.mock import MockServer
+    from mcp_tap.proxy.server import TapServer
 
 MARKER = "mcp_tap_conformant"
 _T = TypeVar("_T")
@@ -102,6 +103,11 @@ class McpTap:
     def tap(self, upstream: str, *, path: str = "/mcp", hop: str = "tap",
             legacy_allowed: bool = True) -> str:
         """Start a tap in front of ``upstream`` (a base URL); return the URL of ``path``."""
+        # Imported here: every pytest run of a project with mcp-tap installed loads this
+        # module, and only the tests that tap need the proxy.
+        from mcp_tap.proxy.options import AdminOptions, RecordingOptions, load_options
+        from mcp_tap.proxy.server import TapServer
+
         if self._stopped:
             raise RuntimeError("the taps of this test are already stopped")
         options = load_options(None, env={}, listen="127.0.0.1:0",
@@ -119,6 +125,8 @@ class McpTap:
 
     def serve(self, evidence: str | Path, *, pacing: str = "none") -> str:
         """Serve a capture as a mock MCP server; return its endpoint URL."""
+        from mcp_tap.mock import AnswerBook, MockServer
+
         records = [r for found in find_bundles(evidence) for r in read_bundle(found).records]
         server = MockServer(AnswerBook.from_records(records), pacing=pacing)
         self._runner().run(server.start())
