@@ -46,6 +46,7 @@ _KEYS = {
     "protocolVersion",
     "description",
     "httpMethod",
+    "probe",
 }
 
 
@@ -67,6 +68,7 @@ class Case:
     protocol_version: str | None = None
     source: str = ""
     http_method: str = "POST"
+    probe: bool = True
 
     @property
     def golden(self) -> bool:
@@ -153,6 +155,9 @@ def parse_case(data: Any, source: str = "") -> Case:
     version = data.get("protocolVersion")
     if version is not None and not isinstance(version, str):
         raise ValueError(f"case {name}: protocolVersion must be a string")
+    probe = data.get("probe", True)
+    if not isinstance(probe, bool):
+        raise ValueError(f"case {name}: probe must be a boolean")
     http_method = data.get("httpMethod", "POST")
     if http_method not in ("POST", "GET", "DELETE", "OPTIONS"):
         raise ValueError(f"case {name}: httpMethod must be POST, GET, DELETE or OPTIONS")
@@ -171,6 +176,7 @@ def parse_case(data: Any, source: str = "") -> Case:
         protocol_version=version,
         source=source,
         http_method=http_method,
+        probe=probe,
     )
 
 
