@@ -66,6 +66,7 @@ class Judgement:
     findings: tuple[Finding, ...]
     request_message: Any
     response_messages: tuple[Any, ...]
+    context: ResponseContext | None = None  # what the response was judged with (resumption)
 
     @property
     def method(self) -> str | None:
@@ -159,14 +160,14 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         found.append(accept)
     found += origin_found
     messages: list[Any] = []
+    rctx = ResponseContext(
+        era=era,
+        capabilities=exchange.capabilities,
+        client_extensions=client_extensions(message),
+        version=verdict.version,
+        client_capabilities=client_capabilities(message),
+    )
     if exchange.response_status is not None and not exchange.response_truncated and not refused:
-        rctx = ResponseContext(
-            era=era,
-            capabilities=exchange.capabilities,
-            client_extensions=client_extensions(message),
-            version=verdict.version,
-            client_capabilities=client_capabilities(message),
-        )
         response_found, messages = check_response(
             verdict,
             exchange.response_status,
@@ -177,7 +178,7 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
             sse_events=exchange.sse_events,
         )
         found += response_found
-    return Judgement(era, verdict, tuple(found), message, tuple(messages))
+    return Judgement(era, verdict, tuple(found), message, tuple(messages), rctx)
 
 
 def _events(exchange: Exchange) -> list[SSEEvent]:
