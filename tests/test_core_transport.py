@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
+import httpx
 import orjson
 import pytest
+from peers import run_origin
 
 from mcp_tap.core.eras import Era
 from mcp_tap.core.exchange import Exchange, judge
@@ -236,3 +239,61 @@ class TestLegacyTransport:
         assert found(self.legacy(202, None, self.H, request=answer)) == []
         assert found(self.legacy(200, {"ok": 1}, self.H, request=answer)) == [
             ("notification.response", -32600, "must")]
+
+
+# --- against the real SDK server (mcp==2.3.0, the demo origin) ---------------------------
+
+
+@pytest.fixture(scope="module")
+def sdk_url() -> Iterator[str]:
+    """The demo origin (the real SDK server) on a free loopback port."""
+    with run_origin() as url:
+        yield url
+
+
+def _exchange(response: httpx.Response, method: str, headers: dict[str, str], body: bytes,
+              era: Era | None = None) -> Exchange:
+    return Exchange(
+        request_headers=HeaderMap.of({"Host": response.request.headers["host"], **headers}),
+        request_body=body,
+        response_status=response.status_code,
+        response_headers=HeaderMap(tuple(response.headers.multi_items())),
+        response_body=response.content,
+        http_method=method,
+        era=era,
+    )
+
+
+class TestRealSdkServer:
+    """The transport rules against the real SDK server: its right answers give no finding."""
+
+    def test_invalid_origin_refused(self, sdk_url: str) -> None:
+        """The SDK refuses a foreign Origin with 403: no response.origin finding."""
+        headers = {**HEADERS, "Origin": "http://evil.example", "Content-Type": "application/json"}
+        body = orjson.dumps(LIST)
+        r = httpx.post(sdk_url, headers=headers, content=body, timeout=10)
+        assert r.status_code == 403
+        assert found(_exchange(r, "POST", headers, body)) == []
+
+    @pytest.mark.parametrize("method", ["GET", "DELETE"])
+    def test_modern_get_and_delete_get_405(self, sdk_url: str, method: str) -> None:
+        """GET and DELETE with the modern version header get 405: no finding."""
+        headers = {"Accept": "text/event-stream", "MCP-Protocol-Version": MODERN}
+        r = httpx.request(method, sdk_url, headers=headers, timeout=10)
+        assert r.status_code == 405
+        assert found(_exchange(r, method, headers, b"", Era.MODERN)) == []
+
+    def test_clean_request_is_clean(self, sdk_url: str) -> None:
+        """A conforming tools/list answered by the SDK gives zero findings."""
+        headers = {**HEADERS, "Content-Type": "application/json"}
+        body = orjson.dumps(LIST)
+        r = httpx.post(sdk_url, headers=headers, content=body, timeout=10)
+        assert found(_exchange(r, "POST", headers, body)) == []
+
+    def test_missing_accept_is_the_clients_fault(self, sdk_url: str) -> None:
+        """Without Accept the SDK still answers; the finding is the client's request.accept."""
+        headers = {k: v for k, v in HEADERS.items() if k != "Accept"}
+        headers["Content-Type"] = "application/json"
+        body = orjson.dumps(LIST)
+        r = httpx.post(sdk_url, headers=headers, content=body, timeout=10)
+        assert found(_exchange(r, "POST", headers, body)) == [("request.accept", None, "must")]
