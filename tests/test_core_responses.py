@@ -758,3 +758,27 @@ class TestDecodeSse:
         events, cut = decode_sse(b'data: {"a":1}\n')
         assert events == []
         assert cut is True
+
+
+class TestProgressOrder:
+    """check_sse_stream: progress increases with each notification (progress "Progress Flow")."""
+
+    @staticmethod
+    def _stream(*values: Any, era: Era = Era.MODERN) -> list[Finding]:
+        msg = modern_request()
+        msg["params"]["_meta"]["progressToken"] = "p"
+        notes = [{"jsonrpc": "2.0", "method": "notifications/progress",
+                  "params": {"progressToken": "p", "progress": v}} for v in values]
+        events = [SSEEvent(body(n).decode()) for n in (*notes, result())]
+        found, _ = check_sse_stream(verdict(msg), 200, events, MCTX)
+        return found
+
+    def test_increasing(self) -> None:
+        """1, 2.5, 3 is fine."""
+        assert self._stream(1, 2.5, 3) == []
+
+    @pytest.mark.parametrize("values", [(2, 2), (3, 1)])
+    def test_not_increasing(self, values: tuple[int, int]) -> None:
+        """A repeated or smaller value is sse.progress -32600 (must)."""
+        assert [(f.rule, f.code, f.strength) for f in self._stream(*values)] == [
+            ("sse.progress", -32600, "must")]

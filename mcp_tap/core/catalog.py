@@ -449,6 +449,16 @@ RULES: tuple[Rule, ...] = (
         + "; 2026-07-28/basic/patterns/cancellation.mdx § Cancellation Flow",
     ),
     Rule(
+        "sse.progress",
+        _S,
+        INVALID_REQUEST,
+        "a progress notification whose `progress` does not increase over the last one for "
+        "its token on the stream",
+        MUST,
+        "2026-07-28/basic/patterns/progress.mdx § Progress Flow; "
+        "2025-11-25/basic/utilities/progress.mdx § Progress Flow",
+    ),
+    Rule(
         "sse.listen",
         _S,
         INVALID_REQUEST,
@@ -678,6 +688,7 @@ ADDED_FROM_REVIEW: tuple[str, ...] = (
     "sse.listen",
     "sse.after-response",
     "sse.get-response",
+    "sse.progress",
 )
 """Rules added when every Streamable HTTP page was read for MUSTs no rule checked (issue 11)."""
 
@@ -705,11 +716,6 @@ NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
         "a request id MUST NOT match any other request id the sender issued",
         "needs every id a client ever sent; ids seen by one tap are a sample, so a repeat "
         "seen elsewhere could not be told from a retry through another tap",
-    ),
-    (
-        "2026-07-28/basic/patterns/progress.mdx § Progress Flow",
-        "the `progress` value MUST increase with each notification",
-        "not yet checked (a per-stream ordering check; planned)",
     ),
     (
         _c(_MRTR, "Server Requirements (Basic Workflow)"),

@@ -448,6 +448,7 @@ def check_sse_stream(
     pending = {_id_key(v.id): v for v in verdict.batch if v.id is not None}
     answered = False
     seen = 0
+    progress: dict[str, float] = {}
     for index, event in enumerate(events):
         at = f"{where} sse[{index}]"
         if event.data == "":
@@ -476,6 +477,7 @@ def check_sse_stream(
                     )
                 )
         elif c.kind is Kind.NOTIFICATION:
+            found += _progress_order(message, progress, at)
             if listen:
                 found += _listen(verdict, message, seen == 1, at)
             elif ctx.era is Era.MODERN:
@@ -501,6 +503,22 @@ def check_sse_stream(
         # answer it is owed (400/-32020 for a header mismatch, the ladder's code otherwise).
         found += _owed(verdict, None, status, where)
     return found, messages
+
+
+def _progress_order(message: dict[str, Any], last: dict[str, float], at: str) -> list[Finding]:
+    """The ``progress`` value MUST increase with each notification of one token."""
+    if message.get("method") != "notifications/progress":
+        return []
+    params = message.get("params")
+    value = params.get("progress") if isinstance(params, dict) else None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return []  # the schema rules judge the type
+    key = _id_key(params.get("progressToken") if isinstance(params, dict) else None)
+    before = last.get(key)
+    last[key] = value
+    if before is not None and value <= before:
+        return [finding("sse.progress", f"progress {value} after {before}: it must increase", at)]
+    return []
 
 
 # Change notifications belong on a listen stream, never on a request's stream.
