@@ -168,6 +168,13 @@ class TestNonPost:
             ("response.method-not-allowed", None, "should")]
         assert found(other(method, 405, Era.MODERN)) == []
 
+    def test_modern_version_header_makes_a_get_modern(self) -> None:
+        """A GET saying MCP-Protocol-Version: 2026-07-28 (no session) is judged modern."""
+        ex = other("GET", 200, None, ctype="text/event-stream",
+                   headers={"Accept": "text/event-stream", "MCP-Protocol-Version": MODERN})
+        assert found(ex) == [("response.method-not-allowed", None, "should")]
+        assert judge(ex).era is Era.MODERN
+
     def test_unknown_era_not_judged(self) -> None:
         """Without a known era (a server may speak both) a GET stream is no finding."""
         assert found(other("GET", 200, None, ctype="text/event-stream")) == []
@@ -281,7 +288,7 @@ class TestRealSdkServer:
         headers = {"Accept": "text/event-stream", "MCP-Protocol-Version": MODERN}
         r = httpx.request(method, sdk_url, headers=headers, timeout=10)
         assert r.status_code == 405
-        assert found(_exchange(r, method, headers, b"", Era.MODERN)) == []
+        assert found(_exchange(r, method, headers, b"")) == []  # era from the header
 
     def test_clean_request_is_clean(self, sdk_url: str) -> None:
         """A conforming tools/list answered by the SDK gives zero findings."""

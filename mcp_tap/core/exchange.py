@@ -17,6 +17,7 @@ from mcp_tap.core.eras import (
     Era,
     body_meta,
     infer_era,
+    is_modern_version,
 )
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
@@ -118,9 +119,16 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
     )
     if exchange.http_method.upper() != "POST":
         # GET streams and DELETE exist only in the legacy era and carry no request body. An
-        # unknown era (no session, no era given) is not judged for the modern SHOULD-405:
-        # a server speaking both eras answers a legacy client's GET with a stream.
-        era = exchange.era or (Era.LEGACY if exchange.legacy_session else Era.UNKNOWN)
+        # unknown era (no session, no modern version header, no era given) is not judged for
+        # the modern SHOULD-405: a server speaking both eras answers a legacy client's GET
+        # with a stream.
+        era = exchange.era or (
+            Era.LEGACY
+            if exchange.legacy_session
+            else Era.MODERN
+            if is_modern_version(exchange.request_headers.get(HEADER_PROTOCOL_VERSION))
+            else Era.UNKNOWN
+        )
         found = list(origin_found)
         accept = accept_problem(exchange.request_headers, exchange.http_method, era)
         if accept is not None:
