@@ -88,6 +88,7 @@ from mcp_tap.core.redaction import Redactor
 from mcp_tap.core.requests import param_headers
 from mcp_tap.core.responses import decode_sse
 from mcp_tap.core.sentinel import encode_header_value, is_safe_plain
+from mcp_tap.core.transport import jsonrpc_shaped
 from mcp_tap.errors import InputError, UpstreamError
 from mcp_tap.header_options import check_header
 from mcp_tap.transcripts import Case, load_corpus
@@ -472,7 +473,20 @@ def _answer_summary(status: int, final: dict[str, Any] | None) -> str:
 
 
 def is_probeable(case: Case) -> bool:
-    """Whether a case's point is its request (golden, or a negative with a request rule)."""
+    """Whether a case's point is its request (golden, or a negative with a request rule).
+
+    A case that describes an answer no request can provoke is not: a GET, DELETE or OPTIONS
+    exchange, a plain HTTP error (401, 429, 5xx...), an ``Origin`` refusal, a client's
+    JSON-RPC response, or one the corpus marks ``"probe": false``.
+    """
+    if not case.probe or case.http_method != "POST" or "origin" in case.headers:
+        return False
+    if classify(case.request).kind is Kind.RESPONSE:
+        return False
+    status = case.response_status
+    body = b"" if case.response_body is None else _body_bytes(case.response_body)
+    if status is not None and status >= 400 and not jsonrpc_shaped(body):
+        return False
     if case.golden:
         return True
     rule = CATALOG.get(case.expected_rule) if case.expected_rule else None

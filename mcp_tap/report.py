@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from mcp_tap import __version__
+from mcp_tap.core.catalog import CATALOG
 from mcp_tap.errors import BundleFormatError
 from mcp_tap.gate.health import percentile  # the gate's nearest rank: same numbers
 
@@ -91,6 +92,7 @@ class RuleCount:
     count: int
     examples: tuple[str, ...]
     message: str
+    strength: str = "must"
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +264,7 @@ class _Tally:
     message: str
     count: int = 0
     examples: list[str] = field(default_factory=list)
+    strength: str = "must"
 
 
 def _tally(tallies: dict[str, _Tally], finding: Mapping[str, Any], example: str) -> None:
@@ -270,10 +273,23 @@ def _tally(tallies: dict[str, _Tally], finding: Mapping[str, Any], example: str)
         boundary=_text(finding.get("boundary")),
         code=code if isinstance(code, int) and not isinstance(code, bool) else None,
         message=_text(finding.get("message")),
+        strength=_strength(finding),
     ))
+    # A rule whose findings are all warnings is a should; one violation makes it a must.
+    if _strength(finding) == "must":
+        tally.strength = "must"
     tally.count += 1
     if example and example not in tally.examples and len(tally.examples) < _EXAMPLES:
         tally.examples.append(example)
+
+
+def _strength(finding: Mapping[str, Any]) -> str:
+    """A finding's strength; evidence from before strengths existed has the catalog's."""
+    raw = finding.get("strength")
+    if raw in ("must", "should"):
+        return str(raw)
+    entry = CATALOG.get(str(finding.get("rule")))
+    return str(entry.strength) if entry is not None else "must"
 
 
 def _comparison(record: Mapping[str, Any]) -> HopComparisonRow:
@@ -380,7 +396,7 @@ def collect(
                 rules=tuple(str(f["rule"]) for f in found),
             ))
     rules = tuple(
-        RuleCount(rule, t.boundary, t.code, t.count, tuple(t.examples), t.message)
+        RuleCount(rule, t.boundary, t.code, t.count, tuple(t.examples), t.message, t.strength)
         for rule, t in sorted(tallies.items(), key=lambda item: (-item[1].count, item[0]))
     )
     summaries = tuple(
@@ -675,14 +691,14 @@ def _rules_section(data: ReportData) -> str:
         body = '<p class="muted">No rule fired: every exchange passed every check.</p>'
     else:
         rows = [
-            (f'<code class="rule">{_e(r.rule)}</code>', _e(r.boundary),
+            (f'<code class="rule">{_e(r.rule)}</code>', _e(r.strength), _e(r.boundary),
              _e("" if r.code is None else r.code), _e(r.count),
              ", ".join(f'<span class="mono">{_e(x)}</span>' for x in r.examples),
              _e(r.message))
             for r in data.rules
         ]
-        body = _table(("rule", "boundary", "code", "count", "example exchanges",
-                       "example message"), rows, numeric=(2, 3), css="rules")
+        body = _table(("rule", "strength", "boundary", "code", "count", "example exchanges",
+                       "example message"), rows, numeric=(3, 4), css="rules")
     return f'<section id="rules"><h2>Failing rules</h2>{body}</section>'
 
 

@@ -10,8 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from mcp_tap.core.catalog import CATALOG, RULES, Rule, finding, render_markdown, rule
-from mcp_tap.core.findings import Boundary
+from mcp_tap.core.catalog import (
+    ADDED_FROM_REVIEW,
+    CATALOG,
+    NOT_CHECKED,
+    RULES,
+    Rule,
+    finding,
+    render_markdown,
+    rule,
+)
+from mcp_tap.core.eras import Era
+from mcp_tap.core.findings import Boundary, Strength
 from mcp_tap.transcripts import load_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,6 +30,9 @@ WIRE_BOUNDARIES = {Boundary.REQUEST, Boundary.RESPONSE}
 WIRE_RULES = [r for r in RULES if r.boundary in WIRE_BOUNDARIES]
 KNOWN_CODES = {-32700, -32600, -32601, -32602, -32603, -32020, -32021, -32022}
 RULE_ID = re.compile(r"[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)+")
+SPEC = Path("/work/shared/spec")  # present on the project's machines, absent on a fresh CI box
+PRODUCT = Path("/work/shared/docs/product.md")
+CITE = re.compile(r"(?P<page>[\w./-]+\.(?:mdx|md|ts))(?: § (?P<section>.+))?")
 
 # Request/response rules that no shipped transcript case expects, each with the reason it
 # cannot (or need not) be expressed as a fixture. Keep it small: a rule listed here still
@@ -58,11 +71,22 @@ class TestRenderMarkdown:
             rows = [line for line in text.splitlines() if line.startswith(f"| `{r.id}` |")]
             assert len(rows) == 1, r.id
             code = "—" if r.code is None else str(r.code)
-            assert rows[0].startswith(f"| `{r.id}` | {r.boundary} | {code} | ")
+            assert rows[0].startswith(f"| `{r.id}` | {r.boundary} | {code} | {r.strength}")
+            assert rows[0].endswith(f" | {r.cite} |")
 
     def test_summaries_do_not_break_the_table(self) -> None:
-        """No summary holds a pipe or a line break, which would break the Markdown row."""
-        assert [r.id for r in RULES if "|" in r.summary or "\n" in r.summary] == []
+        """No summary or citation holds a pipe or a line break, which would break the row."""
+        bad = [r.id for r in RULES if any(c in t for t in (r.summary, r.cite) for c in "|\n")]
+        assert bad == []
+
+    def test_doc_lists_added_and_unchecked(self) -> None:
+        """The doc lists the rules the review added and the MUSTs not checked, with reasons."""
+        text = render_markdown()
+        assert "## MUSTs not checked" in text
+        for rid in ADDED_FROM_REVIEW:
+            assert f"- `{rid}` ({CATALOG[rid].strength}):" in text
+        for cite, what, why in NOT_CHECKED:
+            assert f"| {cite} | {what} | {why} |" in text
 
 
 class TestRules:
@@ -88,9 +112,12 @@ class TestRules:
         assert code is None or code in KNOWN_CODES
         assert entry.summary.strip()
 
-    def test_request_rules_carry_codes(self) -> None:
-        """Every request rule is a rejection a server answers, so it has a JSON-RPC code."""
-        assert [r.id for r in RULES if r.boundary is Boundary.REQUEST and r.code is None] == []
+    def test_request_rules_without_codes(self) -> None:
+        """Request rules without a JSON-RPC code are exactly those no server answer is owed for."""
+        assert sorted(r.id for r in RULES if r.boundary is Boundary.REQUEST and r.code is None) == [
+            "request.accept",
+            "request.version.invalid",
+        ]
 
     def test_product_catalog_ids_kept(self) -> None:
         """The ids product.md shipped are all still in the catalog (ids are never renamed)."""
@@ -150,19 +177,89 @@ class TestRules:
         assert rule(rid).code == code
 
 
+class TestCitations:
+    """Every rule cites where it comes from; the pages and sections exist."""
+
+    @staticmethod
+    def _parts(cite: str) -> list[str]:
+        return [p.strip() for p in cite.split(";")]
+
+    @pytest.mark.parametrize("entry", RULES, ids=[r.id for r in RULES])
+    def test_cited_with_strength(self, entry: Rule) -> None:
+        """Every rule has a citation and a strength; every part is `page § section` or an RFC."""
+        assert isinstance(entry.strength, Strength)
+        assert entry.cite.strip(), entry.id
+        for part in self._parts(entry.cite):
+            assert CITE.fullmatch(part) or part.startswith("RFC "), part
+
+    def test_wire_rules_cite_the_specification(self) -> None:
+        """Request, response and client rules cite a page of the specification first."""
+        for r in RULES:
+            if r.boundary in (*WIRE_BOUNDARIES, Boundary.CLIENT):
+                first = CITE.fullmatch(self._parts(r.cite)[0])
+                assert first is not None and first["page"] != "product.md", r.id
+
+    @pytest.mark.skipif(not SPEC.is_dir(), reason="the specification pages are not on this machine")
+    def test_pages_and_sections_exist(self) -> None:
+        """Each cited page exists under shared/spec and holds the cited section heading."""
+        cites = [p for r in RULES for p in self._parts(r.cite)] + [c for c, _, _ in NOT_CHECKED]
+        missing = []
+        for part in cites:
+            m = CITE.fullmatch(part)
+            if m is None:
+                continue
+            path = PRODUCT if m["page"] == "product.md" else SPEC / m["page"]
+            if not path.is_file():
+                missing.append(part)
+                continue
+            section = m["section"]
+            if section is None:
+                continue
+            text = path.read_text(encoding="utf-8")
+            if path.suffix == ".ts":
+                found = section in text
+            else:
+                # A heading may go on after the cited words ("Rule catalog (starting point...)").
+                found = re.search(rf"^#+ {re.escape(section)}( .*)?$", text, re.M) is not None
+            if not found:
+                missing.append(part)
+        assert missing == []
+
+    def test_legacy_strength(self) -> None:
+        """A rule the legacy revision words as a SHOULD is a warning in legacy exchanges only."""
+        r = rule("sse.unterminated")
+        assert r.strength_in(Era.MODERN) is Strength.MUST
+        assert r.strength_in(Era.LEGACY) is Strength.SHOULD
+        assert finding("sse.unterminated", "m", era=Era.LEGACY).strength is Strength.SHOULD
+        assert finding("sse.unterminated", "m", era=Era.MODERN).strength is Strength.MUST
+
+
 class TestFinding:
     """finding / rule: catalog lookups that make findings."""
 
     def test_finding_uses_catalog(self) -> None:
         """A finding carries the rule's code and boundary."""
         f = finding("response.id", "msg", "egress")
-        assert (f.rule, f.code, f.boundary, f.message, f.where) == (
+        assert (f.rule, f.code, f.boundary, f.message, f.where, f.strength) == (
             "response.id",
             -32600,
             Boundary.RESPONSE,
             "msg",
             "egress",
+            Strength.MUST,
         )
+
+    def test_should_rule_is_a_warning(self) -> None:
+        """A SHOULD rule's finding carries strength should, in JSON too."""
+        f = finding("response.payload.tool-names-unique", "m")
+        assert f.strength is Strength.SHOULD
+        assert f.to_json()["strength"] == "should"
+
+    def test_old_evidence_without_strength(self) -> None:
+        """A finding recorded before strengths existed reads back as must."""
+        data = finding("response.id", "m").to_json()
+        del data["strength"]
+        assert type(finding("response.id", "m")).from_json(data).strength is Strength.MUST
 
     def test_code_override(self) -> None:
         """An explicit code overrides the catalog's."""

@@ -52,8 +52,14 @@ def call(*, name: str = "echo", caps: dict[str, Any] | None = None) -> dict[str,
     }
 
 
+ACCEPT = HeaderMap.of({"Accept": "application/json, text/event-stream"})
 CALL_HEADERS = HeaderMap.of(
-    {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
+    {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "echo",
+    }
 )
 
 
@@ -88,15 +94,26 @@ class TestInferEra:
         """Modern _meta with a legacy version header is modern (then judged a mismatch)."""
         assert infer_era(call(), "2025-11-25") is Era.MODERN
 
-    @pytest.mark.parametrize("method", ["initialize", "notifications/initialized"])
-    def test_handshake_is_legacy(self, method: str) -> None:
-        """The initialize handshake is legacy even with modern metadata leaking in."""
+    def test_initialized_is_legacy(self) -> None:
+        """notifications/initialized is legacy even with modern metadata leaking in."""
         msg = {
             "jsonrpc": "2.0",
-            "id": 1,
-            "method": method,
+            "method": "notifications/initialized",
             "params": {"_meta": {PV: MODERN, CC: {}}},
         }
+        assert infer_era(msg, None) is Era.LEGACY
+
+    def test_modern_shaped_initialize_is_modern(self) -> None:
+        """An initialize carrying the per-request metadata is a modern (removed-method) request."""
+        msg = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"_meta": {PV: MODERN, CC: {}}}}
+        assert infer_era(msg, None) is Era.MODERN
+
+    def test_plain_initialize_is_legacy(self) -> None:
+        """The handshake without modern metadata is legacy."""
+        msg = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                          "clientInfo": {"name": "c", "version": "1"}}}
         assert infer_era(msg, None) is Era.LEGACY
 
     def test_legacy_session_wins(self) -> None:
@@ -234,7 +251,7 @@ class TestJudge:
                 "serverInfo": {"name": "s", "version": "1"},
             },
         }
-        j = judge(exchange(init, 200, result, request_headers=HeaderMap()))
+        j = judge(exchange(init, 200, result, request_headers=ACCEPT))
         assert j.era is Era.LEGACY
         assert j.findings == ()
 
@@ -247,14 +264,15 @@ class TestJudge:
             "params": {"name": "echo", "arguments": {}},
         }
         res = {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}
-        j = judge(exchange(req, 200, res, request_headers=HeaderMap(), legacy_session=True))
+        j = judge(exchange(req, 200, res, request_headers=ACCEPT, legacy_session=True))
         assert j.era is Era.LEGACY
         assert j.findings == ()
 
     @pytest.mark.parametrize(("session", "era"), [(False, Era.UNKNOWN), (True, Era.LEGACY)])
     def test_non_post(self, session: bool, era: Era) -> None:
         """GET and DELETE carry no request rules; the era is legacy only in a session."""
-        j = judge(Exchange(HeaderMap(), b"", 405, http_method="GET", legacy_session=session))
+        get_headers = HeaderMap.of({"Accept": "text/event-stream"})
+        j = judge(Exchange(get_headers, b"", 405, http_method="GET", legacy_session=session))
         assert j.findings == ()
         assert j.era is era
         assert j.request is None

@@ -380,19 +380,38 @@ class TestCheckRequestHeaders:
     @pytest.mark.parametrize(
         ("raw", "body"),
         [
-            (" echo", " echo"),
             ("caf\u00e9", "caf\u00e9"),
-            ("=?base64?ZWNobw==", "echo"),
             ("=?base64?!!!!?=", "echo"),
             ("=?base64?ZWNobw?=", "echo"),
             ("=?base64?/w==?=", "echo"),
         ],
     )
     def test_bad_encoding(self, raw: str, body: str) -> None:
-        """Raw unsafe values and bad sentinels are request.header.encoding -32020."""
+        """Raw unsafe values and bad sentinels are request.header.encoding -32020 (must)."""
         f = only(judge_modern(headers("tools/call", name=raw), call(body)))
-        assert f.rule == "request.header.encoding"
-        assert f.code == -32020
+        assert (f.rule, f.code, f.strength) == ("request.header.encoding", -32020, "must")
+
+    @pytest.mark.parametrize(
+        ("raw", "body"),
+        [
+            (" echo", " echo"),  # HTTP strips the space: the header carries "echo"
+            ("=?base64?ZWNobw==", "echo"),  # no "?=": a literal, not "echo"
+        ],
+    )
+    def test_literal_values_that_differ_are_a_mismatch(self, raw: str, body: str) -> None:
+        """A value that is not the sentinel is a literal; compared to the body it mismatches."""
+        f = only(judge_modern(headers("tools/call", name=raw), call(body)))
+        assert (f.rule, f.code, f.strength) == ("request.header.mismatch", -32020, "must")
+
+    @pytest.mark.parametrize("raw", ["  echo ", "\techo", "=?base64?ZWNobw==?= "])
+    def test_optional_whitespace_is_accepted(self, raw: str) -> None:
+        """Mcp-Name:  echo  carries echo: the server must accept it (SEP-2243)."""
+        assert judge_modern(headers("tools/call", name=raw), call("echo")).findings == ()
+
+    def test_sentinel_lookalike_without_suffix_matches_itself(self) -> None:
+        """A name that starts with '=?base64?' but lacks '?=' travels raw and matches itself."""
+        name = "=?base64?not-encoded"
+        assert judge_modern(headers("tools/call", name=name), call(name)).findings == ()
 
 
 class TestCheckRequestParamHeaders:
@@ -461,9 +480,13 @@ class TestCheckRequestParamHeaders:
 
     def test_param_bad_encoding(self) -> None:
         """A raw unsafe parameter value is request.header.encoding -32020."""
+        f = only(lookup({"Mcp_Param_Region": "e\u00fc"}, region="e\u00fc"))
+        assert (f.rule, f.code, f.strength) == ("request.header.encoding", -32020, "must")
+
+    def test_param_edge_whitespace_cannot_travel_raw(self) -> None:
+        """An argument ' eu' sent raw arrives as 'eu' (HTTP strips it): a mismatch."""
         f = only(lookup({"Mcp_Param_Region": " eu"}, region=" eu"))
-        assert f.rule == "request.header.encoding"
-        assert f.code == -32020
+        assert (f.rule, f.code) == ("request.header.mismatch", -32020)
 
     def test_unknown_tool_schema_skips_rung(self) -> None:
         """Without the tool's schema the parameter rung is not judged."""

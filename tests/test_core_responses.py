@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from mcp_tap.core.eras import Era
+from mcp_tap.core.eras import META_LOG_LEVEL, META_SUBSCRIPTION_ID, Era
 from mcp_tap.core.findings import Boundary, Finding
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.requests import RequestContext, RequestVerdict, check_request
@@ -82,9 +82,19 @@ def result(value: Any = None, id: Any = 1) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": id, "result": CALL_RESULT if value is None else value}
 
 
-def error(code: Any, id: Any = 1, message: Any = "boom") -> dict[str, Any]:
-    """A JSON-RPC error response."""
-    return {"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}
+_DATA: dict[int, Any] = {
+    -32022: {"supported": [MODERN], "requested": "1999-01-01"},
+    -32021: {"requiredCapabilities": {"sampling": {}}},
+}
+
+
+def error(code: Any, id: Any = 1, message: Any = "boom", **kw: Any) -> dict[str, Any]:
+    """A JSON-RPC error response (with the schema's ``data`` for -32021/-32022 by default)."""
+    err: dict[str, Any] = {"code": code, "message": message}
+    data = kw.get("data", _DATA.get(code) if isinstance(code, int) else None)
+    if data is not None:
+        err["data"] = data
+    return {"jsonrpc": "2.0", "id": id, "error": err}
 
 
 def answer(
@@ -157,8 +167,7 @@ class TestCheckResponseEnvelope:
     def test_not_json(self) -> None:
         """A JSON content type with a non-JSON body is response.parse -32700."""
         found = answer(OK, 200, b"<html>oops</html>")
-        assert one(found, "response.parse").code == -32700
-        assert one(found, "response.envelope").code == -32600
+        assert rules(found) == [("response.parse", -32700)]
 
     @pytest.mark.parametrize("ctype", ["text/plain", None])
     def test_content_type(self, ctype: str | None) -> None:
@@ -271,11 +280,32 @@ class TestCheckResponseErrors:
         )
         assert answer(v, 200, error(code), ctx=LCTX) == []
 
-    def test_reserved_undefined_legacy(self) -> None:
-        """An undefined reserved code is reported in the legacy era too."""
+    def test_reserved_range_free_in_legacy(self) -> None:
+        """The -32020..-32099 reservation starts with 2026-07-28: legacy may use the range."""
         v = verdict({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, {}, era=Era.LEGACY)
-        f = one(answer(v, 200, error(-32050), ctx=LCTX), "response.error.reserved")
-        assert f.code == -32600
+        assert answer(v, 200, error(-32050), ctx=LCTX) == []
+
+    @pytest.mark.parametrize("code", [-32050, -32042, -32002])
+    def test_reserved_modern(self, code: int) -> None:
+        """Undefined reserved codes and the retired -32042/-32002 are violations when modern."""
+        f = one(answer(OK, 200, error(code)), "response.error.reserved")
+        assert (f.code, f.strength) == (-32600, "must")
+
+    @pytest.mark.parametrize(
+        ("code", "data"),
+        [(-32022, None), (-32022, {"supported": "2026-07-28", "requested": "x"}),
+         (-32022, {"supported": ["2026-07-28"]}), (-32021, {}),
+         (-32021, {"requiredCapabilities": ["sampling"]})],
+    )
+    def test_error_data_shape(self, code: int, data: Any) -> None:
+        """-32022 needs data.supported/requested, -32021 data.requiredCapabilities (schema.ts)."""
+        body = error(code)
+        if data is None:
+            del body["error"]["data"]
+        else:
+            body["error"]["data"] = data
+        f = one(answer(UNSUPPORTED_VERDICT, 400, body), "response.error.data")
+        assert (f.code, f.strength) == (-32600, "must")
 
     def test_resource_not_found_32602(self) -> None:
         """-32602 for a missing resource is fine with any status (no mapping applies)."""
@@ -380,7 +410,8 @@ class TestCheckResponseOwedAnswers:
     def test_mismatch_answered_over_sse(self) -> None:
         """-32020 delivered in a 200 SSE stream fails the rule (the status is not 400)."""
         found, _ = check_response(MISMATCH, 200, SSE, stream(error(-32020)), MCTX)
-        assert rules(found) == [("response.header-mismatch-unanswered", -32020)]
+        assert rules(found) == [
+            ("response.http-status", -32600), ("response.header-mismatch-unanswered", -32020)]
 
     def test_mismatch_stream_without_response(self) -> None:
         """An SSE stream that never answers a mismatched request fails the rule."""
@@ -405,7 +436,7 @@ class TestCheckResponseOwedAnswers:
         elif rule == "request.header.duplicate":
             pairs.append(("Mcp-Name", "other"))
         else:
-            pairs[2] = ("Mcp-Name", " echo")
+            pairs[2] = ("Mcp-Name", "\u00e9cho")
         v = check_request(HeaderMap(tuple(pairs)), modern_request(), RequestContext(Era.MODERN))
         assert v.rejection is not None and v.rejection.rule == rule
         f = one(answer(v, 200, result()), "response.header-mismatch-unanswered")
@@ -440,7 +471,8 @@ class TestCheckResponseOwedAnswers:
         """A request with a null id is owed -32600."""
         v = verdict(modern_request(id=None))
         assert answer(v, 400, error(-32600, id=None)) == []
-        assert one(answer(v, 200, error(-32603, id=None)), "response.expected-error").code == -32600
+        f = one(answer(v, 200, error(-32603, id=None)), "response.expected-error.jsonrpc")
+        assert (f.code, f.strength) == (-32600, "should")
 
     def test_legacy_leak_not_owed(self) -> None:
         """A legacy-era leak is judged on the request; the server owes no -32020 for it."""
@@ -472,13 +504,28 @@ class TestCheckResponseNotification:
             (200, b'{"jsonrpc":"2.0","id":1,"result":{}}'),
             (204, b""),
             (202, b"{}"),
-            (400, b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"x"}}'),
+            (400, b'{"jsonrpc":"2.0","result":{}}'),
         ],
     )
     def test_anything_else(self, status: int, raw: bytes) -> None:
-        """Another status or any body is notification.response -32600."""
+        """A 2xx other than 202-empty, or a success-shaped body, is notification.response."""
         found, _ = check_response(NOTIFICATION, status, JSON, raw, MCTX)
-        assert rules(found) == [("notification.response", -32600)]
+        assert [(f.rule, f.code, f.strength) for f in found] == [
+            ("notification.response", -32600, "must")]
+
+    @pytest.mark.parametrize(
+        ("status", "raw"),
+        [
+            (400, b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"x"}}'),
+            (400, b'{"jsonrpc":"2.0","error":{"code":-32601,"message":"x"}}'),
+            (500, b""),
+            (415, b"unsupported"),
+        ],
+    )
+    def test_refused_with_an_error_status(self, status: int, raw: bytes) -> None:
+        """A refused notification gets an error status; its body MAY be an error without id."""
+        found, _ = check_response(NOTIFICATION, status, JSON, raw, MCTX)
+        assert found == []
 
 
 class TestCheckMessage:
@@ -491,8 +538,8 @@ class TestCheckMessage:
         )
         assert rules(found) == [("sse.id", -32600)]
 
-    def test_in_stream_skips_status_mapping(self) -> None:
-        """An error in a stream is not held to the per-code status mapping."""
+    def test_in_stream_keeps_status_mapping(self) -> None:
+        """An error in a 200 stream keeps its status rule: -32022 owed 400 is a violation."""
         found = check_message(
             UNSUPPORTED_VERDICT,
             error(-32022),
@@ -501,7 +548,8 @@ class TestCheckMessage:
             where="origin sse[0]",
             in_stream=True,
         )
-        assert found == []
+        assert [(f.rule, f.code, f.strength) for f in found] == [
+            ("response.http-status", -32600, "must")]
 
     def test_result_rules_applied(self) -> None:
         """An accepted request's result is judged with the result rules."""
@@ -518,14 +566,36 @@ class TestCheckSseStream:
 
     def test_golden(self) -> None:
         """A related notification then the response passes and both are returned."""
+        msg = modern_request()
+        msg["params"]["_meta"][META_LOG_LEVEL] = "info"
         note = {
             "jsonrpc": "2.0",
             "method": "notifications/message",
             "params": {"level": "info", "data": "x"},
         }
-        found, messages = check_sse_stream(OK, 200, self.events(note, result()), MCTX)
+        found, messages = check_sse_stream(verdict(msg), 200, self.events(note, result()), MCTX)
         assert found == []
         assert messages == [note, result()]
+
+    @pytest.mark.parametrize(
+        "method",
+        ["notifications/message", "notifications/tools/list_changed",
+         "notifications/resources/updated", "notifications/cancelled", "notifications/progress"],
+    )
+    def test_unrelated_on_a_request_stream(self, method: str) -> None:
+        """Log messages nobody asked for, change notifications, cancelled and untokened
+        progress do not relate to the request: sse.unrelated -32600 (must)."""
+        note = {"jsonrpc": "2.0", "method": method, "params": {"progressToken": "p"}}
+        found, _ = check_sse_stream(OK, 200, self.events(note, result()), MCTX)
+        assert [(f.rule, f.code, f.strength) for f in found] == [
+            ("sse.unrelated", -32600, "must")]
+
+    def test_legacy_relatedness_is_not_judged(self) -> None:
+        """The legacy page words relatedness as a SHOULD on the message: no finding."""
+        v = verdict({"jsonrpc": "2.0", "id": 1, "method": "ping"}, {}, era=Era.LEGACY)
+        note = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+        found, _ = check_sse_stream(v, 200, self.events(note, result()), LCTX)
+        assert found == []
 
     def test_priming_and_empty_events_skipped(self) -> None:
         """Events with empty data (legacy priming) carry no message."""
@@ -558,14 +628,15 @@ class TestCheckSseStream:
         assert rules(found) == [("sse.event", -32600)]
 
     def test_event_after_response(self) -> None:
-        """Anything after the final response is sse.event -32600."""
+        """A message after the final response is sse.after-response, a SHOULD (warning)."""
         note = {
             "jsonrpc": "2.0",
             "method": "notifications/message",
             "params": {"level": "info", "data": "x"},
         }
         found, _ = check_sse_stream(OK, 200, self.events(result(), note), MCTX)
-        assert rules(found) == [("sse.event", -32600)]
+        assert [(f.rule, f.code, f.strength) for f in found] == [
+            ("sse.after-response", -32600, "should")]
 
     def test_server_request_on_modern_stream(self) -> None:
         """A server-to-client request on a modern stream is sse.event -32600."""
@@ -603,19 +674,53 @@ class TestCheckSseStream:
             }
 
         found, _ = check_sse_stream(v, 200, self.events(progress("p2"), result()), MCTX)
-        assert rules(found) == [("sse.event", -32600)]
+        assert rules(found) == [("sse.unrelated", -32600)]
         found, _ = check_sse_stream(v, 200, self.events(progress("p1"), result()), MCTX)
         assert found == []
 
+    @staticmethod
+    def _note(method: str, sub: Any = 7, **params: Any) -> dict[str, Any]:
+        meta = {} if sub is None else {"_meta": {META_SUBSCRIPTION_ID: sub}}
+        return {"jsonrpc": "2.0", "method": method, "params": {**meta, **params}}
+
+    def _listen(self, *items: Any) -> list[Finding]:
+        msg = modern_request("subscriptions/listen", id=7)
+        msg["params"]["notifications"] = {"toolsListChanged": True,
+                                          "resourceSubscriptions": ["file:///a"]}
+        found, _ = check_sse_stream(verdict(msg), 200, [SSEEvent("", id="p"), *self.events(
+            *items)], MCTX)
+        return found
+
     def test_listen_stream(self) -> None:
-        """A listen stream opens with the acknowledgement and needs no final response."""
-        v = verdict(modern_request("subscriptions/listen"))
-        ack = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged"}
-        other = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
-        found, _ = check_sse_stream(v, 200, self.events(ack, other), MCTX)
-        assert found == []
-        found, _ = check_sse_stream(v, 200, self.events(other, ack), MCTX)
-        assert rules(found) == [("sse.event", -32600)]
+        """Priming, the acknowledgement, then opted-in notifications: no final response needed."""
+        ack = self._note("notifications/subscriptions/acknowledged")
+        assert self._listen(ack, self._note("notifications/tools/list_changed"),
+                            self._note("notifications/resources/updated", uri="file:///a")) == []
+
+    @pytest.mark.parametrize(
+        "items",
+        [
+            # the first message is not the acknowledgement (the priming event does not count)
+            [("notifications/tools/list_changed", 7)],
+            # the acknowledgement without the subscription id, or with another
+            [("notifications/subscriptions/acknowledged", None)],
+            [("notifications/subscriptions/acknowledged", "7")],
+            # a type not opted in, an unsubscribed resource, a request-scoped type
+            [("notifications/subscriptions/acknowledged", 7),
+             ("notifications/prompts/list_changed", 7)],
+            [("notifications/subscriptions/acknowledged", 7), ("notifications/progress", 7)],
+        ],
+    )
+    def test_listen_violations(self, items: list[tuple[str, Any]]) -> None:
+        """Listen stream rules are sse.listen -32600 (must)."""
+        found = self._listen(*(self._note(m, sub) for m, sub in items))
+        assert [(f.rule, f.code, f.strength) for f in found] == [("sse.listen", -32600, "must")]
+
+    def test_listen_unsubscribed_resource(self) -> None:
+        """resources/updated for a URI the filter did not list is sse.listen."""
+        ack = self._note("notifications/subscriptions/acknowledged")
+        found = self._listen(ack, self._note("notifications/resources/updated", uri="file:///b"))
+        assert rules(found) == [("sse.listen", -32600)]
 
     def test_stream_status(self) -> None:
         """An SSE stream with a status other than 200 is response.http-status -32600."""
@@ -653,3 +758,27 @@ class TestDecodeSse:
         events, cut = decode_sse(b'data: {"a":1}\n')
         assert events == []
         assert cut is True
+
+
+class TestProgressOrder:
+    """check_sse_stream: progress increases with each notification (progress "Progress Flow")."""
+
+    @staticmethod
+    def _stream(*values: Any, era: Era = Era.MODERN) -> list[Finding]:
+        msg = modern_request()
+        msg["params"]["_meta"]["progressToken"] = "p"
+        notes = [{"jsonrpc": "2.0", "method": "notifications/progress",
+                  "params": {"progressToken": "p", "progress": v}} for v in values]
+        events = [SSEEvent(body(n).decode()) for n in (*notes, result())]
+        found, _ = check_sse_stream(verdict(msg), 200, events, MCTX)
+        return found
+
+    def test_increasing(self) -> None:
+        """1, 2.5, 3 is fine."""
+        assert self._stream(1, 2.5, 3) == []
+
+    @pytest.mark.parametrize("values", [(2, 2), (3, 1)])
+    def test_not_increasing(self, values: tuple[int, int]) -> None:
+        """A repeated or smaller value is sse.progress -32600 (must)."""
+        assert [(f.rule, f.code, f.strength) for f in self._stream(*values)] == [
+            ("sse.progress", -32600, "must")]

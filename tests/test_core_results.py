@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -250,9 +250,7 @@ class TestCheckResultToolsList:
             tools_list("echo"),
             tools_list({**TOOL, "name": ""}),
             tools_list({**TOOL, "name": 3}),
-            tools_list(TOOL, TOOL),
-            tools_list({k: v for k, v in TOOL.items() if k != "description"}),
-            tools_list({**TOOL, "description": "   "}),
+            tools_list({**TOOL, "description": 7}),
             tools_list({**TOOL, "inputSchema": {"type": "array"}}),
             tools_list({**TOOL, "inputSchema": True}),
             tools_list({k: v for k, v in TOOL.items() if k != "inputSchema"}),
@@ -262,24 +260,68 @@ class TestCheckResultToolsList:
             "not-object",
             "empty-name",
             "name-type",
-            "duplicate",
-            "no-description",
-            "blank-description",
+            "description-type",
             "array-schema",
             "bool-schema",
             "no-schema",
         ],
     )
     def test_bad(self, result: dict[str, Any]) -> None:
-        """Each broken payload rule is response.payload.tools-list -32600."""
+        """Each broken payload rule is response.payload.tools-list -32600 (must)."""
         f = only(modern("tools/list", result))
-        assert f.rule == "response.payload.tools-list"
-        assert f.code == -32600
+        assert (f.rule, f.code, f.strength) == ("response.payload.tools-list", -32600, "must")
+
+    @pytest.mark.parametrize("description", [None, "", "   "])
+    def test_description_is_optional(self, description: str | None) -> None:
+        """schema.ts Tool: description is optional; absent or blank is no finding."""
+        tool = {k: v for k, v in TOOL.items() if k != "description"}
+        if description is not None:
+            tool["description"] = description
+        assert modern("tools/list", tools_list(tool)) == []
+
+    def test_duplicate_names_are_a_warning(self) -> None:
+        """Unique tool names are a SHOULD: response.payload.tool-names-unique (should)."""
+        f = only(modern("tools/list", tools_list(TOOL, TOOL)))
+        assert (f.rule, f.code, f.strength) == (
+            "response.payload.tool-names-unique", -32600, "should")
 
     def test_legacy_payload_checked(self) -> None:
         """Payload rules apply in the legacy era too."""
-        f = only(legacy("tools/list", {"tools": [TOOL, TOOL]}))
+        f = only(legacy("tools/list", {"tools": [{**TOOL, "inputSchema": {"type": "array"}}]}))
         assert f.rule == "response.payload.tools-list"
+
+    @pytest.mark.parametrize(
+        "props",
+        [
+            {"r": {"type": "string", "x-mcp-header": ""}},
+            {"r": {"type": "string", "x-mcp-header": "My Region"}},
+            {"r": {"type": "string", "x-mcp-header": "Region:Primary"}},
+            {"r": {"type": "string", "x-mcp-header": "R\u00e9gion"}},
+            {"r": {"type": "string", "x-mcp-header": "Region\t1"}},
+            {"r": {"type": "number", "x-mcp-header": "Ratio"}},
+            {"r": {"type": "array", "x-mcp-header": "List"}},
+            {"a": {"type": "string", "x-mcp-header": "Region"},
+             "b": {"type": "string", "x-mcp-header": "REGION"}},
+            {"l": {"type": "array", "items": {"type": "string", "x-mcp-header": "Item"}}},
+            {"o": {"anyOf": [{"type": "string", "x-mcp-header": "Choice"}]}},
+        ],
+        ids=["empty", "space", "colon", "non-ascii", "control", "number", "array",
+             "case-duplicate", "items", "any-of"],
+    )
+    def test_x_mcp_header_constraints(self, props: dict[str, Any]) -> None:
+        """Broken x-mcp-header declarations are response.payload.x-mcp-header (must)."""
+        tool = {**TOOL, "inputSchema": {"type": "object", "properties": props}}
+        f = only(modern("tools/list", tools_list(tool)))
+        assert (f.rule, f.code, f.strength) == ("response.payload.x-mcp-header", -32600, "must")
+
+    def test_x_mcp_header_valid(self) -> None:
+        """Tokens on primitive properties reached through properties (nested too) are fine."""
+        props = {"region": {"type": "string", "x-mcp-header": "Region"},
+                 "meta": {"type": "object", "properties": {
+                     "tenant": {"type": "integer", "x-mcp-header": "Tenant-Id"}}},
+                 "flag": {"type": "boolean", "x-mcp-header": "Method"}}
+        tool = {**TOOL, "inputSchema": {"type": "object", "properties": props}}
+        assert modern("tools/list", tools_list(tool)) == []
 
 
 class TestCheckResultCompletion:
@@ -377,3 +419,61 @@ class TestCheckResultCaching:
     def test_legacy_not_required(self) -> None:
         """The legacy era has no caching fields."""
         assert legacy("resources/read", {"contents": []}) == []
+
+
+class TestCheckResultTaskPolling:
+    """check_result: tasks/get answers per status (tasks extension "Task Polling")."""
+
+    BASE: ClassVar[dict[str, Any]] = {k: v for k, v in TASK.items() if k != "resultType"}
+
+    @pytest.mark.parametrize(
+        "fields",
+        [{"status": "working"}, {"status": "cancelled"},
+         {"status": "completed", "result": {"content": []}},
+         {"status": "failed", "error": {"code": -32603, "message": "x"}},
+         {"status": "input_required", "inputRequests": {}}],
+    )
+    def test_golden(self, fields: dict[str, Any]) -> None:
+        """Each status with its payload is accepted."""
+        result = {"resultType": "complete", **self.BASE, **fields}
+        assert [f for f in modern("tasks/get", result) if f.rule != "wire.schema"] == []
+
+    @pytest.mark.parametrize(
+        "fields",
+        [{"status": "completed"}, {"status": "failed"}, {"status": "input_required"},
+         {"status": "done"}, {"status": "working", "taskId": ""}],
+    )
+    def test_bad(self, fields: dict[str, Any]) -> None:
+        """A status without its payload (completed without result, ...) is response.payload.task."""
+        f = only(modern("tasks/get", {"resultType": "complete", **self.BASE, **fields}))
+        assert (f.rule, f.code, f.strength) == ("response.payload.task", -32600, "must")
+
+
+class TestCheckResultInputCapabilities:
+    """check_result: inputRequests only for capabilities the client declared (mrtr)."""
+
+    ELICIT: ClassVar[dict[str, Any]] = {
+        "method": "elicitation/create",
+        "params": {"message": "?", "requestedSchema": {"type": "object", "properties": {}}},
+    }
+
+    def result(self, request: Any) -> dict[str, Any]:
+        """An input_required result asking for one input."""
+        return {"resultType": "input_required", "inputRequests": {"a": request}}
+
+    def test_declared(self) -> None:
+        """An elicitation for a client that declared elicitation is accepted."""
+        found = modern("tools/call", self.result(self.ELICIT),
+                       client_capabilities={"elicitation": {}})
+        assert [f for f in found if f.rule != "wire.schema"] == []
+
+    def test_undeclared(self) -> None:
+        """An elicitation for a client without the capability is response.payload.input-required."""
+        f = only(modern("tools/call", self.result(self.ELICIT), client_capabilities={}))
+        assert (f.rule, f.code, f.strength) == ("response.payload.input-required", -32600, "must")
+
+    def test_not_an_input_request(self) -> None:
+        """An input request of another kind (tools/call) is response.payload.input-required."""
+        f = only(modern("tools/call", self.result({"method": "tools/call", "params": {}}),
+                        client_capabilities={"elicitation": {}}))
+        assert f.rule == "response.payload.input-required"

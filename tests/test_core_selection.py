@@ -135,6 +135,20 @@ class TestClientTracker:
 
     INIT = ClientEvent("initialize", Era.LEGACY, result={"protocolVersion": "2025-11-25"})
 
+    def test_modern_shaped_initialize_is_no_downgrade(self) -> None:
+        """A modern-shaped initialize (request.method.removed, answered -32601) after a modern
+        error is neither a downgrade nor an unproven fallback."""
+        t = ClientTracker()
+        t.observe(ClientEvent("tools/list", Era.MODERN, error_code=-32022))
+        assert t.observe(ClientEvent("initialize", Era.MODERN, error_code=-32601)) == []
+
+    def test_downgrade_is_a_warning(self) -> None:
+        """client.downgrade is a SHOULD (streamable-http "Backward Compatibility")."""
+        t = ClientTracker(legacy_allowed=True)
+        t.observe(ClientEvent("tools/list", Era.MODERN, error_code=-32020))
+        (f,) = t.observe(self.INIT)
+        assert (f.rule, f.code, str(f.strength)) == ("client.downgrade", None, "should")
+
     @pytest.mark.parametrize("code", [-32020, -32021, -32022])
     def test_downgrade_after_recognised_error(self, code: int) -> None:
         """initialize after a recognised modern error is client.downgrade."""

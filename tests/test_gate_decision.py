@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from mcp_tap.core.catalog import CATALOG
+from mcp_tap.core.catalog import finding as catalog_finding
+from mcp_tap.core.eras import Era
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.hashing import digest
 from mcp_tap.errors import InputError
@@ -183,6 +185,42 @@ class TestConformanceSource:
             "examples": [record_digest(records[0]), record_digest(records[1])],
         }
         assert by_rule[("request.header.mismatch",)]["boundaries"] == ["request"]
+
+    def test_should_findings_warn_by_default(self) -> None:
+        """A should finding is counted and listed as allowed, but does not block by default."""
+        warn = catalog_finding("response.payload.tool-names-unique", "m", "origin").to_json()
+        result = conformance_source([record(0, warn)], ConformancePolicy())
+        assert rules(result) == []
+        assert result.summary["rules"] == {"response.payload.tool-names-unique": 1}
+        assert result.summary["allowed"] == ["response.payload.tool-names-unique"]
+
+    def test_should_blocks_when_the_policy_says_so(self) -> None:
+        """strengths = ["must", "should"] makes warnings block too."""
+        warn = catalog_finding("response.payload.tool-names-unique", "m", "origin").to_json()
+        policy = ConformancePolicy(strengths=("must", "should"))
+        assert rules(conformance_source([record(0, warn)], policy)) == ["gate.conformance"]
+
+    def test_legacy_strength_is_the_findings(self) -> None:
+        """The recorded strength decides: a legacy sse.unterminated (should) does not block."""
+        legacy = catalog_finding("sse.unterminated", "m", "origin", era=Era.LEGACY).to_json()
+        modern = catalog_finding("sse.unterminated", "m", "origin", era=Era.MODERN).to_json()
+        assert rules(conformance_source([record(0, legacy)], ConformancePolicy())) == []
+        assert rules(conformance_source([record(0, modern)], ConformancePolicy())) == [
+            "gate.conformance"]
+
+    def test_old_evidence_uses_the_catalog_strength(self) -> None:
+        """A finding recorded without a strength gets its rule's (a should rule: no block)."""
+        warn = catalog_finding("response.payload.tool-names-unique", "m", "origin").to_json()
+        del warn["strength"]
+        assert rules(conformance_source([record(0, warn)], ConformancePolicy())) == []
+
+    def test_policy_strengths_parsed(self, tmp_path: Path) -> None:
+        """conformance.strengths is read from the policy file; a bad value is an input error."""
+        policy = parse_policy(b'[conformance]\nstrengths = ["must", "should"]\n',
+                              base_dir=tmp_path)
+        assert policy.conformance.strengths == ("must", "should")
+        with pytest.raises(InputError):
+            parse_policy(b'[conformance]\nstrengths = ["may"]\n', base_dir=tmp_path)
 
     def test_two_hop_capture_counts_per_hop(self) -> None:
         """With several hops recorded, a rule's count is split by the hop that saw it."""

@@ -431,6 +431,8 @@ async def test_client_disconnect_mid_sse_closes_the_upstream_stream(
     headers, body = raw_modern_request(
         "tools/call", {"name": "echo", "arguments": {"text": "x"}}, request_id=3
     )
+    # The origin streams a log message first: the request asks for them (logging page).
+    body["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = "info"
     async with running_tap(tap_options(tmp_path, upstream=base)) as tap:
         async with (
             httpx.AsyncClient(timeout=_TIMEOUT) as client,

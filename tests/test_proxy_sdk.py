@@ -397,6 +397,8 @@ async def test_request_and_response_stream_through_without_buffering(
     headers, body = raw_modern_request(
         "tools/call", {"name": "echo", "arguments": {"text": "x" * 2000}}, request_id=9
     )
+    # The origin streams a log message first: the request asks for them (logging page).
+    body["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = "info"
     payload = json.dumps(body).encode()
     first_part, second_part = payload[:1000], payload[1000:]
     origin_has_first_part = asyncio.Event()

@@ -348,8 +348,10 @@ class TestCompare:
         progress = {"jsonrpc": "2.0", "method": "notifications/progress",
                     "params": {"progressToken": "p", "progress": 1}}
         final = self.result(1, ["a"])
-        case = _case(self.request(1), _answer(200, None, sse=[progress, final]))
-        changes, notes = compare(case, case.headers, self.request(1),
+        request = self.request(1)
+        request["params"]["_meta"]["progressToken"] = "p"  # the progress relates to it
+        case = _case(request, _answer(200, None, sse=[progress, final]))
+        changes, notes = compare(case, case.headers, request,
                                  _answer(200, self.result(1, ["a"])))
         assert [c.what for c in changes] == ["notifications"]
         assert notes == ["transport SSE -> JSON"]

@@ -439,8 +439,8 @@ class TestBrowser:
         text = " ".join(" ".join(dom.text).split())
         assert re.search(r'id="action">rollback<', result.stdout)
         assert "gate.conformance [ request.header.mismatch ]" in text
-        assert "request.header.mismatch request -32020 2" in text
-        assert "hop.header-changed hop 1" in text
+        assert "request.header.mismatch must request -32020 2" in text
+        assert "hop.header-changed must hop 1" in text
         assert HOP_PAIR.search(text) and "edge \u2192 inner" in text and "1 changed" in text
         marks = {a.get("data-percentile") for t, a in dom.tags if t == "g"}
         assert {"p50", "p95", "p99"} <= marks

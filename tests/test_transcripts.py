@@ -34,7 +34,12 @@ META = {
 GOLDEN: dict[str, Any] = {
     "name": "tmp-golden-call",
     "era": "modern",
-    "headers": {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "echo"},
+    "headers": {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "echo",
+    },
     "request": {
         "jsonrpc": "2.0",
         "id": 1,
@@ -285,6 +290,26 @@ class TestRunCase:
         assert r.rule == "response.http-status"
         assert "response.http-status" in r.detail
 
+    def test_mismatch_answered_500_fails(self) -> None:
+        """A mismatch answered HTTP 500 without a body fails, though the rejection matched."""
+        mismatch = {**GOLDEN["headers"], "Mcp-Name": "other"}
+        r = run_case(parse_case(case(
+            headers=mismatch, responseStatus=500, responseBody=None,
+            expectedErrorCode=-32020, expectedRule="request.header.mismatch")))
+        assert not r.passed
+        assert (r.rule, r.strength) == ("response.header-mismatch-unanswered", "must")
+        assert r.detail.startswith("request.header.mismatch as expected, but the answer broke")
+
+    def test_mismatch_answered_as_owed_passes(self) -> None:
+        """The same mismatch answered 400 with -32020 and the request's id passes."""
+        mismatch = {**GOLDEN["headers"], "Mcp-Name": "other"}
+        body = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32020, "message": "mismatch"}}
+        r = run_case(parse_case(case(
+            headers=mismatch, responseStatus=400, responseBody=body,
+            expectedErrorCode=-32020, expectedRule="request.header.mismatch")))
+        assert (r.passed, r.rule, r.code, r.strength) == (
+            True, "request.header.mismatch", -32020, "must")
+
     def test_negative_accepted_fails(self) -> None:
         """A negative case the engine accepts fails."""
         r = run_case(parse_case(case(expectedErrorCode=-32020)))
@@ -432,8 +457,10 @@ class TestTranscriptsCommand:
         assert out["passed"] == out["total"] == len(load_corpus())
         assert out["total"] >= 50
         for entry in out["cases"]:
-            assert set(entry) == {"name", "passed", "rule", "code", "detail", "evidenceDigest"}
+            assert set(entry) == {
+                "name", "passed", "rule", "code", "strength", "detail", "evidenceDigest"}
             assert entry["passed"] is True
+            assert entry["strength"] in ((None,) if entry["rule"] is None else ("must", "should"))
             assert HEX64.fullmatch(entry["evidenceDigest"])
 
     def test_digests_stable_across_runs(self, capsys: pytest.CaptureFixture[str]) -> None:

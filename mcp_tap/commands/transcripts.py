@@ -23,7 +23,7 @@ def _text(results: list[CaseResult]) -> str:
     lines = []
     for r in results:
         mark = "ok  " if r.passed else "FAIL"
-        verdict = "accepted" if r.rule is None else f"{r.rule} ({r.code})"
+        verdict = "accepted" if r.rule is None else f"{r.rule} ({r.code}, {r.strength})"
         lines.append(f"{mark} {r.name}: {verdict}")
         if not r.passed:
             lines.append(f"     {r.detail}")

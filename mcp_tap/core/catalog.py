@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mcp_tap.core.findings import Boundary, Finding
+from mcp_tap.core.eras import Era
+from mcp_tap.core.findings import Boundary, Finding, Strength
 
 # JSON-RPC codes used by the rules.
 PARSE_ERROR = -32700
@@ -23,16 +24,55 @@ UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """A catalog entry: id, boundary, JSON-RPC code (if any) and what it means."""
+    """A catalog entry: id, boundary, JSON-RPC code (if any), what it means, and its source.
+
+    ``cite`` names where the rule comes from: ``page § section`` with the page under the
+    published specification (``shared/spec/``), several joined by ``; ``. ``strength`` is
+    the keyword's: ``must`` (a violation) or ``should`` (a warning); ``legacy_strength``
+    overrides it for legacy-era exchanges when the legacy revision words the rule more
+    weakly.
+    """
 
     id: str
     boundary: Boundary
     code: int | None
     summary: str
+    strength: Strength = Strength.MUST
+    cite: str = ""
+    legacy_strength: Strength | None = None
+
+    def strength_in(self, era: Era | None) -> Strength:
+        """The rule's strength for an exchange of ``era``."""
+        if era is Era.LEGACY and self.legacy_strength is not None:
+            return self.legacy_strength
+        return self.strength
 
 
 _R = Boundary.REQUEST
 _S = Boundary.RESPONSE
+MUST = Strength.MUST
+SHOULD = Strength.SHOULD
+
+# Spec pages (paths under shared/spec/).
+_SHTTP = "2026-07-28/basic/transports/streamable-http.mdx"
+_LHTTP = "2025-11-25/basic/transports.mdx"
+_BASE = "2026-07-28/basic/index.mdx"
+_LBASE = "2025-11-25/basic/index.mdx"
+_SCHEMA = "2026-07-28/schema.ts"
+_LSCHEMA = "2025-11-25/schema.ts"
+_AUTH = "2026-07-28/basic/authorization/index.mdx"
+_TOOLS = "2026-07-28/server/tools.mdx"
+_MRTR = "2026-07-28/basic/patterns/mrtr.mdx"
+_SUBS = "2026-07-28/basic/patterns/subscriptions.mdx"
+_TASKS = "ext-tasks-draft.md"
+_SEP = "sep-2243-http-standardization.md"
+_PRODUCT = "product.md"  # the tool's own contract (shared/docs/), for rules the spec does not own
+_TOOL = "product.md § Rule catalog"
+
+
+def _c(page: str, *sections: str) -> str:
+    return "; ".join(f"{page} § {s}" for s in sections)
+
 
 RULES: tuple[Rule, ...] = (
     # Requests (client -> server), judged on ingress.
@@ -41,51 +81,83 @@ RULES: tuple[Rule, ...] = (
         _R,
         INVALID_REQUEST,
         "not a JSON-RPC 2.0 request or notification, or a bad id type (null, boolean, float)",
+        MUST,
+        _c(_BASE, "Requests") + "; " + _c(_SHTTP, "Sending Messages"),
     ),
     Rule(
         "request.schema",
         _R,
         INVALID_PARAMS,
         "a request the official generated schema of its revision rejects (after every rung)",
+        MUST,
+        _c(_BASE, "Schema") + "; " + _c(_LBASE, "Schema"),
     ),
-    Rule("request.parse", _R, PARSE_ERROR, "the request body is not valid JSON"),
+    Rule(
+        "request.parse",
+        _R,
+        PARSE_ERROR,
+        "the request body is not valid JSON",
+        MUST,
+        _c(_BASE, "Messages"),
+    ),
     Rule(
         "request.meta.missing",
         _R,
         INVALID_PARAMS,
         "`_meta` or a required namespaced key is missing or has the wrong type "
         "(bare `protocolVersion`/`clientCapabilities` aliases do not count)",
+        MUST,
+        _c(_BASE, "`_meta`"),
     ),
-    Rule("request.header.missing", _R, HEADER_MISMATCH, "a required mirrored header is absent"),
+    Rule(
+        "request.header.missing",
+        _R,
+        HEADER_MISMATCH,
+        "a required mirrored header is absent",
+        MUST,
+        _c(_SHTTP, "Protocol Version Header", "Standard Request Headers", "Server Validation"),
+    ),
     Rule(
         "request.header.duplicate",
         _R,
         HEADER_MISMATCH,
         "a mirrored header is repeated with conflicting values",
+        MUST,
+        _c(_SHTTP, "Server Validation"),
     ),
     Rule(
         "request.header.encoding",
         _R,
         HEADER_MISMATCH,
-        "bad `=?base64?...?=` sentinel, bad Base64 or UTF-8, or a raw unsafe value",
+        "bad Base64 or UTF-8 inside the `=?base64?...?=` sentinel, or a raw value with "
+        "characters a header cannot carry",
+        MUST,
+        _c(_SHTTP, "Value Encoding", "Server Behavior for Custom Headers", "Server Validation"),
     ),
     Rule(
         "request.header.mismatch",
         _R,
         HEADER_MISMATCH,
-        "a mirrored header differs from the JSON-RPC body",
+        "a mirrored header differs from the JSON-RPC body (optional whitespace around the "
+        "value is not part of it)",
+        MUST,
+        _c(_SHTTP, "Server Validation") + "; " + _c(_SEP, "Header/Body Mismatch"),
     ),
     Rule(
         "request.version.unsupported",
         _R,
         UNSUPPORTED_PROTOCOL_VERSION,
         "the header and body agree on a protocol version that is not supported",
+        MUST,
+        _c(_SHTTP, "Protocol Version Header"),
     ),
     Rule(
         "request.legacy-leak",
         _R,
         HEADER_MISMATCH,
         "modern per-request metadata on an exchange of the legacy era",
+        SHOULD,
+        _c(_LHTTP, "Protocol Version Header") + "; " + _c(_LBASE, "Messages"),
     ),
     Rule(
         "request.method.removed",
@@ -93,127 +165,350 @@ RULES: tuple[Rule, ...] = (
         METHOD_NOT_FOUND,
         "a method the modern era removed (initialize, ping, logging/setLevel, ...) "
         "sent as a modern request",
+        MUST,
+        _c(_SHTTP, "Protocol Version Header") + "; 2026-07-28/deprecated.mdx",
+    ),
+    Rule(
+        "request.accept",
+        _R,
+        None,
+        "the client's `Accept` does not list both `application/json` and `text/event-stream` "
+        "(a legacy GET: `text/event-stream`)",
+        MUST,
+        _c(_SHTTP, "Sending Messages") + "; "
+        + _c(_LHTTP, "Sending Messages to the Server", "Listening for Messages from the Server"),
+    ),
+    Rule(
+        "request.version.invalid",
+        _R,
+        None,
+        "a legacy request whose `MCP-Protocol-Version` names no protocol revision",
+        MUST,
+        _c(_LHTTP, "Protocol Version Header"),
     ),
     # Responses (server -> client), judged on origin and egress.
-    Rule("response.parse", _S, PARSE_ERROR, "a JSON response body that is not valid JSON"),
+    Rule(
+        "response.parse",
+        _S,
+        PARSE_ERROR,
+        "a JSON response body that is not valid JSON",
+        MUST,
+        _c(_BASE, "Messages", "Responses"),
+    ),
     Rule(
         "response.envelope",
         _S,
         INVALID_REQUEST,
-        '`jsonrpc` is not "2.0", or the body is not a JSON object',
+        '`jsonrpc` is not "2.0", the body is not a JSON object, or a request got a success '
+        "status without a JSON-RPC response",
+        MUST,
+        _c(_BASE, "Messages", "Responses") + "; " + _c(_SHTTP, "Sending Messages"),
     ),
     Rule(
         "response.id",
         _S,
         INVALID_REQUEST,
         "the response id differs from the request id in value or JSON type",
+        MUST,
+        _c(_BASE, "Result Responses", "Error Responses"),
     ),
     Rule(
         "response.exclusivity",
         _S,
         INVALID_REQUEST,
         "a response carries both or neither of `result` and `error`",
+        MUST,
+        _c(_BASE, "Result Responses", "Error Responses"),
     ),
     Rule(
         "response.error.shape",
         _S,
         INVALID_REQUEST,
         "`error.code` is not an integer or `error.message` is not a string",
+        MUST,
+        _c(_BASE, "Error Responses"),
     ),
     Rule(
         "response.error.reserved",
         _S,
         INVALID_REQUEST,
-        "an undefined code in -32020..-32099, or -32002 from a modern server",
+        "a modern exchange carries an undefined code in -32020..-32099, or -32002/-32042",
+        MUST,
+        _c(_BASE, "Error Codes"),
+    ),
+    Rule(
+        "response.error.data",
+        _S,
+        INVALID_REQUEST,
+        "a -32022 error without `data.supported` (strings) and `data.requested`, or a -32021 "
+        "error without the `data.requiredCapabilities` object",
+        MUST,
+        _c(_SCHEMA, "interface UnsupportedProtocolVersionError",
+           "interface MissingRequiredClientCapabilityError") + "; " + _c(_BASE, "`_meta`"),
     ),
     Rule(
         "response.http-status",
         _S,
         INVALID_REQUEST,
-        "the HTTP status does not fit the result or error (200 / 400 / 404 mapping)",
+        "the HTTP status does not fit the result or error (200 / 400 / 404 mapping), also for "
+        "an error delivered inside an SSE stream",
+        MUST,
+        _c(_SHTTP, "Protocol Version Header", "Server Validation") + "; " + _c(_BASE, "`_meta`"),
     ),
     Rule(
         "response.header-mismatch-unanswered",
         _S,
         HEADER_MISMATCH,
         "a request with a header mismatch did not get HTTP 400 and JSON-RPC -32020 with its id",
+        MUST,
+        _c(_SHTTP, "Server Validation", "Server Behavior for Custom Headers"),
     ),
     Rule(
         "response.expected-error",
         _S,
         None,
-        "a request the ladder rejects (bad envelope, missing metadata, unsupported version, "
-        "removed method) was not answered with that JSON-RPC error",
+        "a request missing required `_meta`, with an unsupported version or a removed method "
+        "was not answered with the JSON-RPC error the specification names",
+        MUST,
+        _c(_BASE, "`_meta`") + "; " + _c(_SHTTP, "Protocol Version Header"),
+    ),
+    Rule(
+        "response.expected-error.jsonrpc",
+        _S,
+        None,
+        "a request that is not JSON, not a valid JSON-RPC request or has invalid params was not "
+        "answered with the standard JSON-RPC error (-32700 / -32600 / -32602)",
+        SHOULD,
+        _c(_BASE, "Error Codes") + "; " + _c(_MRTR, "Error Handling"),
     ),
     Rule(
         "response.content-type",
         _S,
         INVALID_REQUEST,
-        "a request was answered with a content type other than "
+        "a request was answered with a success status and a content type other than "
         "application/json or text/event-stream",
+        MUST,
+        _c(_SHTTP, "Sending Messages") + "; " + _c(_LHTTP, "Sending Messages to the Server"),
     ),
     Rule(
-        "response.result-type.missing", _S, INVALID_REQUEST, "a modern result without `resultType`"
+        "response.unauthorized.challenge",
+        _S,
+        None,
+        "an HTTP 401 without a `WWW-Authenticate` challenge",
+        MUST,
+        _c(_AUTH, "Token Handling", "Error Handling")
+        + "; 2026-07-28/basic/authorization/authorization-server-discovery.mdx § "
+        "Protected Resource Metadata Discovery Requirements; RFC 9110 § 15.5.2",
+    ),
+    Rule(
+        "response.origin",
+        _S,
+        None,
+        "a request with an invalid `Origin` was not answered with HTTP 403",
+        MUST,
+        _c(_SHTTP, "Security & Endpoint") + "; " + _c(_LHTTP, "Security Warning"),
+    ),
+    Rule(
+        "response.method-not-allowed",
+        _S,
+        None,
+        "a GET or DELETE to a modern-only endpoint was not answered with HTTP 405",
+        SHOULD,
+        _c(_SHTTP, "Earlier Streamable HTTP Revisions"),
+    ),
+    Rule(
+        "response.get-stream",
+        _S,
+        None,
+        "a legacy GET was answered with a success status but not `text/event-stream`",
+        MUST,
+        _c(_LHTTP, "Listening for Messages from the Server"),
+    ),
+    Rule(
+        "response.session-id",
+        _S,
+        None,
+        "a legacy `MCP-Session-Id` with characters outside visible ASCII (0x21-0x7E)",
+        MUST,
+        _c(_LHTTP, "Session Management"),
+    ),
+    Rule(
+        "response.legacy-version-status",
+        _S,
+        None,
+        "a legacy request with an invalid `MCP-Protocol-Version` was not answered with HTTP 400",
+        MUST,
+        _c(_LHTTP, "Protocol Version Header"),
+    ),
+    Rule(
+        "response.result-type.missing",
+        _S,
+        INVALID_REQUEST,
+        "a modern result without `resultType`",
+        MUST,
+        _c(_BASE, "Result Responses"),
     ),
     Rule(
         "response.result-type.unknown",
         _S,
         INVALID_REQUEST,
         "an unknown or unadvertised `resultType`",
+        MUST,
+        _c(_BASE, "ResultType"),
     ),
     Rule(
         "response.payload.tools-list",
         _S,
         INVALID_REQUEST,
-        "a `tools/list` result breaks the payload rules (tools array, unique names, "
-        "description, object-root inputSchema)",
+        "a `tools/list` result breaks the schema's payload rules (tools array, non-empty names, "
+        "object-root inputSchema)",
+        MUST,
+        _c(_SCHEMA, "interface Tool") + "; " + _c(_TOOLS, "Tool"),
+    ),
+    Rule(
+        "response.payload.tool-names-unique",
+        _S,
+        INVALID_REQUEST,
+        "two tools in one `tools/list` result share a name",
+        SHOULD,
+        _c(_TOOLS, "Tool Names"),
+    ),
+    Rule(
+        "response.payload.x-mcp-header",
+        _S,
+        INVALID_REQUEST,
+        "an `x-mcp-header` declaration breaks its constraints (empty, not a token, not unique "
+        "case-insensitively, on a non-primitive or `number` property, not statically reachable)",
+        MUST,
+        _c(_TOOLS, "x-mcp-header") + "; " + _c(_SHTTP, "Schema Extension"),
     ),
     Rule(
         "response.payload.completion",
         _S,
         INVALID_REQUEST,
         "a `completion/complete` result breaks the payload rules",
+        MUST,
+        _c("2026-07-28/server/utilities/completion.mdx", "Completion Results", "CompleteResult"),
     ),
     Rule(
         "response.payload.task",
         _S,
         INVALID_REQUEST,
-        "a `task` result breaks the tasks-extension payload rules",
+        "a `task` result or a `tasks/get` answer breaks the tasks-extension payload rules "
+        "(e.g. `completed` without `result`)",
+        MUST,
+        _c(_TASKS, "Task Creation", "Task Polling", "Task Status"),
     ),
     Rule(
         "response.payload.input-required",
         _S,
         INVALID_REQUEST,
-        "an `input_required` result on the wrong method or without inputRequests/requestState",
+        "an `input_required` result on the wrong method, without inputRequests/requestState, or "
+        "asking for input the client's capabilities did not declare",
+        MUST,
+        _c(_MRTR, "Supported Requests", "Server Requirements (Basic Workflow)"),
     ),
     Rule(
         "response.payload.caching",
         _S,
         INVALID_REQUEST,
         "a cacheable complete result without `ttlMs` >= 0 and `cacheScope` public/private",
+        MUST,
+        _c("2026-07-28/server/utilities/caching.mdx", "Time-to-Live (TTL) Field",
+           "Cache Scope Field"),
     ),
     Rule(
         "notification.response",
         _S,
         INVALID_REQUEST,
-        "a notification got anything but HTTP 202 with an empty body",
+        "a notification (or a legacy client's JSON-RPC response) got a 2xx other than 202 "
+        "with an empty body, or a success-shaped JSON-RPC answer",
+        MUST,
+        _c(_SHTTP, "Sending Messages") + "; " + _c(_LHTTP, "Sending Messages to the Server"),
     ),
     Rule(
         "sse.event",
         _S,
         INVALID_REQUEST,
-        "an SSE event that is not a valid JSON-RPC message for this era, "
-        "or an unrelated message before the response",
+        "an SSE event that is not a valid JSON-RPC message for this era (a server request on "
+        "a modern stream included)",
+        MUST,
+        _c(_SHTTP, "Receiving Messages"),
     ),
     Rule(
-        "sse.id", _S, INVALID_REQUEST, "an SSE response event whose id differs from the request's"
+        "sse.unrelated",
+        _S,
+        INVALID_REQUEST,
+        "a notification on a modern request stream that does not relate to the request "
+        "(progress for another token, a log message the request did not ask for, "
+        "list_changed, server-sent cancelled)",
+        MUST,
+        _c(_SHTTP, "Receiving Messages")
+        + "; 2026-07-28/basic/patterns/progress.mdx § Behavior Requirements"
+        + "; 2026-07-28/server/utilities/logging.mdx § Per-request log level"
+        + "; 2026-07-28/basic/patterns/cancellation.mdx § Cancellation Flow",
     ),
-    Rule("sse.unterminated", _S, None, "the stream ended before the final response"),
+    Rule(
+        "sse.progress",
+        _S,
+        INVALID_REQUEST,
+        "a progress notification whose `progress` does not increase over the last one for "
+        "its token on the stream",
+        MUST,
+        "2026-07-28/basic/patterns/progress.mdx § Progress Flow; "
+        "2025-11-25/basic/utilities/progress.mdx § Progress Flow",
+    ),
+    Rule(
+        "sse.listen",
+        _S,
+        INVALID_REQUEST,
+        "a listen stream whose first message is not the acknowledgement, or a notification "
+        "without the listen request's subscriptionId or of a type not opted in",
+        MUST,
+        _c(_SUBS, "Opening a Stream", "Acknowledgment", "Receiving Notifications"),
+    ),
+    Rule(
+        "sse.after-response",
+        _S,
+        INVALID_REQUEST,
+        "a message on a request stream after its final response",
+        SHOULD,
+        _c(_SHTTP, "Receiving Messages") + "; " + _c(_LHTTP, "Sending Messages to the Server"),
+    ),
+    Rule(
+        "sse.get-response",
+        _S,
+        INVALID_REQUEST,
+        "a JSON-RPC response on a legacy GET stream that resumes no request stream",
+        MUST,
+        _c(_LHTTP, "Listening for Messages from the Server"),
+    ),
+    Rule(
+        "sse.id",
+        _S,
+        INVALID_REQUEST,
+        "an SSE response event whose id differs from the request's",
+        MUST,
+        _c(_BASE, "Result Responses", "Error Responses"),
+    ),
+    Rule(
+        "sse.unterminated",
+        _S,
+        None,
+        "the stream ended before the final response (a legacy stream: across its resumptions, "
+        "when its session ended or it stayed idle past the limit)",
+        MUST,
+        _c(_BASE, "Responses") + "; " + _c(_SHTTP, "Receiving Messages") + "; "
+        + _c(_LHTTP, "Sending Messages to the Server", "Resumability and Redelivery"),
+        legacy_strength=SHOULD,
+    ),
     Rule(
         "wire.schema",
         _S,
         INVALID_REQUEST,
         "a result the official generated schema of its revision rejects",
+        MUST,
+        _c(_SCHEMA, "interface Result") + "; " + _c(_LSCHEMA, "interface Result"),
     ),
     # Hops: comparisons between two views or two hops.
     Rule(
@@ -221,106 +516,128 @@ RULES: tuple[Rule, ...] = (
         Boundary.HOP,
         None,
         "an origin 4xx JSON-RPC error became a 5xx or a body without that error",
+        MUST,
+        _c(_SHTTP, "Server Validation") + "; RFC 9110 § 3.7",
     ),
-    Rule("hop.body-changed", Boundary.HOP, None, "the egress JSON-RPC body differs from origin"),
-    Rule("hop.status-changed", Boundary.HOP, None, "the egress status differs from origin"),
+    Rule(
+        "hop.body-changed",
+        Boundary.HOP,
+        None,
+        "the egress JSON-RPC body differs from origin",
+        MUST,
+        "RFC 9110 § 7.7; " + _c(_PRODUCT, "Architecture principles"),
+    ),
+    Rule(
+        "hop.status-changed",
+        Boundary.HOP,
+        None,
+        "the egress status differs from origin",
+        MUST,
+        "RFC 9110 § 7.7; " + _c(_PRODUCT, "Architecture principles"),
+    ),
     Rule(
         "hop.header-changed",
         Boundary.HOP,
         None,
         "an MCP header (version, method, name, param) was dropped or rewritten between hops",
+        MUST,
+        _c(_SHTTP, "Server Behavior for Custom Headers", "Request Metadata"),
     ),
     Rule(
         "hop.sse-buffered",
         Boundary.HOP,
         None,
         "SSE events held back and flushed together, or the first event delayed",
+        SHOULD,
+        _c(_SHTTP, "Receiving Messages"),
     ),
     # Clients: era selection over one client's exchanges.
     Rule(
         "client.downgrade",
         Boundary.CLIENT,
         None,
-        "`initialize` after a recognised modern error (-32020/-32021/-32022)",
+        "a legacy `initialize` after a recognised modern error (-32020/-32021/-32022)",
+        SHOULD,
+        _c(_SHTTP, "Backward Compatibility")
+        + "; 2026-07-28/basic/versioning.mdx § Backward Compatibility with "
+        "Initialization-Based Versions",
     ),
     Rule(
         "client.fallback-unproven",
         Boundary.CLIENT,
         None,
-        "legacy era used without an allowlisted endpoint and positive initialize evidence",
+        "legacy era used without an allowlisted endpoint and positive initialize evidence "
+        "(the operator's era policy)",
+        SHOULD,
+        _c(_SHTTP, "Backward Compatibility") + "; " + _TOOL,
     ),
     # SDK differential.
-    Rule("sdk.dropped", Boundary.SDK, None, "the SDK's typed view lost a semantic field"),
-    Rule("sdk.changed", Boundary.SDK, None, "the SDK's typed view changed a field's value"),
+    Rule("sdk.dropped", Boundary.SDK, None, "the SDK's typed view lost a semantic field",
+         MUST, _TOOL),
+    Rule("sdk.changed", Boundary.SDK, None, "the SDK's typed view changed a field's value",
+         MUST, _TOOL),
     Rule("sdk.rejected", Boundary.SDK, None,
-         "the SDK refused a result the wire carried: the application gets an exception"),
+         "the SDK refused a result the wire carried: the application gets an exception",
+         MUST, _TOOL),
     Rule(
         "sdk.synthesized",
         Boundary.SDK,
         None,
-        "the SDK's typed view invented a field the wire never carried",
-    ),
+        "the SDK's typed view invented a field the wire never carried", MUST, _TOOL),
     # The tap's own health.
     Rule(
         "tap.internal-error",
         Boundary.TAP,
         None,
-        "a check raised; forwarding went on and the exchange was judged incompletely",
-    ),
+        "a check raised; forwarding went on and the exchange was judged incompletely", MUST, _TOOL),
     Rule(
         "tap.upstream-failure",
         Boundary.TAP,
         None,
-        "the tap could not reach the upstream and answered 502/504 itself",
-    ),
+        "the tap could not reach the upstream and answered 502/504 itself", MUST, _TOOL),
     Rule(
         "tap.capture-truncated",
         Boundary.TAP,
         None,
         "a body exceeded the capture cap; its digest covers every byte, its content is cut",
-    ),
+         MUST, _TOOL),
     # Gate reasons.
-    Rule("gate.conformance", Boundary.GATE, None, "conformance findings block promotion"),
-    Rule("gate.conformance.empty", Boundary.GATE, None, "no exchanges were recorded"),
-    Rule("gate.sdk", Boundary.GATE, None, "SDK differences the policy does not allow"),
-    Rule("gate.sdk.empty", Boundary.GATE, None, "no SDK differential could be computed"),
-    Rule("gate.hop", Boundary.GATE, None, "a hop finding names a box that changed the traffic"),
+    Rule("gate.conformance", Boundary.GATE, None, "conformance findings block promotion",
+         MUST, _TOOL),
+    Rule("gate.conformance.empty", Boundary.GATE, None, "no exchanges were recorded", MUST, _TOOL),
+    Rule("gate.sdk", Boundary.GATE, None, "SDK differences the policy does not allow", MUST, _TOOL),
+    Rule("gate.sdk.empty", Boundary.GATE, None, "no SDK differential could be computed",
+         MUST, _TOOL),
+    Rule("gate.hop", Boundary.GATE, None, "a hop finding names a box that changed the traffic",
+         MUST, _TOOL),
     Rule(
         "gate.hop.empty",
         Boundary.GATE,
         None,
-        "the policy requires a two-hop capture and no hop comparison was recorded",
-    ),
+        "the policy requires a two-hop capture and no hop comparison was recorded", MUST, _TOOL),
     Rule(
         "gate.integrity",
         Boundary.GATE,
         None,
-        "the evidence failed verification (gap, tampering, truncation)",
-    ),
-    Rule("gate.health.samples", Boundary.GATE, None, "too few samples in the health window"),
-    Rule("gate.health.error-rate", Boundary.GATE, None, "error rate above the policy maximum"),
-    Rule("gate.health.latency", Boundary.GATE, None, "latency percentile above the maximum"),
-    Rule(
-        "gate.health.sse-first-event",
-        Boundary.GATE,
-        None,
-        "SSE first-event latency above the maximum",
-    ),
-    Rule("gate.health.duration", Boundary.GATE, None, "observation window shorter than required"),
-    Rule("gate.health.baseline", Boundary.GATE, None, "candidate worse than the baseline window"),
-    Rule("gate.rollback.missing", Boundary.GATE, None, "no rollback evidence was given"),
-    Rule(
-        "gate.rollback.field",
-        Boundary.GATE,
-        None,
-        "a rollback evidence field is missing or not of the exact type and value",
-    ),
-    Rule(
-        "gate.rollback.attestation",
-        Boundary.GATE,
-        None,
-        "the rollback attestation is missing, untrusted or does not verify",
-    ),
+        "the evidence failed verification (gap, tampering, truncation)", MUST, _TOOL),
+    Rule("gate.health.samples", Boundary.GATE, None, "too few samples in the health window",
+         MUST, _TOOL),
+    Rule("gate.health.error-rate", Boundary.GATE, None, "error rate above the policy maximum",
+         MUST, _TOOL),
+    Rule("gate.health.latency", Boundary.GATE, None, "latency percentile above the maximum",
+         MUST, _TOOL),
+    Rule("gate.health.sse-first-event", Boundary.GATE, None,
+         "SSE first-event latency above the maximum", MUST, _TOOL),
+    Rule("gate.health.duration", Boundary.GATE, None, "observation window shorter than required",
+         MUST, _TOOL),
+    Rule("gate.health.baseline", Boundary.GATE, None, "candidate worse than the baseline window",
+         MUST, _TOOL),
+    Rule("gate.rollback.missing", Boundary.GATE, None, "no rollback evidence was given",
+         MUST, _TOOL),
+    Rule("gate.rollback.field", Boundary.GATE, None,
+         "a rollback evidence field is missing or not of the exact type and value", MUST, _TOOL),
+    Rule("gate.rollback.attestation", Boundary.GATE, None,
+         "the rollback attestation is missing, untrusted or does not verify", MUST, _TOOL),
 )
 
 CATALOG: dict[str, Rule] = {r.id: r for r in RULES}
@@ -331,8 +648,18 @@ def rule(rule_id: str) -> Rule:
     return CATALOG[rule_id]
 
 
-def finding(rule_id: str, message: str, where: str = "", *, code: int | None = None) -> Finding:
-    """Make a :class:`Finding` for a catalog rule, with the rule's code unless ``code`` is given."""
+def finding(
+    rule_id: str,
+    message: str,
+    where: str = "",
+    *,
+    code: int | None = None,
+    era: Era | None = None,
+) -> Finding:
+    """Make a :class:`Finding` for a catalog rule, with the rule's code unless ``code`` is given.
+
+    ``era`` picks the rule's legacy strength for a legacy exchange (see :class:`Rule`).
+    """
     entry = CATALOG[rule_id]
     return Finding(
         rule=rule_id,
@@ -340,7 +667,116 @@ def finding(rule_id: str, message: str, where: str = "", *, code: int | None = N
         boundary=entry.boundary,
         message=message,
         where=where,
+        strength=entry.strength_in(era),
     )
+
+
+ADDED_FROM_REVIEW: tuple[str, ...] = (
+    "request.accept",
+    "request.version.invalid",
+    "response.error.data",
+    "response.expected-error.jsonrpc",
+    "response.unauthorized.challenge",
+    "response.origin",
+    "response.method-not-allowed",
+    "response.get-stream",
+    "response.legacy-version-status",
+    "response.session-id",
+    "response.payload.tool-names-unique",
+    "response.payload.x-mcp-header",
+    "sse.unrelated",
+    "sse.listen",
+    "sse.after-response",
+    "sse.get-response",
+    "sse.progress",
+)
+"""Rules added when every Streamable HTTP page was read for MUSTs no rule checked (issue 11)."""
+
+NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
+    (
+        _c(_SHTTP, "Sending Messages"),
+        "the client MUST use HTTP POST",
+        "a GET or DELETE comes from a client of an earlier revision, which the page itself "
+        "expects; the server's answer is judged instead (`response.method-not-allowed`)",
+    ),
+    (
+        _c(_SHTTP, "Security & Endpoint"),
+        "servers MUST validate `Origin`",
+        "which origins a server allows is its own policy: the tap judges the answer only to an "
+        "`Origin` it knows is invalid (a non-loopback origin on a loopback `Host`, or one "
+        "outside the configured allowlist)",
+    ),
+    (
+        _c(_SHTTP, "Cancellation"),
+        "after the client closed the stream the server MUST NOT send further messages",
+        "nothing the server writes after the close reaches the tap's view of the exchange",
+    ),
+    (
+        _c(_BASE, "Requests"),
+        "a request id MUST NOT match any other request id the sender issued",
+        "needs every id a client ever sent; ids seen by one tap are a sample, so a repeat "
+        "seen elsewhere could not be told from a retry through another tap",
+    ),
+    (
+        _c(_MRTR, "Server Requirements (Basic Workflow)"),
+        "`inputRequests` keys MUST be unique; `requestState` MUST be integrity-protected",
+        "a JSON object cannot carry a key twice once parsed, and state protection is "
+        "inside the server",
+    ),
+    (
+        _c(_MRTR, "Client Requirements (Basic Workflow)"),
+        "the retry MUST use a new id and echo `requestState` exactly",
+        "needs correlating two client requests across time; the tap judges exchanges one "
+        "at a time",
+    ),
+    (
+        _c(_SHTTP, "Schema Extension"),
+        "clients MUST reject tool definitions with an invalid `x-mcp-header`",
+        "what a client hides from its application is not on the wire; the server's "
+        "declaration is judged instead (`response.payload.x-mcp-header`)",
+    ),
+    (
+        _c(_SHTTP, "Schema Extension"),
+        "integer header values MUST be within JavaScript's safe range",
+        "a client-side conversion rule; a value outside the range still mirrors the body, "
+        "which `request.header.mismatch` judges",
+    ),
+    (
+        _c(_LHTTP, "Multiple Connections"),
+        "a legacy server MUST NOT broadcast one message on several streams",
+        "needs matching messages across concurrent streams of a session",
+    ),
+    (
+        _c(_LHTTP, "Resumability and Redelivery"),
+        "legacy event ids MUST be unique across a session's streams; a resumed stream MUST NOT "
+        "replay another stream's messages",
+        "not yet checked (the resumption tracker knows the event ids; planned)",
+    ),
+    (
+        _c(_LHTTP, "Session Management"),
+        "after ending a session the server MUST answer its id with 404",
+        "a server may end a session at any time without telling the tap; only a 404 it "
+        "gives is seen, never the moment it ended",
+    ),
+    (
+        _c(_AUTH, "Access Token Usage"),
+        "access tokens MUST NOT be in the query string; authorization on every request",
+        "the tap does not know which deployments use authorization, and quoting a query "
+        "string that holds a token would put the secret into evidence",
+    ),
+    (
+        _c(_TASKS, "Task Polling"),
+        "`inputRequests` keys MUST be unique over a task's lifetime",
+        "needs every poll of a task; each answer is judged on its own",
+    ),
+    (
+        "2025-03-26 (not in shared/spec)",
+        "one response per request of a batch",
+        "judged as a SHOULD (`sse.unterminated` with its legacy strength) from the "
+        "2025-11-25 wording; the 2025-03-26 pages are not in `shared/spec`",
+    ),
+)
+"""MUSTs on the Streamable HTTP wire that no rule checks: (citation, the MUST, why not)."""
 
 
 def render_markdown() -> str:
@@ -351,12 +787,40 @@ def render_markdown() -> str:
         "Generated from `mcp_tap/core/catalog.py` by `python -m mcp_tap.core.catalog`; "
         "do not edit by hand.",
         "",
-        "| id | boundary | code | what |",
-        "|---|---|---|---|",
+        "Every rule cites the page and section it comes from (pages under `shared/spec/`, "
+        "the published specification; `product.md` for the tool's own rules) and carries a "
+        "strength: `must` is a violation, `should` a warning; a MAY is never a finding. "
+        "`must (legacy: should)` means the legacy revision words the rule as a SHOULD. By "
+        "default the gate blocks on `must` findings and reports `should` ones.",
+        "",
+        "| id | boundary | code | strength | what | source |",
+        "|---|---|---|---|---|---|",
     ]
     for r in RULES:
         code = "—" if r.code is None else str(r.code)
-        lines.append(f"| `{r.id}` | {r.boundary} | {code} | {r.summary} |")
+        strength = str(r.strength)
+        if r.legacy_strength is not None:
+            strength += f" (legacy: {r.legacy_strength})"
+        lines.append(
+            f"| `{r.id}` | {r.boundary} | {code} | {strength} | {r.summary} | {r.cite} |"
+        )
+    lines += [
+        "",
+        "## Added from the specification review",
+        "",
+        "Reading every Streamable HTTP page of both eras for MUSTs no rule checked added:",
+        "",
+    ]
+    lines += [f"- `{rid}` ({CATALOG[rid].strength}): {CATALOG[rid].summary}"
+              for rid in ADDED_FROM_REVIEW]
+    lines += [
+        "",
+        "## MUSTs not checked",
+        "",
+        "| source | requirement | why not |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {cite} | {what} | {why} |" for cite, what, why in NOT_CHECKED]
     return "\n".join(lines) + "\n"
 
 

@@ -97,15 +97,21 @@ def infer_era(
 
     ``legacy_session`` is true when the request belongs to a session that a legacy
     ``initialize`` opened (the proxy tracks ``Mcp-Session-Id``). Legacy wins when the
-    handshake or its session says so, even if modern metadata leaks in (that leak is then
-    judged as ``request.legacy-leak``); otherwise a request is modern unless only legacy
-    signs are present.
+    session says so, even if modern metadata leaks in (that leak is then judged as
+    ``request.legacy-leak``), and for an ``initialize`` without the modern metadata; an
+    ``initialize`` carrying it is a modern request (judged ``request.method.removed``).
+    Otherwise a request is modern unless only legacy signs are present.
     """
     method = message.get("method") if isinstance(message, dict) else None
-    if legacy_session or method in ("initialize", "notifications/initialized"):
-        return Era.LEGACY
     meta = body_meta(message)
-    if meta is not None and (MODERN_META_KEYS & meta.keys()):
+    modern_meta = meta is not None and bool(MODERN_META_KEYS & meta.keys())
+    if legacy_session:
+        return Era.LEGACY
+    if method in ("initialize", "notifications/initialized"):
+        # A modern-shaped initialize (the per-request metadata, no handshake) is a modern
+        # request for a method the modern era removed, not a legacy handshake.
+        return Era.MODERN if modern_meta and method == "initialize" else Era.LEGACY
+    if modern_meta:
         return Era.MODERN
     if is_legacy_version(version_header):
         return Era.LEGACY

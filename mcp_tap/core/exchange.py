@@ -17,13 +17,15 @@ from mcp_tap.core.eras import (
     Era,
     body_meta,
     infer_era,
+    is_modern_version,
 )
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.jsonrpc import Kind, parse_json
 from mcp_tap.core.requests import RequestContext, RequestVerdict, check_request
-from mcp_tap.core.responses import ResponseContext, check_response
+from mcp_tap.core.responses import ResponseContext, check_response, decode_sse
 from mcp_tap.core.sse import SSEEvent
+from mcp_tap.core.transport import accept_problem, check_non_post, check_origin
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +34,10 @@ class Exchange:
 
     ``era`` ``None`` means "infer it from the request" (see :func:`eras.infer_era`).
     ``response_status`` ``None`` means no answer was seen (the exchange is judged on its
-    request only). Truncated bodies (past a capture cap) are judged incompletely: rules that
-    need the whole body are skipped rather than reported falsely.
+    request only). ``allowed_origins`` lists the origins the server accepts, when known;
+    without it only a non-loopback ``Origin`` on a loopback ``Host`` is known invalid.
+    Truncated bodies (past a capture cap) are judged incompletely: rules that need the
+    whole body are skipped rather than reported falsely.
     """
 
     request_headers: HeaderMap
@@ -51,6 +55,7 @@ class Exchange:
     request_truncated: bool = False
     response_truncated: bool = False
     sse_events: Sequence[SSEEvent] | None = None
+    allowed_origins: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +67,7 @@ class Judgement:
     findings: tuple[Finding, ...]
     request_message: Any
     response_messages: tuple[Any, ...]
+    context: ResponseContext | None = None  # what the response was judged with (resumption)
 
     @property
     def method(self) -> str | None:
@@ -99,13 +105,45 @@ def client_extensions(message: Any) -> frozenset[str] | None:
     return frozenset(ext) if isinstance(ext, dict) else frozenset()
 
 
+def client_capabilities(message: Any) -> dict[str, Any] | None:
+    """The capabilities a modern request declares (``None`` when unknown)."""
+    meta = body_meta(message)
+    caps = meta.get(META_CLIENT_CAPABILITIES) if meta else None
+    return caps if isinstance(caps, dict) else None
+
+
 def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
     """Judge one exchange: request rules on ingress, response rules at ``where``."""
+    origin_found, refused = check_origin(
+        exchange.request_headers, exchange.response_status, where, exchange.allowed_origins
+    )
     if exchange.http_method.upper() != "POST":
-        # GET streams and DELETE exist only in the legacy era and carry no request body;
-        # the modern SHOULD-405 is not a finding.
-        era = exchange.era or (Era.LEGACY if exchange.legacy_session else Era.UNKNOWN)
-        return Judgement(era, None, (), None, ())
+        # GET streams and DELETE exist only in the legacy era and carry no request body. An
+        # unknown era (no session, no modern version header, no era given) is not judged for
+        # the modern SHOULD-405: a server speaking both eras answers a legacy client's GET
+        # with a stream.
+        era = exchange.era or (
+            Era.LEGACY
+            if exchange.legacy_session
+            else Era.MODERN
+            if is_modern_version(exchange.request_headers.get(HEADER_PROTOCOL_VERSION))
+            else Era.UNKNOWN
+        )
+        found = list(origin_found)
+        accept = accept_problem(exchange.request_headers, exchange.http_method, era)
+        if accept is not None:
+            found.append(accept)
+        if not refused and not exchange.response_truncated:
+            found += check_non_post(
+                exchange.http_method,
+                era,
+                exchange.request_headers,
+                exchange.response_status,
+                exchange.response_headers,
+                _events(exchange),
+                where,
+            )
+        return Judgement(era, None, tuple(found), None, ())
     if exchange.request_truncated:
         message, parse_error = None, None
     else:
@@ -125,14 +163,19 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
     )
     verdict = check_request(exchange.request_headers, message, ctx, parse_error=parse_error)
     found = list(verdict.findings)
+    accept = accept_problem(exchange.request_headers, "POST", era)
+    if accept is not None:
+        found.append(accept)
+    found += origin_found
     messages: list[Any] = []
-    if exchange.response_status is not None and not exchange.response_truncated:
-        rctx = ResponseContext(
-            era=era,
-            capabilities=exchange.capabilities,
-            client_extensions=client_extensions(message),
-            version=verdict.version,
-        )
+    rctx = ResponseContext(
+        era=era,
+        capabilities=exchange.capabilities,
+        client_extensions=client_extensions(message),
+        version=verdict.version,
+        client_capabilities=client_capabilities(message),
+    )
+    if exchange.response_status is not None and not exchange.response_truncated and not refused:
         response_found, messages = check_response(
             verdict,
             exchange.response_status,
@@ -143,4 +186,13 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
             sse_events=exchange.sse_events,
         )
         found += response_found
-    return Judgement(era, verdict, tuple(found), message, tuple(messages))
+    return Judgement(era, verdict, tuple(found), message, tuple(messages), rctx)
+
+
+def _events(exchange: Exchange) -> list[SSEEvent]:
+    if exchange.sse_events is not None:
+        return list(exchange.sse_events)
+    if exchange.response_headers.content_type() != "text/event-stream":
+        return []
+    events, _ = decode_sse(exchange.response_body)
+    return events

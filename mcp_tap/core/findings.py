@@ -7,6 +7,16 @@ from enum import StrEnum
 from typing import Any
 
 
+class Strength(StrEnum):
+    """How strongly the specification states a rule: a MUST is a violation, a SHOULD a warning.
+
+    A MAY is never a finding, so it has no strength.
+    """
+
+    MUST = "must"
+    SHOULD = "should"
+
+
 class Boundary(StrEnum):
     """Which boundary a rule concerns."""
 
@@ -24,7 +34,8 @@ class Finding:
     """One broken rule: the stable rule id, its JSON-RPC code, and where it was seen.
 
     ``where`` names the view or place (``ingress``, ``origin``, ``egress``, ``sse[2]``,
-    ``hop edge->origin``); ``message`` is a one-line human explanation.
+    ``hop edge->origin``); ``message`` is a one-line human explanation; ``strength`` is the
+    rule's (see :class:`Strength`).
     """
 
     rule: str
@@ -32,6 +43,7 @@ class Finding:
     boundary: Boundary
     message: str
     where: str = ""
+    strength: Strength = Strength.MUST
 
     def to_json(self) -> dict[str, Any]:
         """Return the finding as a plain JSON object (the evidence and report shape)."""
@@ -41,15 +53,21 @@ class Finding:
             "boundary": str(self.boundary),
             "message": self.message,
             "where": self.where,
+            "strength": str(self.strength),
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Finding:
-        """Rebuild a finding from :meth:`to_json` output."""
+        """Rebuild a finding from :meth:`to_json` output.
+
+        Evidence written before findings carried a strength has none: it reads as ``must``
+        here, and readers that can look the rule up (the gate) use the catalog's instead.
+        """
         return cls(
             rule=str(data["rule"]),
             code=data.get("code"),
             boundary=Boundary(data.get("boundary", "response")),
             message=str(data.get("message", "")),
             where=str(data.get("where", "")),
+            strength=Strength.SHOULD if data.get("strength") == "should" else Strength.MUST,
         )

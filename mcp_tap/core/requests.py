@@ -107,6 +107,7 @@ class RequestVerdict:
     era: Era
     version: str | None
     findings: tuple[Finding, ...]
+    batch: tuple[RequestVerdict, ...] = ()
 
     @property
     def kind(self) -> Kind:
@@ -217,11 +218,16 @@ def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
         # Batches existed only in 2025-03-26.
         if version == "2025-03-26" and message:
             found: list[Finding] = []
+            items: list[RequestVerdict] = []
             for item in message:
                 item_c = classify(item)
                 if item_c.kind is Kind.INVALID:
                     found.append(finding("request.envelope", item_c.problem, WHERE))
-            return RequestVerdict(classify(message[0]), Era.LEGACY, version, tuple(found))
+                items.append(RequestVerdict(item_c, Era.LEGACY, version, ()))
+            # Only the requests of a batch are answered; all notifications: 202 like one.
+            requests = tuple(v for v in items if v.kind is Kind.REQUEST)
+            head = requests[0].classified if requests else classify(message[0])
+            return RequestVerdict(head, Era.LEGACY, version, tuple(found), requests)
         c = classify(message)
         return RequestVerdict(
             c,
@@ -257,7 +263,7 @@ def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
                 ),
             ),
         )
-    header = headers.get(HEADER_PROTOCOL_VERSION)
+    header, _ = _single(headers, HEADER_PROTOCOL_VERSION)
     if is_modern_version(header):
         return RequestVerdict(
             c,
@@ -267,6 +273,20 @@ def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
                 finding(
                     "request.legacy-leak",
                     f"{HEADER_PROTOCOL_VERSION}: {header} (a modern revision) on a legacy exchange",
+                    WHERE,
+                ),
+            ),
+        )
+    if header is not None and header not in LEGACY_VERSIONS:
+        # Not a revision at all: the server owes 400 (response.legacy-version-status).
+        return RequestVerdict(
+            c,
+            Era.LEGACY,
+            version,
+            (
+                finding(
+                    "request.version.invalid",
+                    f"{HEADER_PROTOCOL_VERSION}: {header!r} names no protocol revision",
                     WHERE,
                 ),
             ),
@@ -312,10 +332,18 @@ def _meta_problem(message: dict[str, Any], meta: dict[str, Any] | None) -> str:
 
 
 def _single(headers: HeaderMap, name: str) -> tuple[str | None, Finding | None]:
-    try:
-        return headers.single(name), None
-    except ConflictingHeaderError as exc:
+    """The one value of a mirrored header, without the optional whitespace around it.
+
+    HTTP strips spaces and tabs around a field value (RFC 9110 5.5): they are not part of
+    it, so ``Mcp-Name:  foo `` carries ``foo`` (SEP-2243, "Header/Body Mismatch").
+    """
+    values = [v.strip(" \t") for v in headers.get_all(name)]
+    if not values:
+        return None, None
+    if any(v != values[0] for v in values[1:]):
+        exc = ConflictingHeaderError(name, headers.get_all(name))
         return None, finding("request.header.duplicate", str(exc), WHERE)
+    return values[0], None
 
 
 def _duplicate_routing_header(headers: HeaderMap) -> Finding | None:

@@ -20,13 +20,14 @@ from mcp_tap.core.catalog import (
     UNSUPPORTED_PROTOCOL_VERSION,
     finding,
 )
-from mcp_tap.core.eras import Era, body_meta
+from mcp_tap.core.eras import META_LOG_LEVEL, META_SUBSCRIPTION_ID, Era, body_meta
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.jsonrpc import Kind, classify, json_type, parse_json, same_id
 from mcp_tap.core.requests import RequestVerdict
 from mcp_tap.core.results import check_result
 from mcp_tap.core.sse import SSEDecoder, SSEEvent
+from mcp_tap.core.transport import PRE_BODY_STATUSES, challenge, http_only, session_id_problem
 
 DEFINED_RESERVED_CODES = frozenset(
     {HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION}
@@ -49,6 +50,7 @@ _OWED_ERRORS = {
     "request.method.removed",
     "request.schema",
 }
+_JSONRPC_OWED = frozenset({"request.parse", "request.envelope", "request.schema"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,7 @@ class ResponseContext:
     capabilities: frozenset[str] = frozenset()
     client_extensions: frozenset[str] | None = None
     version: str | None = None
+    client_capabilities: dict[str, Any] | None = None
 
 
 def decode_sse(body: bytes) -> tuple[list[SSEEvent], bool]:
@@ -84,25 +87,52 @@ def check_response(
     Returns the findings and the decoded JSON-RPC messages (the JSON body, or each SSE
     event's data). ``sse_events`` may carry events already decoded while streaming.
     """
-    if verdict.kind is Kind.NOTIFICATION:
+    if verdict.kind is Kind.NOTIFICATION or (
+        verdict.kind is Kind.RESPONSE and verdict.era is Era.LEGACY
+    ):
+        # A legacy client's answer to a server request is owed what a notification is.
         return _notification(status, body, where), []
     if verdict.kind is Kind.RESPONSE:
-        return [], []  # A legacy client's answer to a server request: 202 is all that is owed.
+        return [], []  # request.envelope already: the modern spec names no answer to it.
+    invalid_version = next(
+        (f for f in verdict.findings if f.rule == "request.version.invalid"), None
+    )
+    if invalid_version is not None:
+        if status == 400:
+            return [], []
+        return [
+            finding(
+                "response.legacy-version-status",
+                f"{invalid_version.message}, answered HTTP {status} (owed 400)",
+                where,
+            )
+        ], []
     ctype = headers.content_type()
+    found: list[Finding] = []
+    if verdict.era is Era.LEGACY and verdict.method == "initialize":
+        found += session_id_problem(headers, where)
+    if http_only(status, body) and ctype != "text/event-stream":
+        # A plain HTTP error (auth, rate limit, server error) is judged by its own rules,
+        # never as malformed JSON-RPC; a rejection the server owed an answer to is still owed
+        # one unless it was refused before its body was read.
+        found += challenge(status, headers, where)
+        if status not in PRE_BODY_STATUSES:
+            found += _owed(verdict, None, status, where)
+        return found, []
     if ctype == "text/event-stream":
         if sse_events is None:
             events, _ = decode_sse(body)
         else:
             events = list(sse_events)
-        return check_sse_stream(verdict, status, events, ctx, where=where)
+        sse_found, messages = check_sse_stream(verdict, status, events, ctx, where=where)
+        return found + sse_found, messages
     if not body.strip():
-        return _unanswered(verdict, status, f"HTTP {status} with an empty body", where), []
+        return found + _unanswered(verdict, status, f"HTTP {status} with an empty body", where), []
     try:
         message = parse_json(body)
     except ValueError:
         problem = [finding("response.parse", f"HTTP {status} {ctype or 'body'} is not JSON", where)]
-        return problem + _unanswered(verdict, status, f"HTTP {status} body is not JSON", where), []
-    found: list[Finding] = []
+        return found + problem + _owed(verdict, None, status, where), []
     if ctype != "application/json":
         found.append(
             finding(
@@ -111,8 +141,41 @@ def check_response(
                 where,
             )
         )
-    found += check_message(verdict, message, ctx, status=status, where=where)
+    if verdict.batch and isinstance(message, list):
+        found += _batch_body(verdict, message, ctx, status, where)
+    else:
+        found += check_message(verdict, message, ctx, status=status, where=where)
     return found, [message]
+
+
+def _batch_body(
+    verdict: RequestVerdict, messages: list[Any], ctx: ResponseContext, status: int, where: str
+) -> list[Finding]:
+    """A 2025-03-26 batch answered with a JSON array: one response per request, by id."""
+    found: list[Finding] = []
+    pending = {_id_key(v.id): v for v in verdict.batch if v.id is not None}
+    for index, message in enumerate(messages):
+        item = pending.pop(_id_key(message.get("id")) if isinstance(message, dict) else "", None)
+        at = f"{where}[{index}]"
+        if item is None:
+            found.append(finding("response.id", "a batch response for no request of it", at))
+            continue
+        found += check_message(item, message, ctx, status=status, where=at)
+    if pending:
+        found.append(
+            finding(
+                "sse.unterminated",
+                f"{len(pending)} request(s) of the batch got no response",
+                where,
+                era=ctx.era,
+            )
+        )
+    return found
+
+
+def _id_key(value: Any) -> str:
+    """An id as a key that keeps its JSON type ("1" and 1 differ)."""
+    return f"{type(value).__name__}:{value!r}"
 
 
 def check_message(
@@ -126,8 +189,9 @@ def check_message(
 ) -> list[Finding]:
     """Judge one JSON-RPC response message to ``verdict``'s request (JSON body or SSE event).
 
-    ``in_stream`` marks a response delivered as an SSE event: its HTTP status was committed
-    (200) before the message existed, so the per-code status mapping does not apply to it.
+    ``in_stream`` marks a response delivered as an SSE event. A success result there needs
+    no status of its own (the stream's status is judged once); an error keeps its status
+    rule (-32601 owes 404, -32020..-32022 owe 400), so a 200 stream carrying one is wrong.
     """
     envelope = ""
     if not isinstance(message, dict):
@@ -156,7 +220,8 @@ def check_message(
         return found + _owed(verdict, None, status, where, id_ok=id_ok)
     if has_error:
         error = message["error"]
-        found += _error(error, None if in_stream else status, verdict, ctx, where)
+        # An error keeps its status rule inside a stream: the stream's 200 is then wrong.
+        found += _error(error, status, verdict, ctx, where, in_stream=in_stream)
         code = error.get("code") if isinstance(error, dict) else None
         code = code if isinstance(code, int) and not isinstance(code, bool) else None
         return found + _owed(verdict, code, status, where, id_ok=id_ok)
@@ -177,6 +242,7 @@ def check_message(
             client_extensions=ctx.client_extensions,
             version=ctx.version or verdict.version,
             where=where,
+            client_capabilities=ctx.client_capabilities,
         )
     return found
 
@@ -187,6 +253,8 @@ def _error(
     verdict: RequestVerdict,
     ctx: ResponseContext,
     where: str,
+    *,
+    in_stream: bool = False,
 ) -> list[Finding]:
     if not isinstance(error, dict):
         return [
@@ -212,8 +280,8 @@ def _error(
             )
         ]
     modern = ctx.era is Era.MODERN
-    defined = DEFINED_RESERVED_CODES | (frozenset() if modern else LEGACY_DEFINED_RESERVED_CODES)
-    if -32099 <= code <= -32020 and code not in defined:
+    # The -32020..-32099 reservation exists from 2026-07-28 on: a legacy exchange may use them.
+    if modern and -32099 <= code <= -32020 and code not in DEFINED_RESERVED_CODES:
         return [
             finding(
                 "response.error.reserved",
@@ -229,7 +297,12 @@ def _error(
                 where,
             )
         ]
-    if status is None or not modern:
+    if not modern:
+        return []
+    data_problem = _error_data(code, error.get("data"))
+    if data_problem:
+        return [finding("response.error.data", data_problem, where)]
+    if status is None:
         return []
     want = STATUS_FOR_CODE.get(code)
     rejection = verdict.rejection
@@ -243,11 +316,29 @@ def _error(
         return [
             finding(
                 "response.http-status",
-                f"JSON-RPC error {code} must be HTTP {want}, got {status}",
+                f"JSON-RPC error {code} must be HTTP {want}, got {status}"
+                + (" (delivered inside the SSE stream)" if in_stream else ""),
                 where,
             )
         ]
     return []
+
+
+def _error_data(code: int, data: Any) -> str:
+    """The schema's required ``data`` shape for -32022 and -32021 (2026-07-28)."""
+    if code == UNSUPPORTED_PROTOCOL_VERSION:
+        if not isinstance(data, dict):
+            return f"error -32022 needs data {{supported, requested}}, got {json_type(data)}"
+        supported = data.get("supported")
+        if not isinstance(supported, list) or not all(isinstance(v, str) for v in supported):
+            return "error -32022 data.supported must be an array of strings"
+        if not isinstance(data.get("requested"), str):
+            return "error -32022 data.requested must be a string"
+    if code == MISSING_CLIENT_CAPABILITY:
+        caps = data.get("requiredCapabilities") if isinstance(data, dict) else None
+        if not isinstance(caps, dict):
+            return "error -32021 data.requiredCapabilities must be an object"
+    return ""
 
 
 def _owed(
@@ -277,9 +368,17 @@ def _owed(
         return []
     if rejection.rule in _OWED_ERRORS and code != rejection.code:
         got = f"error {code}" if code is not None else "no error"
+        # The MCP pages name the answer to missing metadata, an unsupported version and a
+        # removed method (MUST); the standard codes for parse, envelope and params errors
+        # are JSON-RPC's, which MCP asks for with a SHOULD (mrtr "Error Handling").
+        rule_id = (
+            "response.expected-error.jsonrpc"
+            if rejection.rule in _JSONRPC_OWED
+            else "response.expected-error"
+        )
         return [
             finding(
-                "response.expected-error",
+                rule_id,
                 f"{rejection.rule} is owed JSON-RPC error {rejection.code}, got {got}",
                 where,
                 code=rejection.code,
@@ -297,14 +396,29 @@ def _unanswered(verdict: RequestVerdict, status: int, what: str, where: str) -> 
 
 
 def _notification(status: int, body: bytes, where: str) -> list[Finding]:
+    """A notification: 202 and no body if accepted, an HTTP error status if not.
+
+    The refusal's body MAY be a JSON-RPC error without ``id`` ("Sending Messages" 5), so
+    only a success-shaped answer or a 2xx other than 202-and-empty is a violation.
+    """
     if status == 202 and not body:
+        return []
+    success_shaped = False
+    if body.strip():
+        try:
+            message = parse_json(body)
+        except ValueError:
+            message = None
+        success_shaped = isinstance(message, dict) and "result" in message
+    if status >= 400 and not success_shaped:
         return []
     shown = body[:80].decode("utf-8", "replace")
     detail = f"HTTP {status}" + (f" with body {shown!r}" if body else " with an empty body")
     return [
         finding(
             "notification.response",
-            f"a notification must get HTTP 202 and an empty body, got {detail}",
+            f"a notification must get HTTP 202 and an empty body (or an HTTP error status "
+            f"if refused), got {detail}",
             where,
         )
     ]
@@ -317,19 +431,25 @@ def check_sse_stream(
     ctx: ResponseContext,
     *,
     where: str = "origin",
+    resumed: bool = False,
 ) -> tuple[list[Finding], list[Any]]:
-    """Judge an SSE answer: valid messages, related notifications first, the response last."""
+    """Judge an SSE answer: valid messages, related notifications first, the response last.
+
+    ``resumed`` marks the continuation of a request stream on a legacy GET with
+    ``Last-Event-ID``; its status is the GET's and needs no separate judgement here.
+    """
     found: list[Finding] = []
     messages: list[Any] = []
-    if status != 200:
+    if status != 200 and not resumed:
         found.append(
             finding("response.http-status", f"an SSE stream must be HTTP 200, got {status}", where)
         )
-    listen = verdict.method == "subscriptions/listen"
+    listen = verdict.method == "subscriptions/listen" and ctx.era is Era.MODERN
+    pending = {_id_key(v.id): v for v in verdict.batch if v.id is not None}
     answered = False
-    index = -1
-    for event in events:
-        index += 1
+    seen = 0
+    progress: dict[str, float] = {}
+    for index, event in enumerate(events):
         at = f"{where} sse[{index}]"
         if event.data == "":
             continue  # Priming events (id, empty data) and empty keep-alives carry no message.
@@ -339,9 +459,10 @@ def check_sse_stream(
             found.append(finding("sse.event", f"event data is not JSON: {event.data[:60]!r}", at))
             continue
         messages.append(message)
+        seen += 1
         c = classify(message)
         if answered:
-            found.append(finding("sse.event", "an event after the final response", at))
+            found.append(finding("sse.after-response", "a message after the final response", at))
             continue
         if c.kind is Kind.INVALID:
             found.append(finding("sse.event", f"not a JSON-RPC message: {c.problem}", at))
@@ -356,13 +477,27 @@ def check_sse_stream(
                     )
                 )
         elif c.kind is Kind.NOTIFICATION:
-            found += _related(verdict, message, listen, index, at)
+            found += _progress_order(message, progress, at)
+            if listen:
+                found += _listen(verdict, message, seen == 1, at)
+            elif ctx.era is Era.MODERN:
+                found += _related(verdict, message, at)
+        elif pending:
+            item = pending.pop(_id_key(message.get("id")), None)
+            if item is None:
+                found.append(finding("sse.id", "a batch response for no request of it", at))
+            else:
+                found += check_message(item, message, ctx, status=status, where=at, in_stream=True)
+            answered = not pending
         else:
             answered = True
             found += check_message(verdict, message, ctx, status=status, where=at, in_stream=True)
     if not answered and not listen:
         found.append(
-            finding("sse.unterminated", "the stream ended before the final response", where)
+            finding(
+                "sse.unterminated", "the stream ended before the final response", where,
+                era=ctx.era,
+            )
         )
         # A stream that never carried the response did not give a rejected request the
         # answer it is owed (400/-32020 for a header mismatch, the ladder's code otherwise).
@@ -370,33 +505,112 @@ def check_sse_stream(
     return found, messages
 
 
-def _related(
-    verdict: RequestVerdict, message: dict[str, Any], listen: bool, index: int, at: str
-) -> list[Finding]:
-    """Only notifications related to the request may precede the response."""
+def _progress_order(message: dict[str, Any], last: dict[str, float], at: str) -> list[Finding]:
+    """The ``progress`` value MUST increase with each notification of one token."""
+    if message.get("method") != "notifications/progress":
+        return []
+    params = message.get("params")
+    value = params.get("progress") if isinstance(params, dict) else None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return []  # the schema rules judge the type
+    key = _id_key(params.get("progressToken") if isinstance(params, dict) else None)
+    before = last.get(key)
+    last[key] = value
+    if before is not None and value <= before:
+        return [finding("sse.progress", f"progress {value} after {before}: it must increase", at)]
+    return []
+
+
+# Change notifications belong on a listen stream, never on a request's stream.
+_LISTEN_ONLY = frozenset(
+    {
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/resources/updated",
+        "notifications/subscriptions/acknowledged",
+    }
+)
+_FILTER_METHODS = {
+    "toolsListChanged": "notifications/tools/list_changed",
+    "promptsListChanged": "notifications/prompts/list_changed",
+    "resourcesListChanged": "notifications/resources/list_changed",
+}
+
+
+def _related(verdict: RequestVerdict, message: dict[str, Any], at: str) -> list[Finding]:
+    """A modern request stream carries only notifications that relate to its request."""
     method = message.get("method")
     params = message.get("params")
     params = params if isinstance(params, dict) else {}
-    if listen:
-        if index == 0 and method != "notifications/subscriptions/acknowledged":
-            return [
-                finding(
-                    "sse.event",
-                    "a listen stream must open with notifications/subscriptions/acknowledged",
-                    at,
-                )
-            ]
-        return []
+    meta = body_meta(verdict.classified.message) or {}
+    problem = ""
     if method == "notifications/progress":
-        meta = body_meta(verdict.classified.message) or {}
         token = meta.get("progressToken")
-        if token is not None and params.get("progressToken") != token:
-            return [
-                finding(
-                    "sse.event",
-                    f"progress for token {params.get('progressToken')!r}, not this "
-                    f"request's {token!r}",
-                    at,
-                )
-            ]
-    return []
+        if token is None:
+            problem = "progress on a request that gave no progressToken"
+        elif not same_id(params.get("progressToken"), token):
+            problem = (
+                f"progress for token {params.get('progressToken')!r}, not this request's "
+                f"{token!r}"
+            )
+    elif method == "notifications/message" and META_LOG_LEVEL not in meta:
+        problem = f"notifications/message on a request that set no {META_LOG_LEVEL}"
+    elif method in _LISTEN_ONLY:
+        problem = f"{method} on a request stream (it belongs on a subscriptions/listen stream)"
+    elif method == "notifications/cancelled":
+        problem = "server-sent notifications/cancelled on a request stream"
+    return [finding("sse.unrelated", problem, at)] if problem else []
+
+
+def _listen(
+    verdict: RequestVerdict, message: dict[str, Any], first: bool, at: str
+) -> list[Finding]:
+    """A listen stream: the acknowledgement first, the subscription id, only opted-in types."""
+    method = message.get("method")
+    params = message.get("params")
+    params = params if isinstance(params, dict) else {}
+    meta = params.get("_meta")
+    sub_id = meta.get(META_SUBSCRIPTION_ID, _ABSENT) if isinstance(meta, dict) else _ABSENT
+    ack = method == "notifications/subscriptions/acknowledged"
+    if first and not ack:
+        return [
+            finding(
+                "sse.listen",
+                f"a listen stream must open with notifications/subscriptions/acknowledged, "
+                f"not {method}",
+                at,
+            )
+        ]
+    if not same_id(sub_id, verdict.id):
+        shown = "none" if sub_id is _ABSENT else repr(sub_id)
+        return [
+            finding(
+                "sse.listen",
+                f"{method} carries subscriptionId {shown}, not the listen request's "
+                f"{verdict.id!r}",
+                at,
+            )
+        ]
+    if ack or method == "notifications/cancelled":
+        return []
+    request_params = verdict.classified.message.get("params") or {}
+    wanted = request_params.get("notifications") if isinstance(request_params, dict) else None
+    wanted = wanted if isinstance(wanted, dict) else {}
+    opted = {m for key, m in _FILTER_METHODS.items() if wanted.get(key) is True}
+    uris = wanted.get("resourceSubscriptions")
+    uris = uris if isinstance(uris, list) else []
+    if method == "notifications/resources/updated" and params.get("uri") in uris:
+        return []
+    if method in opted:
+        return []
+    return [
+        finding(
+            "sse.listen",
+            f"{method} was not opted in to by the listen request's notification filter",
+            at,
+        )
+    ]
+
+
+_ABSENT = object()

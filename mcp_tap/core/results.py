@@ -13,7 +13,7 @@ from typing import Any
 from mcp_tap.core import schema
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import LEGACY_VERSIONS, MODERN_VERSIONS, TASKS_EXTENSION, Era
-from mcp_tap.core.findings import Finding
+from mcp_tap.core.findings import Finding, Strength
 from mcp_tap.core.jsonrpc import json_type
 
 CORE_RESULT_TYPES = frozenset({"complete", "input_required"})
@@ -55,11 +55,13 @@ def check_result(
     client_extensions: Iterable[str] | None = None,
     version: str | None = None,
     where: str = "origin",
+    client_capabilities: dict[str, Any] | None = None,
 ) -> list[Finding]:
     """Judge one success ``result`` of ``method`` in ``era``.
 
     ``capabilities`` are the extension ids the server advertised; ``client_extensions``
-    those the client declared (``None`` when unknown, which does not block ``task``).
+    those the client declared (``None`` when unknown, which does not block ``task``);
+    ``client_capabilities`` the request's declared capabilities (``None`` when unknown).
     """
     if not isinstance(result, dict):
         return [
@@ -104,14 +106,16 @@ def check_result(
                 )
             ]
     found = _payload(method, rtype, result, era, caps, client_extensions, where)
-    if found:
+    if rtype == "input_required" and not found:
+        found = _input_capabilities(result, client_capabilities, where)
+    if any(f.strength is Strength.MUST for f in found):
         return found
     schema_version = version or (MODERN_VERSIONS[0] if era is Era.MODERN else LEGACY_VERSIONS[0])
     if method and rtype != "task":
         problem = schema.result_problem(method, schema_version, result)
         if problem:
-            return [finding("wire.schema", problem, where)]
-    return []
+            return [*found, finding("wire.schema", problem, where)]
+    return found
 
 
 def _payload(
@@ -132,6 +136,8 @@ def _payload(
         problems += _tools_list(result, where)
     elif method == "completion/complete":
         problems += _completion(result, where)
+    elif method == "tasks/get":
+        problems += _task_get(result, where)
     if era is Era.MODERN and method in CACHEABLE_METHODS:
         problems += _caching(method, result, where)
     return problems
@@ -145,24 +151,98 @@ def _tools_list(result: dict[str, Any], where: str) -> list[Finding]:
     if not isinstance(tools, list):
         return bad(f"tools must be an array, got {json_type(tools)}")
     seen: set[str] = set()
+    warnings: list[Finding] = []
     for i, tool in enumerate(tools):
         if not isinstance(tool, dict):
             return bad(f"tools[{i}] must be an object")
         name = tool.get("name")
         if not isinstance(name, str) or not name:
             return bad(f"tools[{i}].name must be a non-empty string")
-        if name in seen:
-            return bad(f"tools[{i}].name {name!r} is not unique")
+        if name in seen and not warnings:
+            # Unique names are a SHOULD (server/tools "Tool Names"); `description` is
+            # optional in the schema's Tool, so neither is a violation.
+            warnings.append(
+                finding(
+                    "response.payload.tool-names-unique",
+                    f"tools[{i}].name {name!r} is not unique",
+                    where,
+                )
+            )
         seen.add(name)
-        desc = tool.get("description")
-        if not isinstance(desc, str) or not desc.strip():
-            return bad(f"tools[{i}] ({name}) has no useful description")
+        if "description" in tool and not isinstance(tool["description"], str):
+            return bad(f"tools[{i}] ({name}) description must be a string when present")
         schema_ = tool.get("inputSchema")
         if not isinstance(schema_, dict) or schema_.get("type") != "object":
             return bad(
                 f'tools[{i}] ({name}) inputSchema must be an object-root schema (type: "object")'
             )
-    return []
+        problem = x_mcp_header_problem(schema_)
+        if problem:
+            return [finding("response.payload.x-mcp-header", f"tools[{i}] ({name}): {problem}",
+                            where)]
+    return warnings
+
+
+# RFC 9110 5.6.2 token characters.
+_TCHAR = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_PRIMITIVE = frozenset({"string", "integer", "boolean"})
+_NESTING = ("items", "prefixItems", "additionalProperties", "patternProperties", "oneOf", "anyOf",
+            "allOf", "not", "if", "then", "else", "$defs", "definitions", "dependentSchemas",
+            "contains", "unevaluatedProperties", "unevaluatedItems", "propertyNames")
+
+
+def x_mcp_header_problem(input_schema: dict[str, Any]) -> str:
+    """Why a tool's ``x-mcp-header`` declarations break server/tools "x-mcp-header", or ``""``.
+
+    Token syntax, no control characters, case-insensitive uniqueness, primitive non-``number``
+    types, and static reachability: only through ``properties`` chains from the root.
+    """
+    tokens: dict[str, str] = {}
+
+    def walk(node: Any, path: str, reachable: bool) -> str:
+        if isinstance(node, list):
+            for i, item in enumerate(node):
+                problem = walk(item, f"{path}[{i}]", False)
+                if problem:
+                    return problem
+            return ""
+        if not isinstance(node, dict):
+            return ""
+        if "x-mcp-header" in node and path:
+            problem = _declaration(node, path, reachable, tokens)
+            if problem:
+                return problem
+        for key, sub in node.items():
+            if key == "properties" and isinstance(sub, dict):
+                for name, prop in sub.items():
+                    problem = walk(prop, f"{path}.{name}" if path else name, reachable)
+                    if problem:
+                        return problem
+            elif key in _NESTING or key == "$ref":
+                problem = walk(sub, f"{path}/{key}", False)
+                if problem:
+                    return problem
+        return ""
+
+    return walk(input_schema, "", True)
+
+
+def _declaration(node: dict[str, Any], path: str, reachable: bool, tokens: dict[str, str]) -> str:
+    token = node["x-mcp-header"]
+    if not isinstance(token, str) or not token:
+        return f"x-mcp-header of {path} must be a non-empty string"
+    if not set(token) <= _TCHAR:
+        return f"x-mcp-header {token!r} of {path} is not an HTTP token"
+    if not reachable:
+        return f"x-mcp-header {token!r} of {path} is not reachable through properties alone"
+    ptype = node.get("type")
+    if ptype not in _PRIMITIVE:
+        return f"x-mcp-header {token!r} of {path} is on type {ptype!r} (string, integer, boolean)"
+    other = tokens.get(token.lower())
+    if other is not None:
+        return f"x-mcp-header {token!r} of {path} repeats that of {other} (case-insensitively)"
+    tokens[token.lower()] = path
+    return ""
 
 
 def _completion(result: dict[str, Any], where: str) -> list[Finding]:
@@ -221,23 +301,80 @@ def _task(
         return bad(f"a task result is only valid for tools/call, not {method}")
     if client_extensions is not None and TASKS_EXTENSION not in set(client_extensions):
         return bad("a task result for a client that did not declare the tasks extension")
+    problem = _task_fields(result)
+    return bad(problem) if problem else []
+
+
+def _task_fields(result: dict[str, Any]) -> str:
+    """The fields every Task carries (tasks extension "Tasks")."""
     task_id = result.get("taskId")
     if not isinstance(task_id, str) or not task_id:
-        return bad("taskId must be a non-empty string")
+        return "taskId must be a non-empty string"
     if result.get("status") not in TASK_STATUSES:
-        return bad(f"status {result.get('status')!r} is not one of {sorted(TASK_STATUSES)}")
+        return f"status {result.get('status')!r} is not one of {sorted(TASK_STATUSES)}"
     for key in ("createdAt", "lastUpdatedAt"):
         value = result.get(key)
         if not isinstance(value, str) or not _ISO8601.fullmatch(value):
-            return bad(f"{key} must be an ISO 8601 date-time, got {value!r}")
+            return f"{key} must be an ISO 8601 date-time, got {value!r}"
     if "ttlMs" not in result:
-        return bad("ttlMs must be present (null or a non-negative integer)")
+        return "ttlMs must be present (null or a non-negative integer)"
     if result["ttlMs"] is not None and not _non_negative_int(result["ttlMs"]):
-        return bad(f"ttlMs must be null or a non-negative integer, got {result['ttlMs']!r}")
+        return f"ttlMs must be null or a non-negative integer, got {result['ttlMs']!r}"
     if "pollIntervalMs" in result and not _non_negative_int(result["pollIntervalMs"]):
-        return bad(
-            f"pollIntervalMs must be a non-negative integer, got {result['pollIntervalMs']!r}"
-        )
+        return f"pollIntervalMs must be a non-negative integer, got {result['pollIntervalMs']!r}"
+    return ""
+
+
+_STATUS_FIELD = {"completed": "result", "failed": "error", "input_required": "inputRequests"}
+
+
+def _task_get(result: dict[str, Any], where: str) -> list[Finding]:
+    """A ``tasks/get`` answer: a Task whose status carries its payload (e.g. completed: result)."""
+    problem = _task_fields(result)
+    if not problem:
+        status = result["status"]
+        key = _STATUS_FIELD.get(status)
+        if key is not None and not isinstance(result.get(key), dict):
+            got = json_type(result.get(key))
+            problem = f"a {status} task must carry {key} (an object), got {got}"
+    return [finding("response.payload.task", f"tasks/get: {problem}", where)] if problem else []
+
+
+# The client capability each kind of input request needs (mrtr "Server Requirements").
+_INPUT_CAPABILITY = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
+
+
+def _input_capabilities(
+    result: dict[str, Any], capabilities: dict[str, Any] | None, where: str
+) -> list[Finding]:
+    """Every input request is one of the three kinds, for a capability the client declared."""
+    requests = result.get("inputRequests")
+    if not isinstance(requests, dict):
+        return []
+    for key, request in requests.items():
+        method = request.get("method") if isinstance(request, dict) else None
+        needed = _INPUT_CAPABILITY.get(method) if isinstance(method, str) else None
+        if needed is None:
+            return [
+                finding(
+                    "response.payload.input-required",
+                    f"inputRequests[{key!r}] must be an elicitation, sampling or roots request, "
+                    f"got {method!r}",
+                    where,
+                )
+            ]
+        if capabilities is not None and needed not in capabilities:
+            return [
+                finding(
+                    "response.payload.input-required",
+                    f"inputRequests[{key!r}] is {method}, but the client did not declare {needed}",
+                    where,
+                )
+            ]
     return []
 
 

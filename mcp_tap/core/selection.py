@@ -131,7 +131,9 @@ class ClientTracker:
     def observe(self, event: ClientEvent) -> list[Finding]:
         """Record one exchange and return the client findings it causes."""
         found: list[Finding] = []
-        if event.method == "initialize":
+        if event.method == "initialize" and event.era is not Era.MODERN:
+            # A modern-shaped initialize is a removed method (request.method.removed), not
+            # a fall back to the legacy era.
             if self.modern_error is not None and not self._downgrade_reported:
                 self._downgrade_reported = True
                 found.append(

@@ -18,10 +18,15 @@ Decisions where the rules are silent (see also the function docstrings):
   as unsafe, and a receiver must not reject what the rules allow.
 * **Uppercase marker.** ``=?BASE64?...?=`` is not the sentinel (the markers are lowercase,
   and the specification's edge-case table reads it as a literal), so it decodes to itself.
-* **Near-sentinels.** A raw value starting with the lowercase ``=?base64?`` is a sentinel
-  attempt and fails as ``incomplete-sentinel`` / ``invalid-base64`` / ``invalid-utf8``. A
-  raw value starting with ``=?base64`` but not followed by ``?`` (``=?base64``,
-  ``=?base64x?=``) is a plain value that looks like the sentinel: ``raw-unsafe``.
+* **The sentinel pattern** is "starts with ``=?base64?`` and ends with ``?=``" (streamable
+  HTTP "Value Encoding"). Only such a value is decoded, and fails as ``invalid-base64`` /
+  ``invalid-utf8``. Anything else is a literal: ``=?base64?SGVsbG8=`` (no suffix) and
+  ``=?base64`` are plain values (SEP-2243's "Base64 Decoding" table), so
+  ``incomplete-sentinel`` is no longer raised by the decoder.
+* **Optional whitespace.** HTTP strips spaces and tabs around a field value (RFC 9110 5.5):
+  ``Mcp-Name:  foo `` carries ``foo`` (SEP-2243's "Header/Body Mismatch" table), so the
+  decoder strips them before anything else. A body value with surrounding whitespace cannot
+  travel raw; it must be encoded, and a raw header then mismatches it.
 """
 
 from __future__ import annotations
@@ -61,15 +66,16 @@ def _printable_ascii(value: str) -> bool:
 
 
 def _raw_defect(value: str) -> str | None:
-    """Return why ``value`` may not travel raw under the receiver rules, or ``None``."""
+    """Return why ``value`` may not travel raw under the receiver rules, or ``None``.
+
+    The encoder also wraps values that match the sentinel pattern; that is its own test.
+    """
     if not _printable_ascii(value):
         return "non-ASCII or control character in a plain value"
     # Only the space can be at an edge here: tab and other whitespace are control characters
     # or non-ASCII and were refused above.
     if value[:1] == " " or value[-1:] == " ":
         return "leading or trailing whitespace in a plain value"
-    if value.startswith(_LOOKALIKE):
-        return "plain value looks like the lowercase sentinel"
     return None
 
 
@@ -83,6 +89,8 @@ def is_safe_plain(value: str) -> bool:
     case-insensitively can misread them.
     """
     if not value or _raw_defect(value) is not None:
+        return False
+    if value[:1] in (" ", "\t") or value[-1:] in (" ", "\t"):
         return False
     return value[: len(_LOOKALIKE)].lower() != _LOOKALIKE
 
@@ -120,21 +128,26 @@ def _decode_payload(payload: str) -> str:
         raise SentinelError("invalid-utf8", f"payload is not UTF-8 ({exc.reason})") from exc
 
 
+def is_sentinel(raw: str) -> bool:
+    """Whether a (whitespace-stripped) header value matches the sentinel pattern."""
+    minimum = len(SENTINEL_PREFIX) + len(SENTINEL_SUFFIX)
+    # The length check keeps "=?base64?=" from sharing its "?" between both markers.
+    return len(raw) >= minimum and raw.startswith(SENTINEL_PREFIX) and raw.endswith(
+        SENTINEL_SUFFIX
+    )
+
+
 def decode_header_value(raw: str) -> str:
     """Return the value a mirrored header stands for, or raise :class:`SentinelError`.
 
-    A value starting with the lowercase ``=?base64?`` must end with ``?=`` after it
-    (``incomplete-sentinel``), hold canonical standard Base64 with padding
-    (``invalid-base64``) of UTF-8 bytes (``invalid-utf8``). Any other value is plain and must
-    be printable ASCII without surrounding spaces and must not start with ``=?base64``
-    (``raw-unsafe``). The empty value and uppercase ``=?BASE64?...?=`` are plain and decode
-    to themselves.
+    Spaces and tabs around the field value are not part of it (RFC 9110 5.5). A value that
+    starts with the lowercase ``=?base64?`` and ends with ``?=`` must hold canonical standard
+    Base64 with padding (``invalid-base64``) of UTF-8 bytes (``invalid-utf8``). Any other
+    value is a literal and must be printable ASCII (``raw-unsafe``). The empty value,
+    ``=?base64?...`` without the suffix and uppercase ``=?BASE64?...?=`` decode to themselves.
     """
-    if raw.startswith(SENTINEL_PREFIX):
-        minimum = len(SENTINEL_PREFIX) + len(SENTINEL_SUFFIX)
-        # The length check keeps "=?base64?=" from sharing its "?" between both markers.
-        if len(raw) < minimum or not raw.endswith(SENTINEL_SUFFIX):
-            raise SentinelError("incomplete-sentinel", "sentinel without its closing '?='")
+    raw = raw.strip(" \t")
+    if is_sentinel(raw):
         return _decode_payload(raw[len(SENTINEL_PREFIX) : -len(SENTINEL_SUFFIX)])
     defect = _raw_defect(raw)
     if defect is not None:

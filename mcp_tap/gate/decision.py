@@ -17,11 +17,12 @@ cannot promote on it, and returning to a verified, attested target is not a gues
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol
 
-from mcp_tap.core.findings import Finding
+from mcp_tap.core.catalog import CATALOG
+from mcp_tap.core.findings import Finding, Strength
 from mcp_tap.core.hashing import digest
 from mcp_tap.gate.policy import ConformancePolicy, HopPolicy
 
@@ -191,7 +192,21 @@ def _findings_of(record: Mapping[str, Any]) -> list[Finding]:
     raw = record.get("findings")
     if not isinstance(raw, list):
         return []
-    return [Finding.from_json(f) for f in raw if isinstance(f, dict) and "rule" in f]
+    return [_finding(f) for f in raw if isinstance(f, dict) and "rule" in f]
+
+
+def _finding(data: dict[str, Any]) -> Finding:
+    """A recorded finding; evidence from before findings carried a strength gets the rule's."""
+    found = Finding.from_json(data)
+    if "strength" not in data:
+        found = replace(found, strength=rule_strength(found.rule))
+    return found
+
+
+def rule_strength(rule_id: str) -> Strength:
+    """The catalog strength of ``rule_id`` (``must`` for an id this build does not know)."""
+    entry = CATALOG.get(rule_id)
+    return entry.strength if entry is not None else Strength.MUST
 
 
 @dataclass(slots=True)
@@ -200,9 +215,13 @@ class _Tally:
     boundaries: set[str] = field(default_factory=set)
     examples: list[str] = field(default_factory=list)
     by_hop: dict[str, int] = field(default_factory=dict)
+    strengths: set[str] = field(default_factory=set)
 
-    def add(self, boundary: str, example: str, limit: int, hop: str = "") -> None:
+    def add(
+        self, boundary: str, example: str, limit: int, hop: str = "", strength: str = "must"
+    ) -> None:
         self.count += 1
+        self.strengths.add(strength)
         self.boundaries.add(boundary)
         self.by_hop[hop] = self.by_hop.get(hop, 0) + 1
         if example not in self.examples and len(self.examples) < limit:
@@ -255,11 +274,13 @@ def conformance_source(
             if finding.rule.startswith("hop."):
                 continue
             tally = tallies.setdefault(finding.rule, _Tally())
-            tally.add(str(finding.boundary), record_digest(record), policy.examples, hop)
+            tally.add(str(finding.boundary), record_digest(record), policy.examples, hop,
+                      str(finding.strength))
     reasons: list[Reason] = []
     if exchanges == 0:
         reasons.append(Reason("gate.conformance.empty", "no exchanges were recorded"))
-    blocking = {rule: t for rule, t in sorted(tallies.items()) if policy.blocks(rule)}
+    blocking = {rule: t for rule, t in sorted(tallies.items())
+                if any(policy.blocks(rule, s) for s in t.strengths)}
     for rule_id, tally in blocking.items():
         details: dict[str, Any] = {"count": tally.count, "boundaries": sorted(tally.boundaries),
                                    "examples": tally.examples}
@@ -281,7 +302,8 @@ def conformance_source(
                                   details={"report": index, "reportDigest": report.digest}))
         for case in failed:
             # A failed case without a rule (a rejection that never came) always blocks.
-            if case.rule is not None and not policy.blocks(case.rule):
+            if case.rule is not None and not policy.blocks(case.rule,
+                                                           str(rule_strength(case.rule))):
                 continue
             reasons.append(Reason(
                 "gate.conformance",

@@ -36,14 +36,21 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 @dataclass(frozen=True, slots=True)
 class ConformancePolicy:
-    """Which finding rules block promotion, and how many example digests to report."""
+    """Which finding rules block promotion, and how many example digests to report.
+
+    ``strengths`` are the rule strengths that block (default: only ``must``; a ``should``
+    finding is a warning, reported in the summary but not blocking).
+    """
 
     block: tuple[str, ...] = ("*",)
     allow: tuple[str, ...] = ()
     examples: int = 3
+    strengths: tuple[str, ...] = ("must",)
 
-    def blocks(self, rule_id: str) -> bool:
-        """Return whether a finding of ``rule_id`` blocks promotion under this policy."""
+    def blocks(self, rule_id: str, strength: str = "must") -> bool:
+        """Return whether a finding of ``rule_id`` with ``strength`` blocks promotion."""
+        if strength not in self.strengths:
+            return False
         return _matches_any(rule_id, self.block) and not _matches_any(rule_id, self.allow)
 
 
@@ -258,13 +265,17 @@ def _rule_patterns(reader: _Reader, patterns: tuple[str, ...], name: str) -> tup
 
 
 def _conformance(reader: _Reader, table: dict[str, Any]) -> ConformancePolicy:
-    reader.no_unknown(table, {"block", "allow", "examples"}, "conformance")
+    reader.no_unknown(table, {"block", "allow", "examples", "strengths"}, "conformance")
+    strengths = reader.strings(table, "strengths", "conformance.strengths", ("must",))
+    if not set(strengths) <= {"must", "should"}:
+        raise reader.fail("conformance.strengths", 'a list of "must" and "should"', strengths)
     block = reader.strings(table, "block", "conformance.block", ("*",))
     allow = reader.strings(table, "allow", "conformance.allow", ())
     return ConformancePolicy(
         block=_rule_patterns(reader, block, "conformance.block"),
         allow=_rule_patterns(reader, allow, "conformance.allow"),
         examples=reader.integer(table, "examples", "conformance.examples", 3, low=0),
+        strengths=strengths,
     )
 
 

@@ -25,6 +25,7 @@ from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.hops import HopView
 from mcp_tap.core.jsonrpc import Kind
 from mcp_tap.core.redaction import Redactor
+from mcp_tap.core.resume import Parked, ResumeTracker, last_event_id, resumable
 from mcp_tap.core.selection import ClientEvent, ClientTracker
 from mcp_tap.core.sse import SSEEvent
 from mcp_tap.proxy.capture import BodyCapture
@@ -145,6 +146,7 @@ class _HopState:
     tools: _Bounded = field(default_factory=_Bounded)  # tool name -> inputSchema
     capabilities: set[str] = field(default_factory=set)
     clients: _Bounded = field(default_factory=_Bounded)  # client key -> ClientTracker
+    streams: ResumeTracker | None = None  # legacy streams awaiting their resumption
 
 
 class Recorder:
@@ -188,7 +190,7 @@ class Recorder:
         state = self._state(cap.hop)
         try:
             judgement = self._judge(cap, state)
-            found = list(judgement.findings)
+            found = self._follow(cap, judgement, list(judgement.findings), state)
             self._learn(cap, judgement, state)
             found += self._client(cap, judgement, state)
         except Exception as exc:  # noqa: BLE001 - a check must never break the proxy
@@ -239,6 +241,29 @@ class Recorder:
             sse_events=sse_events if not cap.sse_incomplete else None,
         )
         return judge(exchange, where="origin")
+
+    def _follow(
+        self, cap: Captured, j: Judgement, found: list[Finding], state: _HopState
+    ) -> list[Finding]:
+        """Follow resumable legacy streams across connections (see core/resume.py)."""
+        if state.streams is None:
+            state.streams = ResumeTracker(self.options.upstream.idle_timeout_s)
+        tracker, now = state.streams, cap.end_at or self.clock()
+        session = cap.request_headers.get(HEADER_SESSION_ID) or ""
+        ended = tracker.expire(now)
+        if session and (cap.http_method == "DELETE" or cap.status == 404):
+            return found + ended + tracker.end_session(session)
+        cursor = cap.request_headers.get("last-event-id")
+        stream = tracker.resume(session, cursor) if cursor and cap.http_method == "GET" else None
+        if stream is not None and cap.status is not None:
+            events = [t.event for t in cap.sse]
+            return found + ended + tracker.judge_resumed(stream, cap.status, events, now)
+        cursor = last_event_id(t.event for t in cap.sse)
+        if j.request and j.context and cursor and not cap.client_gone and resumable(
+                j.request, found):
+            ended += tracker.park(Parked(session, cursor, j.request, j.context, now, "origin"))
+            found = [f for f in found if f.rule != "sse.unterminated"]
+        return found + ended
 
     def _learn(self, cap: Captured, j: Judgement, state: _HopState) -> None:
         """Remember sessions, tools and advertised extensions from successful answers."""

@@ -5,12 +5,14 @@ A fixture file holds one case object or a list of them, in the format of
 a golden case (no ``expectedErrorCode``, no ``expectedRule``) must produce no finding; a
 negative case must produce a finding with ``expectedErrorCode`` (and ``expectedRule`` when
 given; a rule without a JSON-RPC code, such as ``sse.unterminated``, is expected by
-``expectedRule`` alone).
+``expectedRule`` alone) **and** no response-side finding the case did not expect: a
+request the server owed 400/-32020 and answered with HTTP 500 fails, even though the
+request-side rejection matched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -21,7 +23,7 @@ import orjson
 from mcp_tap.core.catalog import CATALOG
 from mcp_tap.core.eras import Era
 from mcp_tap.core.exchange import Exchange, Judgement, judge
-from mcp_tap.core.findings import Finding
+from mcp_tap.core.findings import Boundary, Finding
 from mcp_tap.core.hashing import digest
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.redaction import Redactor
@@ -43,6 +45,8 @@ _KEYS = {
     "toolSchemas",
     "protocolVersion",
     "description",
+    "httpMethod",
+    "probe",
 }
 
 
@@ -63,6 +67,8 @@ class Case:
     tool_schemas: dict[str, Any] = field(default_factory=dict)
     protocol_version: str | None = None
     source: str = ""
+    http_method: str = "POST"
+    probe: bool = True
 
     @property
     def golden(self) -> bool:
@@ -81,6 +87,7 @@ class CaseResult:
     detail: str
     evidence_digest: str
     findings: tuple[Finding, ...] = ()
+    strength: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The case entry of the JSON report."""
@@ -89,6 +96,7 @@ class CaseResult:
             "passed": self.passed,
             "rule": self.rule,
             "code": self.code,
+            "strength": self.strength,
             "detail": self.detail,
             "evidenceDigest": self.evidence_digest,
         }
@@ -147,6 +155,12 @@ def parse_case(data: Any, source: str = "") -> Case:
     version = data.get("protocolVersion")
     if version is not None and not isinstance(version, str):
         raise ValueError(f"case {name}: protocolVersion must be a string")
+    probe = data.get("probe", True)
+    if not isinstance(probe, bool):
+        raise ValueError(f"case {name}: probe must be a boolean")
+    http_method = data.get("httpMethod", "POST")
+    if http_method not in ("POST", "GET", "DELETE", "OPTIONS"):
+        raise ValueError(f"case {name}: httpMethod must be POST, GET, DELETE or OPTIONS")
     return Case(
         name=name,
         era=era,
@@ -161,6 +175,8 @@ def parse_case(data: Any, source: str = "") -> Case:
         tool_schemas=schemas,
         protocol_version=version,
         source=source,
+        http_method=http_method,
+        probe=probe,
     )
 
 
@@ -246,6 +262,7 @@ def case_exchange(case: Case) -> Exchange:
         tool_schemas=case.tool_schemas,
         legacy_session=case.era is Era.LEGACY,
         negotiated_version=case.protocol_version,
+        http_method=case.http_method,
     )
 
 
@@ -266,6 +283,7 @@ def evidence(case: Case, redactor: Redactor) -> dict[str, Any]:
         # so it must change the digest too.
         "toolSchemas": redactor.redact_json(case.tool_schemas),
         "protocolVersion": case.protocol_version,
+        "httpMethod": case.http_method,
     }
 
 
@@ -273,6 +291,53 @@ def _matches(case: Case, f: Finding) -> bool:
     if case.expected_rule is not None and f.rule != case.expected_rule:
         return False
     return case.expected_code is None or f.code == case.expected_code
+
+
+def _result(
+    case: Case,
+    passed: bool,
+    shown: Finding | None,
+    detail: str,
+    ev: str,
+    found: tuple[Finding, ...],
+) -> CaseResult:
+    return CaseResult(
+        case.name,
+        passed,
+        shown.rule if shown else None,
+        shown.code if shown else None,
+        detail,
+        ev,
+        found,
+        str(shown.strength) if shown else None,
+    )
+
+
+def verdict(expected: Callable[[Finding], bool], found: Sequence[Finding]) -> tuple[
+        bool, Finding | None, str]:
+    """Whether findings meet a negative expectation: ``(passed, finding to show, detail)``.
+
+    The expected finding must be present, and when it is a request-side rejection no
+    response-side finding it does not cover: a rejection the server answered wrongly (HTTP
+    500 for a header mismatch) fails the case. A case that expects a response-side finding
+    is about the answer already; what else that answer broke is shown, not held against it.
+    ``probe`` applies the same rule to what a live server answered.
+    """
+    match = next((f for f in found if expected(f)), None)
+    extra = None
+    if match is not None and match.boundary is Boundary.REQUEST:
+        extra = next(
+            (f for f in found if f.boundary is Boundary.RESPONSE and not expected(f)), None
+        )
+    if match is None:
+        shown = found[0] if found else None
+        if shown is None:
+            return False, None, "accepted, but the case expects a rejection"
+        return False, shown, f"expected finding missing, got {shown.rule}: {shown.message}"
+    if extra is not None:
+        return False, extra, (
+            f"{match.rule} as expected, but the answer broke {extra.rule}: {extra.message}")
+    return True, match, f"{match.rule}: {match.message}"
 
 
 def run_case(case: Case, redactor: Redactor | None = None) -> CaseResult:
@@ -288,33 +353,13 @@ def run_case(case: Case, redactor: Redactor | None = None) -> CaseResult:
     ev_digest = digest(evidence(case, red))
     if case.golden:
         first = found[0] if found else None
-        return CaseResult(
-            case.name,
-            not found,
-            first.rule if first else None,
-            first.code if first else None,
-            "accepted" if not found else f"{first.rule}: {first.message}" if first else "",
-            ev_digest,
-            found,
-        )
-    match = next((f for f in found if _matches(case, f)), None)
-    shown = match or (found[0] if found else None)
-    if shown is None:
-        detail = "accepted, but the case expects a rejection"
-    elif match is None:
+        detail = "accepted" if first is None else f"{first.rule}: {first.message}"
+        return _result(case, first is None, first, detail, ev_digest, found)
+    passed, shown, detail = verdict(lambda f: _matches(case, f), found)
+    if not passed and shown is not None and "expected finding missing" in detail:
         wanted = case.expected_rule or case.expected_code
         detail = f"expected {wanted}, got {shown.rule}: {shown.message}"
-    else:
-        detail = f"{shown.rule}: {shown.message}"
-    return CaseResult(
-        case.name,
-        match is not None,
-        shown.rule if shown else None,
-        shown.code if shown else None,
-        detail,
-        ev_digest,
-        found,
-    )
+    return _result(case, passed, shown, detail, ev_digest, found)
 
 
 def run_cases(cases: Iterable[Case], redactor: Redactor | None = None) -> list[CaseResult]:

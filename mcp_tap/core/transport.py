@@ -1,0 +1,212 @@
+"""HTTP-level rules of Streamable HTTP: answers that carry no JSON-RPC, and non-POST methods.
+
+An HTTP 401, 403, 404, 405, 413, 415, 429 or 5xx without a JSON-RPC body is a plain HTTP
+answer, judged by the rules that apply to it (a 401 must carry ``WWW-Authenticate``) and
+never as malformed JSON-RPC. GET, DELETE and OPTIONS are judged by era: a legacy GET must
+open an SSE stream or say 405; a modern-only endpoint should answer GET and DELETE with 405.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from ipaddress import ip_address
+from typing import Any
+from urllib.parse import urlsplit
+
+from mcp_tap.core.catalog import finding
+from mcp_tap.core.eras import HEADER_SESSION_ID, Era
+from mcp_tap.core.findings import Finding
+from mcp_tap.core.headers import HeaderMap, media_type
+from mcp_tap.core.jsonrpc import Kind, classify, parse_json
+from mcp_tap.core.sse import SSEEvent
+
+REQUEST_MEDIA_TYPES = ("application/json", "text/event-stream")
+# Statuses a server gives before (or instead of) reading the JSON-RPC body: authentication,
+# authorization or Origin refusal, method not allowed, too large, wrong media type, rate limit.
+# A rejected request answered with one of them was not answered wrongly.
+PRE_BODY_STATUSES = frozenset({401, 403, 405, 413, 415, 429})
+_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
+
+
+def jsonrpc_shaped(body: bytes) -> bool:
+    """Whether a body is (meant as) JSON-RPC: a JSON object with ``jsonrpc``, or a list."""
+    if not body.strip():
+        return False
+    try:
+        data = parse_json(body)
+    except ValueError:
+        return False
+    return isinstance(data, list) or (isinstance(data, dict) and "jsonrpc" in data)
+
+
+def http_only(status: int, body: bytes) -> bool:
+    """Whether an answer is a plain HTTP error: status >= 400 and no JSON-RPC body."""
+    return status >= 400 and not jsonrpc_shaped(body)
+
+
+def challenge(status: int, headers: HeaderMap, where: str) -> list[Finding]:
+    """A 401 must carry a ``WWW-Authenticate`` challenge (RFC 9110 15.5.2, basic/authorization)."""
+    if status == 401 and not (headers.get("www-authenticate") or "").strip():
+        return [
+            finding(
+                "response.unauthorized.challenge",
+                "HTTP 401 without a WWW-Authenticate challenge",
+                where,
+            )
+        ]
+    return []
+
+
+def accept_problem(headers: HeaderMap, http_method: str, era: Era) -> Finding | None:
+    """The client's ``Accept`` must list both media types (a legacy GET: the event stream)."""
+    method = http_method.upper()
+    if method == "POST":
+        wanted: tuple[str, ...] = REQUEST_MEDIA_TYPES
+    elif method == "GET" and era is Era.LEGACY:
+        wanted = ("text/event-stream",)
+    else:
+        return None
+    listed = {media_type(part) for v in headers.get_all("accept") for part in v.split(",")}
+    missing = [m for m in wanted if m not in listed]
+    if not missing:
+        return None
+    shown = ", ".join(headers.get_all("accept")) or "(none)"
+    return finding(
+        "request.accept",
+        f"Accept {shown!r} does not list {' and '.join(missing)}",
+        "ingress",
+    )
+
+
+def _host_of(value: str) -> str | None:
+    try:
+        host = urlsplit(value if "//" in value else f"//{value}").hostname
+    except ValueError:
+        return None
+    return host.lower() if host else None
+
+
+def _loopback(host: str) -> bool:
+    if host in _LOOPBACK_NAMES or host.endswith(".localhost"):
+        return True
+    try:
+        return ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def origin_invalid(headers: HeaderMap, allowed: Iterable[str] | None = None) -> str | None:
+    """Why the request's ``Origin`` is one the server must refuse, or ``None``.
+
+    Which origins a server accepts is its own policy. With ``allowed`` (exact origins) an
+    origin outside it is invalid; without it, only the DNS-rebinding case the rule exists for
+    is known to be invalid: a non-loopback origin on a request whose ``Host`` is loopback.
+    """
+    origin = headers.get("origin")
+    if origin is None:
+        return None
+    if allowed is not None:
+        allowed = tuple(allowed)
+        return None if origin in allowed else f"Origin {origin!r} is not in the allowlist"
+    host = _host_of(headers.get("host") or "")
+    origin_host = _host_of(origin) if origin != "null" else None
+    if host is None or not _loopback(host):
+        return None
+    if origin_host is not None and _loopback(origin_host):
+        return None
+    return f"Origin {origin!r} on a request to the loopback host {host!r}"
+
+
+def check_origin(
+    headers: HeaderMap, status: int | None, where: str, allowed: Iterable[str] | None = None
+) -> tuple[list[Finding], bool]:
+    """Judge the answer to a request with an invalid ``Origin``: it must be HTTP 403.
+
+    Returns the findings and whether the answer was the owed 403 (then nothing else about
+    the answer is judged: its body MAY be a JSON-RPC error without ``id``).
+    """
+    why = origin_invalid(headers, allowed)
+    if why is None or status is None:
+        return [], False
+    if status == 403:
+        return [], True
+    return [finding("response.origin", f"{why} was answered HTTP {status}, not 403", where)], False
+
+
+def session_id_problem(headers: HeaderMap, where: str) -> list[Finding]:
+    """A legacy session id must be visible ASCII (0x21-0x7E) only."""
+    value = headers.get(HEADER_SESSION_ID)
+    if value is None or (value and all("!" <= ch <= "~" for ch in value)):
+        return []
+    return [
+        finding(
+            "response.session-id",
+            f"{HEADER_SESSION_ID} {value!r} holds characters outside 0x21-0x7E",
+            where,
+        )
+    ]
+
+
+def check_non_post(
+    http_method: str,
+    era: Era,
+    request_headers: HeaderMap,
+    status: int | None,
+    headers: HeaderMap,
+    events: Iterable[SSEEvent] | None,
+    where: str,
+) -> list[Finding]:
+    """Judge a GET, DELETE or OPTIONS exchange in its era (no JSON-RPC request body)."""
+    method = http_method.upper()
+    found: list[Finding] = []
+    if status is None:
+        return found
+    found += challenge(status, headers, where)
+    if method not in ("GET", "DELETE"):
+        return found  # OPTIONS (CORS preflight) and others: HTTP's business, not MCP's.
+    if era is Era.MODERN:
+        if status != 405 and status not in PRE_BODY_STATUSES:
+            found.append(
+                finding(
+                    "response.method-not-allowed",
+                    f"{method} to a modern-only endpoint answered HTTP {status}, not 405",
+                    where,
+                )
+            )
+        return found
+    if era is not Era.LEGACY or method != "GET" or not 200 <= status < 300:
+        return found
+    if headers.content_type() != "text/event-stream":
+        found.append(
+            finding(
+                "response.get-stream",
+                f"a legacy GET answered HTTP {status} with "
+                f"{headers.content_type() or 'no content type'}, not an SSE stream",
+                where,
+            )
+        )
+        return found
+    if "last-event-id" in request_headers:
+        return found  # A resumption may carry the resumed request's response.
+    for index, event in enumerate(events or ()):
+        if _is_response(event.data):
+            found.append(
+                finding(
+                    "sse.get-response",
+                    "a JSON-RPC response on a GET stream that resumes nothing "
+                    "(no Last-Event-ID)",
+                    f"{where} sse[{index}]",
+                )
+            )
+            break
+    return found
+
+
+def _is_response(data: str) -> bool:
+    if not data:
+        return False
+    try:
+        message: Any = parse_json(data)
+    except ValueError:
+        return False
+    return classify(message).kind is Kind.RESPONSE
