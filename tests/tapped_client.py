@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
         stderr=(evidence / "proxy.log").open("wb"),
     )
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while not _accepts(port):
             if tap.poll() is not None or time.monotonic() > deadline:
                 print(f"tapped_client: the tap did not listen on {port}", file=sys.stderr)

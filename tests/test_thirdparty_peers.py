@@ -343,7 +343,9 @@ class TestTypeScriptV1Server:
             assert rec["origin"]["status"] == 400
             body = rec["origin"]["body"]
             assert body["id"] is None and rec["rpcId"] is not None
-            assert body["error"]["code"] == -32000
+            assert body["error"] == {
+                "code": -32000, "message": "Bad Request: Server not initialized"
+            }
             assert [f["rule"] for f in rec["findings"]] == ["response.id"]
             assert all(_is_must(f) for f in rec["findings"])
         # The fallback to initialize that follows is clean (the endpoint allows legacy).
