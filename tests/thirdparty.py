@@ -28,8 +28,8 @@ line with what it got when it is a client):
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -39,6 +39,7 @@ from typing import Any
 
 from conformance import InstallError, _child_env, _npm_cli, _run_step, ensure_installed
 from conformance import cache_dir as conformance_dir
+from peers import _accepts_connections, free_port, stop_process
 
 __all__ = [
     "SKIP_ENV",
@@ -56,7 +57,7 @@ TS_PACKAGES = (
     "@modelcontextprotocol/client@2.4.0",
     "@modelcontextprotocol/node@2.1.2",
     "@modelcontextprotocol/sdk@1.32.2",
-    "zod@4.1.12",
+    "zod@4.6.7",
 )
 """The TypeScript peers, pinned: SDK v2 (2026-07-28), SDK 1.x (2025-11-25), and zod 4."""
 
@@ -128,31 +129,15 @@ def ensure_peers(*, log: bool = False) -> Path:
         if not _installed(root):
             raise InstallError(f"npm installed {TS_PACKAGES}, but {root / 'ts'} is incomplete")
     _link_node_modules(root)
-    try:
-        import fastmcp  # noqa: F401 -- only checks that the test extra brought it
-    except ImportError as exc:
-        raise InstallError(f"fastmcp is missing (pip install -e '.[test]'): {exc}") from None
+    # Found, not imported: fastmcp only ever runs in a subprocess.
+    if importlib.util.find_spec("fastmcp") is None:
+        raise InstallError("fastmcp is missing (pip install -e '.[test]')")
     return node
 
 
 def node_binary() -> Path:
     """The cached Node 22 binary (after :func:`ensure_peers`)."""
     return ensure_installed().node
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
 
 
 def _command(program: str) -> list[str]:
@@ -178,13 +163,13 @@ def run_peer_server(program: str, *args: str, startup_timeout: float = 30.0) -> 
     Raises ``RuntimeError`` with the child's output if it exits or never listens; on exit
     sends SIGTERM, waits up to 10 s, then kills.
     """
-    port = _free_port()
+    port = free_port()
     cmd = [*_command(program), *(["server"] if program == "fastmcp" else []), str(port), *args]
     proc = subprocess.Popen(cmd, cwd=_REPO_ROOT, env=_env(), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + startup_timeout
-        while not _accepts(port):
+        while not _accepts_connections(port):
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
                 output = proc.communicate(timeout=10)[0].decode(errors="replace")
@@ -192,15 +177,7 @@ def run_peer_server(program: str, *args: str, startup_timeout: float = 30.0) -> 
             time.sleep(0.05)
         yield f"http://127.0.0.1:{port}"
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        stop_process(proc)
 
 
 def _run_client(cmd: Sequence[str]) -> dict[str, Any]:

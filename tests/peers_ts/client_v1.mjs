@@ -7,6 +7,7 @@
 // session (DELETE). --poll also calls `poll` (the server closes the stream, the client
 // resumes it with Last-Event-ID). Prints one JSON line with what it got.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { outcomes } from './outcome.mjs';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
 const args = process.argv.slice(2);
@@ -15,14 +16,7 @@ const transport = new StreamableHTTPClientTransport(url, {
   reconnectionOptions: { initialReconnectionDelay: 50, maxReconnectionDelay: 500, reconnectionDelayGrowFactor: 1.5, maxRetries: 5 },
 });
 const client = new Client({ name: 'ts-v1-client', version: '1.0.0' }, { capabilities: { roots: { listChanged: true } } });
-const out = {};
-const settle = async (key, fn) => {
-  try {
-    out[key] = await fn();
-  } catch (error) {
-    out[key] = { error: String(error?.message ?? error), code: error?.code };
-  }
-};
+const { out, settle } = outcomes();
 await settle('connect', async () => {
   await client.connect(transport);
   return { protocolVersion: transport.protocolVersion ?? null, session: Boolean(transport.sessionId) };

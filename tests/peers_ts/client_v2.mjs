@@ -9,6 +9,7 @@
 // notifications/roots/list_changed, closes. Prints one JSON line with what it got.
 // --fault mcp-name: a fetch wrapper rewrites the `Mcp-Name` header of every tools/call to a
 // name that is not in the body (a deliberate header/body mismatch).
+import { outcomes } from './outcome.mjs';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 
 const args = process.argv.slice(2);
@@ -40,14 +41,7 @@ const client = new Client(
   { name: 'ts-v2-client', version: '1.0.0' },
   { capabilities: { roots: { listChanged: true } }, versionNegotiation: negotiation },
 );
-const out = {};
-const settle = async (key, fn) => {
-  try {
-    out[key] = await fn();
-  } catch (error) {
-    out[key] = { error: String(error?.message ?? error), code: error?.code };
-  }
-};
+const { out, settle } = outcomes();
 
 await settle('connect', async () => {
   await client.connect(transport);
