@@ -49,6 +49,7 @@ __all__ = [
     "sdk_list_tools",
     "sdk_mode",
     "sdk_send_notification",
+    "stop_process",
 ]
 
 Era = Literal["modern", "legacy", "auto"]
@@ -135,15 +136,20 @@ def run_origin(
             time.sleep(0.05)
         yield f"http://127.0.0.1:{chosen}/mcp"
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM a peer subprocess, wait up to 10 s, then kill it; close its output pipe."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 def sdk_mode(era: Era) -> str:
