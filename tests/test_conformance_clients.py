@@ -212,7 +212,7 @@ class TestClientScenarioVerdicts:
             (version, r["scenario"], r.get("method"), f["rule"], f["code"])
             for version in ("2026-07-28", "2025-11-25")
             for r in recorded(evidence / version)
-            if r["scenario"] != "sse-retry"  # the polling close, xfailed below
+            if r["scenario"] != "sse-retry"  # the polling close, checked on its own below
             for f in r["findings"]
         ]
         # sep-2322-client-request-state's server answers its `test_mrtr_no_result_type` tool
@@ -225,9 +225,6 @@ class TestClientScenarioVerdicts:
         assert "resultType" not in rec["origin"]["body"]["result"]
         assert all(f.get("strength", "must") == "must" for f in rec["findings"])
 
-    @pytest.mark.xfail(strict=True, reason="issue 11: sse.unterminated false finding on the "
-                       "conformance sse-retry scenario (2025-11-25 tools/call SSE stream closed "
-                       "by the server after an event with an id, resumed by GET Last-Event-ID)")
     def test_the_sse_retry_scenario_gives_no_finding(self, verdict_runs: dict[str, Any]) -> None:
         """sse-retry closes the POST stream and the client resumes it: that is polling."""
         recs = [r for r in recorded(verdict_runs["evidence"] / "2025-11-25")
@@ -277,8 +274,6 @@ class TestAuthScenarioChallenges:
             assert headers["www-authenticate"].startswith("Bearer"), _describe(rec)
             assert rec["egress"]["status"] == 401 and rec["tapError"] is None
 
-    @pytest.mark.xfail(strict=True, reason="issue 11: response.envelope false finding on the "
-                       "conformance auth scenarios' 401 challenges (WWW-Authenticate, no JSON-RPC)")
     def test_the_401_challenges_give_no_finding(self, auth_run: list[dict[str, Any]]) -> None:
         """A 401 challenge is plain HTTP (basic/authorization): no finding on any of them."""
         challenged = [r for r in auth_run if (r["origin"] or {}).get("status") == 401]

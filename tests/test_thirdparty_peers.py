@@ -7,8 +7,7 @@ Real programs on loopback (``tests/peers_ts/*.mjs``, ``tests/fastmcp_peer.py``, 
 * clean traffic gives zero findings, in each era the peers speak;
 * a deliberate fault (the TS v2 client sending a mismatched ``Mcp-Name``) gives exactly
   the rule it breaks, and the server's correct 400/-32020 answer gives none;
-* what the current judge gets wrong on clean peer traffic (issue 11) is a strict xfail
-  that asserts zero findings, so it flips once the judge is fixed;
+* the false findings issue 11 fixed (a 401 challenge, a polled legacy stream) stay zero;
 * real peer faults (a MUST the peer breaks) are asserted exactly and written up in
   ``docs/sdk-notes.md``.
 
@@ -223,8 +222,6 @@ class TestBearerProtectedOrigin:
         # The token never reaches the evidence.
         assert all("s3cret-token" not in repr(r) for r in recs)
 
-    @pytest.mark.xfail(strict=True, reason="issue 11: response.envelope false finding on a "
-                       "401 bearer challenge (WWW-Authenticate, OAuth error body, no JSON-RPC)")
     async def test_the_401_challenge_gives_no_finding(self, tmp_path: Path) -> None:
         """A 401 with WWW-Authenticate and an OAuth body is plain HTTP: no finding."""
         _, recs = await self._run(tmp_path)
@@ -318,9 +315,6 @@ class TestTypeScriptV1Server:
                    if isinstance(e["data"], dict) and e["data"].get("id") == closed["rpcId"]]
         assert answers and answers[0]["result"]["content"][0]["text"] == "polled"
 
-    @pytest.mark.xfail(strict=True, reason="issue 11: sse.unterminated false finding on a legacy "
-                       "SSE stream closed by the server after an event with an id (polling), "
-                       "answered on the GET resumed with Last-Event-ID")
     async def test_a_polled_stream_gives_no_finding(self, tmp_path: Path) -> None:
         """The closed-and-resumed stream is the spec's polling, not an unterminated stream."""
         _, recs = await self._poll(tmp_path)
