@@ -1,8 +1,10 @@
 """The ``mcp-tap`` entry point: one parser, one module per command, one error boundary.
 
-Each command module in :mod:`mcp_tap.commands` exposes ``NAME``, ``HELP``,
-``add_arguments(parser)`` and ``run(args) -> int``. Errors mcp-tap raises on purpose become
-one line on stderr and exit code 2; nothing reaches the user as a traceback.
+Each command module in :mod:`mcp_tap.commands` exposes ``add_arguments(parser)`` and
+``run(args) -> int``; :data:`COMMANDS` names it and holds its help line, and only the
+module of the command being run is imported, so ``--help`` and ``--version`` start fast.
+Errors mcp-tap raises on purpose become one line on stderr and exit code 2; nothing reaches
+the user as a traceback.
 """
 
 from __future__ import annotations
@@ -17,18 +19,25 @@ from types import ModuleType
 from mcp_tap import __version__
 from mcp_tap.errors import InputError, TapError, UpstreamError
 
-# Command modules, in the order `--help` lists them.
-COMMANDS: tuple[str, ...] = (
-    "proxy",
-    "demo",
-    "transcripts",
-    "probe",
-    "verify",
-    "gate",
-    "attest",
-    "sdk_diff",
-    "replay",
-    "report",
+# (module, command name, help), in the order `--help` lists them. The names and help live
+# here, not in the modules, so `mcp-tap --help` and `--version` import no command module.
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("proxy", "proxy", "run the recording proxy in front of an MCP server or gateway"),
+    ("demo", "demo", "run the proxy in front of a local demo origin (the real MCP SDK server)"),
+    ("transcripts", "transcripts",
+     "judge transcript fixtures offline (default: the shipped corpus)"),
+    ("probe", "probe", "send the corpus's requests to a live server and judge its real answers"),
+    ("verify", "verify",
+     "check an evidence bundle: record digests, hash chain, sequence, manifests, gaps"),
+    ("gate", "gate",
+     "decide promote / rollback / hold from evidence, a health window and rollback evidence"),
+    ("attest", "attest",
+     "attest rollback evidence with HMAC-SHA-256 or Ed25519 for `mcp-tap gate`"),
+    ("sdk_diff", "sdk-diff", "compare recorded wire results with the real SDK client's typed view"),
+    ("replay", "replay",
+     "re-send captured requests to a candidate server and compare its answers"),
+    ("report", "report",
+     "write a self-contained HTML report: decision, failing rules, hops, latency plots"),
 )
 
 EXIT_OK = 0
@@ -54,26 +63,39 @@ def _load(name: str) -> ModuleType | None:
         raise
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Build the full ``mcp-tap`` argument parser."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Build the ``mcp-tap`` argument parser.
+
+    With ``only`` (a command name), only that command's module is imported and its
+    arguments declared; the others are listed by name and help. ``None`` builds them all.
+    """
     parser = _Parser(prog="mcp-tap", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", action="version", version=f"mcp-tap {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for name in COMMANDS:
-        module = _load(name)
+    for module_name, name, help_text in COMMANDS:
+        if only is not None and name != only:
+            sub.add_parser(name, help=help_text, description=help_text)
+            continue
+        module = _load(module_name)
         if module is None:
             continue
-        cmd = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(cmd)
         cmd.set_defaults(_run=module.run)
     return parser
 
 
+def _command_of(argv: Sequence[str]) -> str:
+    """The command ``argv`` names: its first word that is not an option ("" for none)."""
+    return next((word for word in argv if not word.startswith("-")), "")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``mcp-tap`` with ``argv`` and return the process exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(only=_command_of(words))
+    args = parser.parse_args(words)
     try:
         code: int = args._run(args)
         sys.stdout.flush()  # inside the boundary: a closed pipe is reported here, not at exit

@@ -17,8 +17,6 @@ import orjson
 if TYPE_CHECKING:
     from mcp_tap.sdkdiff import SdkDiffReport
 
-NAME = "sdk-diff"
-HELP = "compare recorded wire results with the real SDK client's typed view"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

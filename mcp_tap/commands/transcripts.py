@@ -9,9 +9,6 @@ import orjson
 
 from mcp_tap.transcripts import CaseResult, load_corpus, load_file, report, run_cases
 
-NAME = "transcripts"
-HELP = "judge transcript fixtures offline (default: the shipped corpus)"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the command's options."""

@@ -16,9 +16,6 @@ from mcp_tap.cli import EXIT_NO, EXIT_OK
 from mcp_tap.evidence.reader import find_bundles
 from mcp_tap.evidence.verify import VerifyReport, verify_bundle
 
-NAME = "verify"
-HELP = "check an evidence bundle: record digests, hash chain, sequence, manifests, gaps"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``verify`` arguments: the bundle directory and ``--json``."""
