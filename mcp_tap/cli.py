@@ -43,6 +43,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 EXIT_OK = 0
 EXIT_NO = 1
 EXIT_BAD_INPUT = 2
+# The gate holds: not enough (or no attested rollback) evidence to decide either way.
+EXIT_HOLD = 3
 
 
 class _Parser(argparse.ArgumentParser):

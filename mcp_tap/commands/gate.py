@@ -3,21 +3,26 @@
 The command parses its arguments and prints; the evaluation is the library's
 (:func:`mcp_tap.gate.evaluation.evaluate`): it verifies every bundle first, streams the
 records, runs the SDK differential, computes the health window (and the baseline's), loads
-transcript or probe reports and checks the attested rollback evidence. Exit 0 promote,
-1 rollback or hold, 2 bad input (unreadable file, unknown bundle version, malformed policy).
+transcript or probe reports and checks the attested rollback evidence. ``--format``
+text, json, junit, sarif or markdown (:mod:`mcp_tap.outputs`). Exit 0 promote, 1 rollback,
+3 hold, 2 bad input (unreadable file, unknown bundle version, malformed policy).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+from collections.abc import Sequence
+from pathlib import Path
 
 import orjson
 
+from mcp_tap.cli import EXIT_HOLD, EXIT_NO, EXIT_OK
 from mcp_tap.files import file_argument
 from mcp_tap.gate.decision import Action, Decision, SourceResult
 from mcp_tap.gate.evaluation import evaluate as evaluate_request
 from mcp_tap.gate.evaluation import load_request
+from mcp_tap.outputs import Check, Outcome, add_format_option, emit, rule_strength
+from mcp_tap.outputs.locations import locate
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,14 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="EVIDENCE", help="evidence bundles of the admitted baseline")
     parser.add_argument("--report", action="append", default=[], type=file_argument, metavar="FILE",
                         help="a `transcripts --json` or `probe --json` report; repeatable")
-    parser.add_argument("--json", action="store_true", help="print the decision as one JSON object")
-
-
-def evaluate(args: argparse.Namespace) -> Decision:
-    """Read the files ``args`` names and return the library's decision (raises InputError)."""
-    request = load_request(args.evidence, args.policy, args.rollback,
-                           baseline=args.baseline, reports=args.report)
-    return evaluate_request(request)
+    add_format_option(parser)
 
 
 def _source_line(source: SourceResult) -> str:
@@ -82,11 +80,47 @@ def render_text(decision: Decision) -> str:
     return "\n".join(lines) + "\n"
 
 
+def checks(decision: Decision, bundles: Sequence[Path] = ()) -> tuple[Check, ...]:
+    """One check per passing source, one failed check per reason (located in ``bundles``)."""
+    examples = [e for r in decision.reasons for e in r.details.get("examples", ())
+                if isinstance(e, str)]
+    where = locate(bundles, examples) if examples and bundles else {}
+    out: list[Check] = []
+    groups = [(s.name, s.passed, s.reasons, _source_line(s)) for s in decision.sources]
+    groups.append(("rollback", decision.rollback.ready, decision.rollback.reasons,
+                   "rollback target verified" if decision.rollback.ready else ""))
+    for name, passed, reasons, line in groups:
+        if passed:
+            out.append(Check(name=name, group="mcp-tap.gate", passed=True, message=line))
+        for reason in reasons:
+            # The finding rule when the reason is about exactly one, else the gate rule.
+            rule = reason.findings[0] if len(reason.findings) == 1 else reason.rule
+            found = tuple(where[e] for e in reason.details.get("examples", ()) if e in where)
+            out.append(Check(
+                name=f"{name}: {rule}", group=f"mcp-tap.gate.{name}", passed=False,
+                message=reason.message, rule=rule, strength=rule_strength(rule),
+                detail=orjson.dumps(dict(reason.details)).decode(), locations=found))
+    return tuple(out)
+
+
+def outcome(decision: Decision, bundles: Sequence[Path] = ()) -> Outcome:
+    """The command's result in every output format."""
+    return Outcome(
+        command="gate", headline=str(decision.action),
+        ok=decision.action is Action.PROMOTE, data=decision.to_json(),
+        text=render_text(decision), checks=checks(decision, bundles),
+        facts={"action": str(decision.action), "evidenceDigest": decision.evidence_digest,
+               "policyDigest": decision.policy_digest},
+        compact=True)
+
+
+EXIT_CODES = {Action.PROMOTE: EXIT_OK, Action.ROLLBACK: EXIT_NO, Action.HOLD: EXIT_HOLD}
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run ``gate``; return 0 (promote), 1 (rollback or hold) or 2 via InputError."""
-    decision = evaluate(args)
-    if args.json:
-        sys.stdout.write(orjson.dumps(decision.to_json()).decode() + "\n")
-    else:
-        sys.stdout.write(render_text(decision))
-    return 0 if decision.action is Action.PROMOTE else 1
+    """Run ``gate``; return 0 (promote), 1 (rollback), 3 (hold) or 2 via InputError."""
+    request = load_request(args.evidence, args.policy, args.rollback,
+                           baseline=args.baseline, reports=args.report)
+    decision = evaluate_request(request)
+    emit(outcome(decision, request.evidence), args)
+    return EXIT_CODES[decision.action]
