@@ -132,6 +132,47 @@ def run_gate(bundles: list[Path], policy: Path, rollback: Path, workers: int) ->
             "peak_rss_mb": after.ru_maxrss / 1024}
 
 
+def stages(bundle: Path) -> None:
+    """Print the CPU time of each stage of the gate on one bundle, in this process."""
+    from mcp_tap.evidence import iter_records, verify_bundle
+    from mcp_tap.gate.evaluation import SDK_CHUNK
+    from mcp_tap.gate.health import WindowTally
+    from mcp_tap.gate.policy import Policy
+    from mcp_tap.gate.tally import ConformanceTally, HopTally, SdkTally
+    from mcp_tap.sdkdiff import DEFAULT_ALLOWLIST, diff_records
+
+    policy = Policy()
+    started = time.process_time()
+    verify_bundle(bundle)
+    verify = time.process_time() - started
+    started = time.process_time()
+    count = sum(1 for _ in iter_records(bundle))
+    read = time.process_time() - started
+    conformance, hop = ConformanceTally(), HopTally()
+    window, sdk = WindowTally(policy.health.counting), SdkTally()
+    started = time.process_time()
+    for record in iter_records(bundle):
+        conformance.add(record)
+        hop.add(record)
+        window.add(record)
+    window.window()
+    tallies = time.process_time() - started - read
+    started = time.process_time()
+    chunk: list[dict[str, Any]] = []
+    for record in iter_records(bundle):
+        chunk.append(record)
+        if len(chunk) >= SDK_CHUNK:
+            sdk.add_report(diff_records(chunk, DEFAULT_ALLOWLIST))
+            chunk = []
+    sdk.add_report(diff_records(chunk, DEFAULT_ALLOWLIST))
+    differential = time.process_time() - started - read
+    for name, seconds in (("verify", verify), ("read", read), ("tallies", tallies),
+                          ("sdk differential", differential)):
+        print(f"  {name}: {seconds:.2f} CPU-s = {count / seconds:,.0f} exchanges/s")
+    gate_only = read + tallies
+    print(f"  the gate's own streaming pass (read + tallies): {count / gate_only:,.0f}/s")
+
+
 def main() -> None:
     """Generate the bundles, run the gate per worker count, print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -139,6 +180,8 @@ def main() -> None:
     parser.add_argument("--bundles", type=int, default=2)
     parser.add_argument("--workers", default="1,2", help="comma-separated worker counts")
     parser.add_argument("--keep", type=Path, help="write the bundles here and keep them")
+    parser.add_argument("--stages", action="store_true",
+                        help="also print the CPU time of each stage on the first bundle")
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="mcp-tap-gate-bench-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -153,6 +196,9 @@ def main() -> None:
     print(f"bundles: {args.bundles} x {args.exchanges:,} exchanges, {size / 1e6:.0f} MB "
           f"({time.perf_counter() - started:.1f} s to write or find)")
     policy, rollback = write_inputs(root)
+    if args.stages:
+        print("stages (first bundle, one process):")
+        stages(bundles[0])
     for workers in (int(w) for w in args.workers.split(",")):
         r = run_gate(bundles, policy, rollback, workers)
         cores = min(workers, args.bundles, os.cpu_count() or 1)

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+from collections.abc import Awaitable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -81,10 +83,19 @@ class CanaryAnalysis:
             self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         opts = self.options
         loop = asyncio.get_running_loop()
-        self._running = asyncio.ensure_future(loop.run_in_executor(
+        self._running = asyncio.ensure_future(self._evaluate(loop.run_in_executor(
             self._pool, evaluate_json, [str(self.bundle_dir), *opts.evidence], opts.policy,
-            opts.rollback or None, list(opts.baseline)))
+            opts.rollback or None, list(opts.baseline))))
         return await asyncio.shield(self._running)
+
+    async def _evaluate(self, running: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+        try:
+            return await running
+        except BrokenProcessPool:
+            # The evaluating process died (killed, out of memory): say so, start a new one
+            # next time; forwarding is not affected.
+            self._pool = None
+            return {"error": "the gate's evaluation process ended abruptly; retry"}
 
     async def gate(self, _: web.Request) -> web.Response:
         """``GET /gate``: the decision JSON (200), or 503 with the error when there is none."""
