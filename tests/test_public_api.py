@@ -89,6 +89,18 @@ class TestCommands:
             flags = {o for a in command._actions for o in a.option_strings}
             assert "--json" in flags, name
 
+    def test_help_and_version_import_no_command(self) -> None:
+        """--version and --help load no command module, and `gate --help` only the gate's."""
+        code = ("import sys\nfrom mcp_tap import cli\n"
+                "try:\n    cli.main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+                "print(sorted(m for m in sys.modules if m.startswith('mcp_tap.commands.')),"
+                " file=sys.stderr)")
+        for argv, loaded in ((["--version"], "[]"), (["--help"], "[]"),
+                             (["gate", "--help"], "['mcp_tap.commands.gate']")):
+            done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True,
+                                  check=True, timeout=60)
+            assert done.stderr.decode().strip() == loaded, argv
+
     def test_closed_stdout_ends_quietly(self) -> None:
         """A reader that closes the pipe (`| head`) gets exit 1 and no traceback on stderr."""
         process = subprocess.Popen(
