@@ -6,6 +6,7 @@ windyroad JUnit.xsd and the OASIS sarif-schema-2.1.0.json.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from functools import cache
 from pathlib import Path
@@ -249,3 +250,24 @@ class TestLiveCommands:
         _, out, _ = run(["replay", str(bundle), "--target", origin_url, "--format", "sarif"],
                         capsys)
         assert len(sarif(out)["results"]) == changed
+
+
+class TestWorkflowExample:
+    """examples/github-actions uses the gate as the CLI defines it."""
+
+    def test_exit_code_mapping(self) -> None:
+        """The workflow maps exactly the CLI's exit codes to actions, and its formats exist."""
+        import yaml
+
+        from mcp_tap.cli import EXIT_HOLD, EXIT_NO, EXIT_OK
+        from mcp_tap.outputs import FORMATS
+
+        path = Path(__file__).parent.parent / "examples/github-actions/mcp-tap-gate.yml"
+        workflow = yaml.safe_load(path.read_text())
+        steps = {s.get("id"): s for s in workflow["jobs"]["gate"]["steps"] if s.get("id")}
+        script = steps["gate"]["run"]
+        for code, action in ((EXIT_OK, "promote"), (EXIT_NO, "rollback"), (EXIT_HOLD, "hold")):
+            assert f'{code}) echo "action={action}"' in script
+        used = set(re.findall(r"--format (\w+)", path.read_text()))
+        assert used and used <= set(FORMATS)
+        assert set(workflow["jobs"]) == {"gate", "promote", "rollback", "hold"}
