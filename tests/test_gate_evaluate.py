@@ -135,3 +135,29 @@ class TestLayering:
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True,
                               timeout=120)
         assert done.stdout.strip() == b"[]"
+
+
+class TestSdkMemo:
+    """The SDK differential's remembered outcomes equal computed ones."""
+
+    def test_repeated_results_have_the_same_findings(self) -> None:
+        """Two exchanges with the same odd result give the same difference, both reported."""
+        from mcp_tap.sdkdiff import DEFAULT_ALLOWLIST, diff_records
+
+        odd = {"name": "echo", "description": "Echo", "inputSchema": {"type": "object"},
+               "futureField": 1}
+        report = diff_records([exchange(0, tool=odd), exchange(1, tool=odd)], DEFAULT_ALLOWLIST)
+        first, second = ([f.to_json() for f in e.findings] for e in report.entries)
+        assert first == second and first
+        assert {f["rule"] for f in first} == {"sdk.dropped"}
+
+    def test_a_rejection_is_remembered_as_a_rejection(self) -> None:
+        """A result the SDK rejects is rejected again, not remembered as clean."""
+        from mcp_tap.sdkdiff import DEFAULT_ALLOWLIST, diff_records
+
+        records = [exchange(n) for n in range(2)]
+        for record in records:
+            record["origin"]["body"]["result"]["tools"] = "not a list"
+        report = diff_records(records, DEFAULT_ALLOWLIST)
+        assert [e.error is not None for e in report.entries] == [True, True]
+        assert [f.rule for e in report.entries for f in e.findings] == ["sdk.rejected"] * 2
