@@ -17,16 +17,14 @@ from typing import Any
 import aiohttp
 import jsonschema
 import kubernetes_validate
-import orjson
 import pytest
 import yaml
 from peers import sdk_list_tools
-from releases import rollback_payload
 from taps import hop_url, running_tap, tap_options
 from test_gate_cli import KEY, KEY_ENV, SIGNER
+from test_gate_evaluate import write_attested
 
 from mcp_tap.core.eras import Era
-from mcp_tap.gate.attest import attest_hmac
 from mcp_tap.proxy.options import GateOptions
 
 K8S = Path(__file__).parent.parent / "examples" / "k8s"
@@ -169,11 +167,9 @@ hmac_key_env = "{KEY_ENV}"
 
 @pytest.fixture
 def attested(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """HMAC-attested rollback evidence, with its key in the environment the tap inherits."""
+    """Attested rollback evidence, with its key in the environment the tap inherits."""
     monkeypatch.setenv(KEY_ENV, KEY)
-    path = tmp_path / "rollback.json"
-    path.write_bytes(orjson.dumps(attest_hmac(rollback_payload(), SIGNER, KEY.encode())))
-    return path
+    return write_attested(tmp_path / "rollback.json")
 
 
 OUTCOMES = [

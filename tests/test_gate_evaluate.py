@@ -27,13 +27,17 @@ def _records(start: int, count: int) -> list[dict[str, object]]:
             for n in range(start, start + count)]
 
 
-@pytest.fixture
-def rollback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """HMAC-attested rollback evidence the test policy trusts."""
-    monkeypatch.setenv(KEY_ENV, KEY)
-    path = tmp_path / "rollback.json"
+def write_attested(path: Path) -> Path:
+    """Write HMAC-attested rollback evidence the test policy trusts at ``path``."""
     path.write_bytes(orjson.dumps(attest_hmac(rollback_payload(), SIGNER, KEY.encode())))
     return path
+
+
+@pytest.fixture
+def rollback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Attested rollback evidence, with its key in the environment (the tap's too)."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    return write_attested(tmp_path / "rollback.json")
 
 
 class TestTallies:

@@ -16,11 +16,11 @@ import jsonschema
 import orjson
 import pytest
 import xmlschema
-from releases import rollback_payload, run
-from test_gate_cli import KEY, KEY_ENV, SIGNER, exchange, write_bundle, write_policy
+from releases import run
+from test_gate_cli import KEY, KEY_ENV, exchange, write_bundle, write_policy
+from test_gate_evaluate import write_attested
 
 from mcp_tap.core.catalog import RULES
-from mcp_tap.gate.attest import attest_hmac
 
 SCHEMAS = Path(__file__).parent / "data" / "schemas"
 
@@ -66,9 +66,7 @@ def gate_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, P
     records = [exchange(n, findings=("response.id",) if n in (7, 42) else ())
                for n in range(120)]
     bundle = write_bundle(tmp_path / "b", records)
-    rollback = tmp_path / "rollback.json"
-    rollback.write_bytes(orjson.dumps(attest_hmac(rollback_payload(), SIGNER, KEY.encode())))
-    return bundle, write_policy(tmp_path), rollback
+    return bundle, write_policy(tmp_path), write_attested(tmp_path / "rollback.json")
 
 
 def _gate(files: tuple[Path, Path, Path], fmt: str, capsys: pytest.CaptureFixture[str],
