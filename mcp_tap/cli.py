@@ -1,8 +1,9 @@
 """The ``mcp-tap`` entry point: one parser, one module per command, one error boundary.
 
-Each command module in :mod:`mcp_tap.commands` exposes ``add_arguments(parser)`` and
-``run(args) -> int``; :data:`COMMANDS` names it and holds its help line, and only the
-module of the command being run is imported, so ``--help`` and ``--version`` start fast.
+Each command module in :mod:`mcp_tap.commands` exposes ``NAME``, ``HELP``,
+``add_arguments(parser)`` and ``run(args) -> int``. Only the module of the command being
+run is imported (the others' names and help are read from their source text), so ``--help`` and
+``--version`` start fast.
 Errors mcp-tap raises on purpose become one line on stderr and exit code 2; nothing reaches
 the user as a traceback.
 """
@@ -10,34 +11,31 @@ the user as a traceback.
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
+import importlib.util
 import os
+import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
 
 from mcp_tap import __version__
 from mcp_tap.errors import InputError, TapError, UpstreamError
 
-# (module, command name, help), in the order `--help` lists them. The names and help live
-# here, not in the modules, so `mcp-tap --help` and `--version` import no command module.
-COMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("proxy", "proxy", "run the recording proxy in front of an MCP server or gateway"),
-    ("demo", "demo", "run the proxy in front of a local demo origin (the real MCP SDK server)"),
-    ("transcripts", "transcripts",
-     "judge transcript fixtures offline (default: the shipped corpus)"),
-    ("probe", "probe", "send the corpus's requests to a live server and judge its real answers"),
-    ("verify", "verify",
-     "check an evidence bundle: record digests, hash chain, sequence, manifests, gaps"),
-    ("gate", "gate",
-     "decide promote / rollback / hold from evidence, a health window and rollback evidence"),
-    ("attest", "attest",
-     "attest rollback evidence with HMAC-SHA-256 or Ed25519 for `mcp-tap gate`"),
-    ("sdk_diff", "sdk-diff", "compare recorded wire results with the real SDK client's typed view"),
-    ("replay", "replay",
-     "re-send captured requests to a candidate server and compare its answers"),
-    ("report", "report",
-     "write a self-contained HTML report: decision, failing rules, hops, latency plots"),
+# Command modules, in the order `--help` lists them.
+COMMANDS: tuple[str, ...] = (
+    "proxy",
+    "demo",
+    "transcripts",
+    "probe",
+    "verify",
+    "gate",
+    "attest",
+    "sdk_diff",
+    "replay",
+    "report",
 )
 
 EXIT_OK = 0
@@ -65,6 +63,31 @@ def _load(name: str) -> ModuleType | None:
         raise
 
 
+# `NAME = "..."` / `HELP = "..."`: one string literal on one line, at the top of the module.
+_CONSTANT = re.compile(r'^(NAME|HELP) = ("(?:[^"\\\n]|\\.)*")$', re.MULTILINE)
+
+
+def describe(module_name: str) -> tuple[str, str] | None:
+    """A command module's ``(NAME, HELP)``, read from its source without importing it.
+
+    Importing a command imports what it runs (aiohttp, the schema models): seconds. The
+    two constants are one-line string literals in every command module, so they are read
+    from the source text; a module that spells them otherwise is imported instead.
+    """
+    spec = importlib.util.find_spec(f"mcp_tap.commands.{module_name}")
+    if spec is None or spec.origin is None:
+        return None  # a command whose module is not present yet is simply not offered
+    try:
+        source = Path(spec.origin).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        source = ""
+    found = {key: ast.literal_eval(literal) for key, literal in _CONSTANT.findall(source)}
+    if isinstance(found.get("NAME"), str) and isinstance(found.get("HELP"), str):
+        return found["NAME"], found["HELP"]
+    module = _load(module_name)
+    return None if module is None else (module.NAME, module.HELP)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """Build the ``mcp-tap`` argument parser.
 
@@ -75,14 +98,17 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mcp-tap {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for module_name, name, help_text in COMMANDS:
+    for module_name in COMMANDS:
+        described = describe(module_name)
+        if described is None:
+            continue
+        name, help_text = described
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
         if only is not None and name != only:
-            sub.add_parser(name, help=help_text, description=help_text)
             continue
         module = _load(module_name)
         if module is None:
             continue
-        cmd = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(cmd)
         cmd.set_defaults(_run=module.run)
     return parser

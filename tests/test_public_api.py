@@ -89,6 +89,14 @@ class TestCommands:
             flags = {o for a in command._actions for o in a.option_strings}
             assert "--json" in flags, name
 
+    def test_help_read_from_source_is_the_modules(self) -> None:
+        """The name and help read from each command's source are the module's own."""
+        import importlib
+
+        for module_name in cli.COMMANDS:
+            module = importlib.import_module(f"mcp_tap.commands.{module_name}")
+            assert cli.describe(module_name) == (module.NAME, module.HELP), module_name
+
     def test_help_and_version_import_no_command(self) -> None:
         """--version and --help load no command module, and `gate --help` only the gate's."""
         code = ("import sys\nfrom mcp_tap import cli\n"

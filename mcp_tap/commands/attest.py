@@ -29,6 +29,9 @@ from mcp_tap.gate.attest import (
 )
 from mcp_tap.gate.rollback import read_hmac_key_file
 
+NAME = "attest"
+HELP = "attest rollback evidence with HMAC-SHA-256 or Ed25519 for `mcp-tap gate`"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``attest`` arguments to ``parser``."""

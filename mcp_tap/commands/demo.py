@@ -33,6 +33,8 @@ from mcp_tap.logs import add_log_level_option, configure_logging
 from mcp_tap.proxy.options import load_options
 from mcp_tap.proxy.server import TapServer
 
+NAME = "demo"
+HELP = "run the proxy in front of a local demo origin (the real MCP SDK server)"
 MODERN = MODERN_VERSIONS[0]
 ACCEPT = "application/json, text/event-stream"
 

@@ -24,6 +24,8 @@ from mcp_tap.gate.evaluation import load_request
 from mcp_tap.outputs import Check, Outcome, add_format_option, emit, rule_strength
 from mcp_tap.outputs.locations import locate
 
+NAME = "gate"
+HELP = "decide promote / rollback / hold from evidence, a health window and rollback evidence"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``gate`` arguments to ``parser``."""

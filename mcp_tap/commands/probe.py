@@ -23,6 +23,9 @@ from mcp_tap.probe import (
     run_probe,
 )
 
+NAME = "probe"
+HELP = "send the corpus's requests to a live server and judge its real answers"
+
 _ERAS = {
     "modern": (Era.MODERN,),
     "legacy": (Era.LEGACY,),

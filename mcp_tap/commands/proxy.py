@@ -12,6 +12,9 @@ from mcp_tap.logs import add_log_level_option, configure_logging
 from mcp_tap.proxy.options import load_options
 from mcp_tap.proxy.server import TapServer
 
+NAME = "proxy"
+HELP = "run the recording proxy in front of an MCP server or gateway"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the command's options."""

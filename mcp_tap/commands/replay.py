@@ -29,6 +29,9 @@ from mcp_tap.replay import (
 )
 from mcp_tap.urls import check_http_url
 
+NAME = "replay"
+HELP = "re-send captured requests to a candidate server and compare its answers"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``replay`` arguments to ``parser``."""

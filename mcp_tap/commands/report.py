@@ -23,6 +23,9 @@ from mcp_tap.errors import InputError
 from mcp_tap.files import file_argument
 from mcp_tap.report import MAX_ROWS, load_report, render_report
 
+NAME = "report"
+HELP = "write a self-contained HTML report: decision, failing rules, hops, latency plots"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``report`` arguments to ``parser``."""

@@ -16,6 +16,9 @@ from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit, r
 if TYPE_CHECKING:
     from mcp_tap.sdkdiff import SdkDiffReport
 
+NAME = "sdk-diff"
+HELP = "compare recorded wire results with the real SDK client's typed view"
+
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

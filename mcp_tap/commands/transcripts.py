@@ -8,6 +8,9 @@ import sys
 from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit, rule_strength
 from mcp_tap.transcripts import CaseResult, load_corpus, load_file, report, run_cases
 
+NAME = "transcripts"
+HELP = "judge transcript fixtures offline (default: the shipped corpus)"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the command's options."""

@@ -15,6 +15,9 @@ from mcp_tap.evidence.reader import find_bundles
 from mcp_tap.evidence.verify import VerifyReport, verify_bundle
 from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit
 
+NAME = "verify"
+HELP = "check an evidence bundle: record digests, hash chain, sequence, manifests, gaps"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``verify`` arguments: the bundle directory and ``--json``."""
