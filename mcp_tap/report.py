@@ -16,7 +16,6 @@ controlled (a tool name, a header, an error message), so every piece of text goe
 
 from __future__ import annotations
 
-import argparse
 import html
 import math
 from collections import Counter
@@ -431,16 +430,14 @@ def gate_decision(
 ) -> tuple[dict[str, Any] | None, str]:
     """Ask the gate for its decision on ``bundles``: ``(decision JSON, "")`` or ``(None, why)``.
 
-    Uses the ``gate`` command's own evaluation, so the page shows exactly what
+    Uses the gate library's evaluation, so the page shows exactly what
     ``mcp-tap gate`` decides. Bad policy or rollback input raises InputError like the gate.
     """
     try:
-        from mcp_tap.commands.gate import evaluate
+        from mcp_tap.gate.evaluation import evaluate_files
     except ImportError as exc:
         return None, f"the gate is not available ({exc})"
-    args = argparse.Namespace(evidence=list(bundles), policy=policy, rollback=rollback,
-                              baseline=[], report=[], json=True)
-    decision = evaluate(args)
+    decision = evaluate_files(bundles, policy, rollback)
     data: dict[str, Any] = decision.to_json()
     return data, ""
 

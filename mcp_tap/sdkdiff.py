@@ -438,6 +438,37 @@ def _finding(difference: Difference) -> Finding:
     return finding(difference.rule, difference.message, where=difference.path)
 
 
+# Results repeat (every tools/list of one release answers the same), and the differential of
+# a result is a pure function of (method, revision, result bytes): the offline path remembers
+# the outcome of small results instead of validating the same bytes again. Bounded in count
+# and per-entry size, so memory stays flat however long the evidence.
+_MEMO_ENTRIES: Final = 1024
+_MEMO_MAX_BYTES: Final = 16 * 1024
+_memo: dict[tuple[str, str, bytes], tuple[Difference, ...] | SdkParseError] = {}
+
+
+def _remembered_differences(method: str, version: str, result: dict[str, Any]) -> list[Difference]:
+    try:
+        raw = orjson.dumps(result)
+    except orjson.JSONEncodeError:  # too deep or not JSON: compute it, remember nothing
+        return differences(method, version, result)
+    if len(raw) > _MEMO_MAX_BYTES:
+        return differences(method, version, result)
+    key = (method, version, raw)
+    outcome = _memo.get(key)
+    if outcome is None:
+        try:
+            outcome = tuple(differences(method, version, result))
+        except SdkParseError as exc:
+            outcome = exc
+        if len(_memo) >= _MEMO_ENTRIES:
+            del _memo[next(iter(_memo))]  # the oldest entry
+        _memo[key] = outcome
+    if isinstance(outcome, SdkParseError):
+        raise SdkParseError(*outcome.args)
+    return list(outcome)
+
+
 def _split(
     diffs: Iterable[Difference], allowlist: frozenset[str]
 ) -> tuple[list[Finding], list[Finding]]:
@@ -609,7 +640,8 @@ def _diff_record(record: Mapping[str, Any], allowlist: frozenset[str]) -> SdkDif
     reported: list[Finding] = []
     allowed: list[Finding] = []
     try:
-        reported, allowed = _split(differences(method, version, response["result"]), allowlist)
+        reported, allowed = _split(
+            _remembered_differences(method, version, response["result"]), allowlist)
     except SdkParseError as exc:
         error = str(exc)
     except RecursionError:

@@ -174,7 +174,7 @@ class TestGateCommand:
         code, decision = gate_json([str(bundle), "--policy", str(write_policy(tmp_path))],
                                    capsys)
         assert (code, decision["action"], reason_rules(decision)) == (
-            1, "hold", ["gate.rollback.missing"])
+            3, "hold", ["gate.rollback.missing"])
 
     def test_wrong_key_holds(self, tmp_path: Path, attested: Path,
                              monkeypatch: pytest.MonkeyPatch,
@@ -186,7 +186,7 @@ class TestGateCommand:
         code, decision = gate_json([str(bundle), "--policy", str(write_policy(tmp_path)),
                                     "--rollback", str(attested)], capsys)
         assert (code, decision["action"], reason_rules(decision)) == (
-            1, "hold", ["gate.conformance", "gate.rollback.attestation"])
+            3, "hold", ["gate.conformance", "gate.rollback.attestation"])
 
     def test_tampered_rollback_holds(self, tmp_path: Path, attested: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
@@ -198,7 +198,7 @@ class TestGateCommand:
         code, decision = gate_json([str(bundle), "--policy", str(write_policy(tmp_path)),
                                     "--rollback", str(attested)], capsys)
         assert (code, decision["action"], reason_rules(decision)) == (
-            1, "hold", ["gate.rollback.attestation"])
+            3, "hold", ["gate.rollback.attestation"])
 
     def test_tampered_record_fails_integrity(self, tmp_path: Path, attested: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:

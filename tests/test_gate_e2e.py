@@ -213,11 +213,11 @@ class TestTamperedRollback:
     def test_holds(self, tmp_path: Path, clean_bundle: Path, attested: Path,
                    change: dict[str, Any], rules: list[str],
                    capsys: pytest.CaptureFixture[str]) -> None:
-        """A changed field breaks the HMAC (and a truthy string fails its field): hold, exit 1."""
+        """A changed field breaks the HMAC (and a truthy string fails its field): hold, exit 3."""
         payload = orjson.loads(attested.read_bytes())
         attested.write_bytes(orjson.dumps({**payload, **change}))
         code, decision = gate(clean_bundle, write_policy(tmp_path), attested, capsys)
-        assert (code, decision["action"], reason_rules(decision)) == (1, "hold", rules)
+        assert (code, decision["action"], reason_rules(decision)) == (3, "hold", rules)
         assert all(source["passed"] for source in decision["sources"].values())
         assert decision["rollback"]["ready"] is False
         (attestation,) = reasons_of(decision, "gate.rollback.attestation")

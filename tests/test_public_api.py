@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import mcp_tap
 from mcp_tap import cli
 from mcp_tap.errors import BundleFormatError, InputError, TapError, UpstreamError
@@ -14,10 +16,48 @@ class TestPackage:
     """The top-level package."""
 
     def test_exports(self) -> None:
-        """The package exports the version and the error tree, nothing else."""
+        """The package exports the gate, the evidence reader and verifier, the error tree."""
         assert sorted(mcp_tap.__all__) == [
-            "BundleFormatError", "InputError", "TapError", "UpstreamError", "__version__",
+            "Action", "BundleFormatError", "Decision", "GateRequest", "InputError", "Policy",
+            "TapError", "UpstreamError", "VerifyReport", "__version__", "evaluate",
+            "evaluate_files", "iter_records", "load_policy", "load_request", "verify_bundle",
         ]
+
+    def test_every_export_resolves(self) -> None:
+        """Every exported name resolves to the object its home module defines."""
+        from mcp_tap import evidence, gate
+
+        for name in mcp_tap.__all__:
+            value = getattr(mcp_tap, name)
+            home = getattr(gate, name, None) or getattr(evidence, name, None)
+            assert home is None or value is home, name
+        assert mcp_tap.evaluate is gate.evaluate
+        assert mcp_tap.verify_bundle is evidence.verify_bundle
+
+    def test_signatures(self) -> None:
+        """The gate's entry points keep the keyword arguments callers rely on."""
+        import inspect
+
+        assert list(inspect.signature(mcp_tap.evaluate).parameters) == ["request", "workers"]
+        assert list(inspect.signature(mcp_tap.load_request).parameters) == [
+            "evidence", "policy", "rollback", "baseline", "reports", "environ"]
+        assert [f for f in mcp_tap.GateRequest.__dataclass_fields__] == [
+            "evidence", "policy", "rollback", "baseline", "reports", "environ"]
+        assert [str(a) for a in mcp_tap.Action] == ["promote", "rollback", "hold"]
+
+    def test_unknown_name(self) -> None:
+        """A name the package does not export is an AttributeError, as for any module."""
+        with pytest.raises(AttributeError):
+            _ = mcp_tap.no_such_name  # type: ignore[attr-defined]  # the point of the test
+
+    def test_import_is_light(self) -> None:
+        """Importing the package and the CLI loads neither aiohttp, pydantic nor mcp_types."""
+        code = ("import sys, mcp_tap, mcp_tap.cli\n"
+                "print(sorted({m.split('.')[0] for m in sys.modules} & "
+                "{'aiohttp', 'pydantic', 'mcp_types', 'httpx', 'structlog'}))")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True,
+                              timeout=60)
+        assert done.stdout.strip() == b"[]"
 
     def test_error_tree(self) -> None:
         """The exception tree is shallow and rooted at TapError, as the docstring draws it."""
@@ -48,6 +88,26 @@ class TestCommands:
                 continue
             flags = {o for a in command._actions for o in a.option_strings}
             assert "--json" in flags, name
+
+    def test_help_read_from_source_is_the_modules(self) -> None:
+        """The name and help read from each command's source are the module's own."""
+        import importlib
+
+        for module_name in cli.COMMANDS:
+            module = importlib.import_module(f"mcp_tap.commands.{module_name}")
+            assert cli.describe(module_name) == (module.NAME, module.HELP), module_name
+
+    def test_help_and_version_import_no_command(self) -> None:
+        """--version and --help load no command module, and `gate --help` only the gate's."""
+        code = ("import sys\nfrom mcp_tap import cli\n"
+                "try:\n    cli.main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+                "print(sorted(m for m in sys.modules if m.startswith('mcp_tap.commands.')),"
+                " file=sys.stderr)")
+        for argv, loaded in ((["--version"], "[]"), (["--help"], "[]"),
+                             (["gate", "--help"], "['mcp_tap.commands.gate']")):
+            done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True,
+                                  check=True, timeout=60)
+            assert done.stderr.decode().strip() == loaded, argv
 
     def test_closed_stdout_ends_quietly(self) -> None:
         """A reader that closes the pipe (`| head`) gets exit 1 and no traceback on stderr."""

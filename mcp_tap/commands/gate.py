@@ -1,50 +1,31 @@
 """``mcp-tap gate EVIDENCE... --policy FILE --rollback FILE``: promote, rollback or hold.
 
-The command does the I/O and hands already-computed source results to the pure decision
-(:mod:`mcp_tap.gate.decision`): it verifies every bundle first, reads the records, runs the
-SDK differential, computes the health window (and the baseline's), loads transcript or probe
-reports and checks the attested rollback evidence. Exit 0 promote, 1 rollback or hold,
-2 bad input (unreadable file, unknown bundle version, malformed policy).
+The command parses its arguments and prints; the evaluation is the library's
+(:func:`mcp_tap.gate.evaluation.evaluate`): it verifies every bundle first, streams the
+records, runs the SDK differential, computes the health window (and the baseline's), loads
+transcript or probe reports and checks the attested rollback evidence. ``--format``
+text, json, junit, sarif or markdown (:mod:`mcp_tap.outputs`). Exit 0 promote, 1 rollback,
+3 hold, 2 bad input (unreadable file, unknown bundle version, malformed policy).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import orjson
 
-from mcp_tap.core.hashing import sha256_hex
-from mcp_tap.errors import BundleFormatError, InputError
-from mcp_tap.files import file_argument, read_file
-from mcp_tap.gate.decision import (
-    Action,
-    BundleCheck,
-    Decision,
-    GateInputs,
-    Report,
-    ReportCase,
-    RollbackResult,
-    SourceResult,
-    conformance_source,
-    decide,
-    gaps_of,
-    hop_source,
-    integrity_source,
-    record_digest,
-    sdk_source,
-)
-from mcp_tap.gate.health import compute_window, evaluate_health
-from mcp_tap.gate.policy import Policy, load_policy
-from mcp_tap.gate.rollback import check_rollback, missing_rollback, resolve_trust
+from mcp_tap.cli import EXIT_HOLD, EXIT_NO, EXIT_OK
+from mcp_tap.files import file_argument
+from mcp_tap.gate.decision import Action, Decision, SourceResult
+from mcp_tap.gate.evaluation import evaluate as evaluate_request
+from mcp_tap.gate.evaluation import load_request
+from mcp_tap.outputs import Check, Outcome, add_format_option, emit, rule_strength
+from mcp_tap.outputs.locations import locate
 
 NAME = "gate"
 HELP = "decide promote / rollback / hold from evidence, a health window and rollback evidence"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``gate`` arguments to ``parser``."""
@@ -58,112 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="EVIDENCE", help="evidence bundles of the admitted baseline")
     parser.add_argument("--report", action="append", default=[], type=file_argument, metavar="FILE",
                         help="a `transcripts --json` or `probe --json` report; repeatable")
-    parser.add_argument("--json", action="store_true", help="print the decision as one JSON object")
-
-
-def _load_json(path: Path, what: str) -> Any:
-    raw = read_file(path, what)
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InputError(f"{what} {path} is not valid JSON: {exc}") from exc
-
-
-def parse_report(raw: bytes, source: str) -> Report:
-    """Parse a ``transcripts --json`` / ``probe --json`` report into a :class:`Report`."""
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InputError(f"report {source} is not valid JSON: {exc}") from exc
-    cases = data.get("cases") if isinstance(data, dict) else None
-    if not isinstance(cases, list):
-        raise InputError(f"report {source} must be an object with a `cases` array")
-    parsed: list[ReportCase] = []
-    for index, case in enumerate(cases):
-        if (not isinstance(case, dict) or not isinstance(case.get("name"), str)
-                or type(case.get("passed")) is not bool):
-            raise InputError(f"report {source}: case {index} needs a string `name` and a "
-                             "boolean `passed`")
-        rule = case.get("rule")
-        ev = case.get("evidenceDigest")
-        parsed.append(ReportCase(
-            name=case["name"],
-            passed=case["passed"],
-            rule=rule if isinstance(rule, str) else None,
-            evidence_digest=ev if isinstance(ev, str) else "",
-        ))
-    return Report(digest=sha256_hex(raw), cases=tuple(parsed))
-
-
-def _load_bundles(
-    paths: Sequence[Path], role: str
-) -> tuple[list[BundleCheck], list[dict[str, Any]]]:
-    """Verify, then read, every bundle; evidence that fails verification is read leniently."""
-    from mcp_tap.evidence import find_all_bundles, read_bundle, verify_bundle
-
-    checks: list[BundleCheck] = []
-    records: list[dict[str, Any]] = []
-    # A proxy's evidence directory holds one bundle per run: accept it or a bundle.
-    for path in find_all_bundles(paths):
-        # An unknown format version raises BundleFormatError here: bad input, exit 2.
-        report = verify_bundle(path)
-        problems = tuple((str(p.kind), str(p.severity), str(p.message)) for p in report.problems)
-        ok = bool(report.ok)
-        try:
-            bundle_records = list(read_bundle(path, lenient=not ok).records)
-        except BundleFormatError as exc:
-            if ok:
-                raise
-            # Damaged evidence is a reason not to promote, not a reason to print no decision.
-            bundle_records = []
-            # The decision evidence must not depend on where the bundle sits on this machine.
-            problems += (("unreadable", "error", str(exc).replace(str(path), path.name)),)
-        head = record_digest(bundle_records[-1]) if bundle_records else ""
-        checks.append(BundleCheck(role=role, ok=ok, problems=problems,
-                                  records=len(bundle_records), head=head,
-                                  gaps=gaps_of(bundle_records)))
-        records.extend(bundle_records)
-    return checks, records
-
-
-def _sdk(records: list[dict[str, Any]], policy: Policy) -> SourceResult:
-    try:
-        from mcp_tap.sdkdiff import DEFAULT_ALLOWLIST, diff_records
-    except ImportError as exc:
-        return sdk_source(None, policy.sdk.allow_fields, unavailable=str(exc))
-    allowlist = DEFAULT_ALLOWLIST | policy.sdk.allow_fields
-    exchanges = [r for r in records if r.get("kind") == "exchange"]
-    return sdk_source(diff_records(exchanges, allowlist), allowlist)
-
-
-def _rollback(path: Path | None, policy: Policy) -> RollbackResult:
-    if path is None:
-        return missing_rollback()
-    trust = resolve_trust(policy.rollback, os.environ)
-    return check_rollback(_load_json(path, "rollback evidence"), trust)
-
-
-def evaluate(args: argparse.Namespace) -> Decision:
-    """Gather every source named by ``args`` and return the decision (raises InputError)."""
-    policy = load_policy(args.policy)
-    reports = [parse_report(read_file(p, "report"), str(p)) for p in args.report]
-    rollback = _rollback(args.rollback, policy)
-    checks, records = _load_bundles(args.evidence, "candidate")
-    base_checks, base_records = _load_bundles(args.baseline, "baseline")
-    health = policy.health
-    window = compute_window(records, health.counting, health.hop)
-    baseline = (compute_window(base_records, health.counting, health.hop)
-                if args.baseline else None)
-    inputs = GateInputs(
-        conformance=conformance_source(records, policy.conformance, reports),
-        sdk=_sdk(records, policy),
-        hop=hop_source(records, policy.hop, policy.conformance.examples),
-        integrity=integrity_source(checks + base_checks),
-        health=evaluate_health(window, health, baseline),
-        rollback=rollback,
-        policy_digest=policy.digest,
-    )
-    return decide(inputs)
+    add_format_option(parser)
 
 
 def _source_line(source: SourceResult) -> str:
@@ -206,11 +82,47 @@ def render_text(decision: Decision) -> str:
     return "\n".join(lines) + "\n"
 
 
+def checks(decision: Decision, bundles: Sequence[Path] = ()) -> tuple[Check, ...]:
+    """One check per passing source, one failed check per reason (located in ``bundles``)."""
+    examples = [e for r in decision.reasons for e in r.details.get("examples", ())
+                if isinstance(e, str)]
+    where = locate(bundles, examples) if examples and bundles else {}
+    out: list[Check] = []
+    groups = [(s.name, s.passed, s.reasons, _source_line(s)) for s in decision.sources]
+    groups.append(("rollback", decision.rollback.ready, decision.rollback.reasons,
+                   "rollback target verified" if decision.rollback.ready else ""))
+    for name, passed, reasons, line in groups:
+        if passed:
+            out.append(Check(name=name, group="mcp-tap.gate", passed=True, message=line))
+        for reason in reasons:
+            # The finding rule when the reason is about exactly one, else the gate rule.
+            rule = reason.findings[0] if len(reason.findings) == 1 else reason.rule
+            found = tuple(where[e] for e in reason.details.get("examples", ()) if e in where)
+            out.append(Check(
+                name=f"{name}: {rule}", group=f"mcp-tap.gate.{name}", passed=False,
+                message=reason.message, rule=rule, strength=rule_strength(rule),
+                detail=orjson.dumps(dict(reason.details)).decode(), locations=found))
+    return tuple(out)
+
+
+def outcome(decision: Decision, bundles: Sequence[Path] = ()) -> Outcome:
+    """The command's result in every output format."""
+    return Outcome(
+        command="gate", headline=str(decision.action),
+        ok=decision.action is Action.PROMOTE, data=decision.to_json(),
+        text=render_text(decision), checks=checks(decision, bundles),
+        facts={"action": str(decision.action), "evidenceDigest": decision.evidence_digest,
+               "policyDigest": decision.policy_digest},
+        compact=True)
+
+
+EXIT_CODES = {Action.PROMOTE: EXIT_OK, Action.ROLLBACK: EXIT_NO, Action.HOLD: EXIT_HOLD}
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run ``gate``; return 0 (promote), 1 (rollback or hold) or 2 via InputError."""
-    decision = evaluate(args)
-    if args.json:
-        sys.stdout.write(orjson.dumps(decision.to_json()).decode() + "\n")
-    else:
-        sys.stdout.write(render_text(decision))
-    return 0 if decision.action is Action.PROMOTE else 1
+    """Run ``gate``; return 0 (promote), 1 (rollback), 3 (hold) or 2 via InputError."""
+    request = load_request(args.evidence, args.policy, args.rollback,
+                           baseline=args.baseline, reports=args.report)
+    decision = evaluate_request(request)
+    emit(outcome(decision, request.evidence), args)
+    return EXIT_CODES[decision.action]

@@ -10,11 +10,10 @@ import argparse
 import os
 import sys
 
-import orjson
-
 from mcp_tap.core.eras import Era
 from mcp_tap.errors import InputError
 from mcp_tap.header_options import add_header_options, headers_from_args
+from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit, rule_strength
 from mcp_tap.probe import (
     DEFAULT_TIMEOUT,
     MAX_TIMEOUT,
@@ -62,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_TIMEOUT,
                         metavar="SECONDS", help="seconds to wait for each answer "
                         f"(default {DEFAULT_TIMEOUT:g}, at most {MAX_TIMEOUT:g})")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_format_option(parser)
 
 
 def _case_lines(r: ProbeResult) -> list[str]:
@@ -96,16 +95,27 @@ def _text(report: ProbeReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def outcome(report: ProbeReport) -> Outcome:
+    """The command's result in every output format: one check per probed case."""
+    checks = tuple(
+        Check(name=f"{r.era} {r.name}", group=f"mcp-tap.probe.{r.era}", passed=r.passed,
+              skipped=r.skipped, message=" ".join(_case_lines(r)[0].split()[1:]),
+              detail=r.detail, rule=r.rule,
+              strength=rule_strength(r.rule) if r.rule else "must",
+              locations=(Location(path=report.target),))
+        for r in report.results)
+    probed = report.probed
+    passed = sum(r.passed for r in probed)
+    return Outcome(command="probe", headline=f"{passed}/{len(probed)} probed cases passed",
+                   ok=report.ok, data=report.to_json(), text=_text(report), checks=checks)
+
+
 def run(args: argparse.Namespace) -> int:
     """Probe the target; exit 0 when every probed case passed, 1 otherwise."""
     headers = headers_from_args(args, os.environ)
     report = run_probe(args.target, eras=_ERAS[args.era], headers=headers,
                        timeout=args.timeout)
-    if args.json:
-        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode()
-                         + "\n")
-    else:
-        sys.stdout.write(_text(report))
+    emit(outcome(report), args)
     if report.ok:
         return 0
     failed = [r.name for r in report.failed]

@@ -39,7 +39,8 @@ def _announce(server: TapServer) -> None:
         sys.stderr.write(f"mcp-tap: hop {hop} listening on http://{host}:{port} -> {upstream}\n")
     if server.admin_address:
         host, port = server.admin_address
-        sys.stderr.write(f"mcp-tap: admin on http://{host}:{port} (/healthz /readyz /metrics)\n")
+        routes = "/healthz /readyz /metrics" + (" /gate" if server.options.gate.policy else "")
+        sys.stderr.write(f"mcp-tap: admin on http://{host}:{port} ({routes})\n")
     sys.stderr.write(f"mcp-tap: evidence bundle {server.bundle_dir}\n")
     sys.stderr.flush()
 

@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-
-import orjson
 
 from mcp_tap.cli import EXIT_NO, EXIT_OK
 from mcp_tap.commands.probe import timeout_seconds
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import find_bundles, read_bundle
 from mcp_tap.header_options import add_header_options, headers_from_args
+from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit
 from mcp_tap.probe import check_timeout
 from mcp_tap.replay import (
     ReplayOptions,
+    ReplayReport,
     iter_lines,
     parse_ignore,
     replay,
@@ -49,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="replay only the exchanges recorded at this hop")
     parser.add_argument("--timeout", type=timeout_seconds, default=30.0, metavar="SECONDS",
                         help="per-request timeout (default 30, at most 3600)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_format_option(parser)
 
 
 def options(args: argparse.Namespace) -> ReplayOptions:
@@ -66,6 +65,22 @@ def options(args: argparse.Namespace) -> ReplayOptions:
     )
 
 
+def outcome(report: ReplayReport) -> Outcome:
+    """The command's result in every output format: one check per replayed exchange."""
+    checks = [
+        Check(name=f"{r.exchange_id} {r.method or '-'}", group="mcp-tap.replay",
+              passed=not r.changes,
+              message="; ".join(c.message for c in r.changes) or "same answer",
+              rule=f"replay.{r.changes[0].what}" if r.changes else None,
+              locations=(Location(path=report.target, exchange=r.exchange_id),))
+        for r in report.results]
+    checks += [Check(name=f"{s.exchange_id} {s.method or '-'}", group="mcp-tap.replay",
+                     passed=True, skipped=True, message=s.reason) for s in report.skipped]
+    return Outcome(command="replay", headline="same" if report.ok else "changed", ok=report.ok,
+                   data=report.to_json(), text="".join(line + "\n" for line in iter_lines(report)),
+                   checks=tuple(checks))
+
+
 def run(args: argparse.Namespace) -> int:
     """Replay the evidence against the target; print the report; return the exit code."""
     opts = options(args)
@@ -78,9 +93,5 @@ def run(args: argparse.Namespace) -> int:
     report = replay(records, opts)
     if not report.results and not report.skipped:
         raise InputError("the evidence holds no exchange to replay")
-    if args.json:
-        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write("".join(line + "\n" for line in iter_lines(report)))
+    emit(outcome(report), args)
     return EXIT_OK if report.ok else EXIT_NO

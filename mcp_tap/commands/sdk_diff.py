@@ -9,16 +9,16 @@ allowlisted bookkeeping field, 1 when a semantic difference or an SDK rejection 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING
 
-import orjson
+from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit, rule_strength
 
 if TYPE_CHECKING:
     from mcp_tap.sdkdiff import SdkDiffReport
 
 NAME = "sdk-diff"
 HELP = "compare recorded wire results with the real SDK client's typed view"
+
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "path such as `result.tools[].futureHint`); repeatable. Always allowed: "
         "resultType, _meta, ttlMs, cacheScope",
     )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+    add_format_option(parser)
 
 
 def _text(report: SdkDiffReport) -> str:
@@ -60,6 +60,26 @@ def _allow_fields(names: list[str]) -> frozenset[str]:
     return check_allow_fields(names, "sdk-diff: --allow")
 
 
+def outcome(report: SdkDiffReport, evidence: str) -> Outcome:
+    """The command's result in every output format: one check per rule, one passing if none."""
+    by_rule: dict[str, list[tuple[str, str]]] = {}
+    for entry in report.entries:
+        for found in entry.findings:
+            by_rule.setdefault(found.rule, []).append((entry.exchangeId, found.where))
+    checks = [Check(name="sdk-diff", group="mcp-tap.sdk-diff", passed=True,
+                    message=f"{report.compared} compared, no semantic difference")
+              ] if not by_rule else []
+    for rule, seen in sorted(by_rule.items()):
+        wheres = sorted({w for _, w in seen if w})
+        checks.append(Check(
+            name=rule, group="mcp-tap.sdk-diff", passed=False, rule=rule,
+            strength=rule_strength(rule),
+            message=f"{len(seen)} difference(s) at {', '.join(wheres) or 'result'}",
+            locations=tuple(Location(path=evidence, exchange=x) for x, _ in seen[:10])))
+    return Outcome(command="sdk-diff", headline="ok" if report.ok else "differences",
+                   ok=report.ok, data=report.to_json(), text=_text(report), checks=tuple(checks))
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``sdk-diff``; return 0 (no semantic difference), 1 (differences) or 2 (bad input)."""
     from mcp_tap.evidence import find_bundles, read_bundle
@@ -68,9 +88,5 @@ def run(args: argparse.Namespace) -> int:
     allowlist = DEFAULT_ALLOWLIST | _allow_fields(args.allow)
     exchanges = [r for p in find_bundles(args.evidence) for r in read_bundle(p).exchanges()]
     report = diff_records(exchanges, allowlist)
-    if args.json:
-        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(_text(report))
+    emit(outcome(report, str(args.evidence)), args)
     return 0 if report.ok else 1

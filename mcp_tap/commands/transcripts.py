@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-import orjson
-
+from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit, rule_strength
 from mcp_tap.transcripts import CaseResult, load_corpus, load_file, report, run_cases
 
 NAME = "transcripts"
@@ -16,7 +15,7 @@ HELP = "judge transcript fixtures offline (default: the shipped corpus)"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the command's options."""
     parser.add_argument("files", nargs="*", metavar="FILE", help="fixture files (JSON)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_format_option(parser)
 
 
 def _text(results: list[CaseResult]) -> str:
@@ -32,14 +31,28 @@ def _text(results: list[CaseResult]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def outcome(results: list[CaseResult]) -> Outcome:
+    """The command's result in every output format: one check per case."""
+    checks = tuple(
+        Check(name=r.name, group="mcp-tap.transcripts", passed=r.passed,
+              message=("accepted" if r.rule is None else f"{r.rule} ({r.code})")
+              + ("" if r.passed else f": {r.detail}"),
+              detail=r.detail, rule=r.rule,
+              strength=rule_strength(r.rule) if r.rule else "must",
+              locations=(Location(path="transcripts", exchange=r.evidence_digest),)
+              if r.evidence_digest else ())
+        for r in results)
+    passed = sum(r.passed for r in results)
+    return Outcome(command="transcripts", headline=f"{passed}/{len(results)} cases met their "
+                   "expectation", ok=passed == len(results), data=report(results),
+                   text=_text(results), checks=checks)
+
+
 def run(args: argparse.Namespace) -> int:
     """Judge the fixtures; exit 0 when every case met its expectation, 1 otherwise."""
     cases = load_corpus() if not args.files else [c for f in args.files for c in load_file(f)]
     results = run_cases(cases)
-    if args.json:
-        sys.stdout.write(orjson.dumps(report(results), option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
-        sys.stdout.write(_text(results))
+    emit(outcome(results), args)
     failed = [r.name for r in results if not r.passed]
     if failed:
         sys.stderr.write(

@@ -136,23 +136,35 @@ def parse_lines(data: bytes) -> list[Line]:
     last_complete = pieces[-1] == b""
     if last_complete:
         pieces.pop()
-    lines: list[Line] = []
-    for index, piece in enumerate(pieces):
-        complete = last_complete or index < len(pieces) - 1
-        number = index + 1
-        if not piece:
-            lines.append(Line(number, None, "empty line", complete))
-            continue
-        try:
-            value = orjson.loads(piece)
-        except orjson.JSONDecodeError:
-            lines.append(Line(number, None, "not valid JSON", complete))
-            continue
-        if not isinstance(value, dict):
-            lines.append(Line(number, None, "not a JSON object", complete))
-            continue
-        lines.append(Line(number, value, None, complete))
-    return lines
+    return [parse_line(index + 1, piece, last_complete or index < len(pieces) - 1)
+            for index, piece in enumerate(pieces)]
+
+
+def parse_line(number: int, piece: bytes, complete: bool) -> Line:
+    """Parse one segment line (without its newline) as a JSON object."""
+    if not piece:
+        return Line(number, None, "empty line", complete)
+    try:
+        value = orjson.loads(piece)
+    except orjson.JSONDecodeError:
+        return Line(number, None, "not valid JSON", complete)
+    if not isinstance(value, dict):
+        return Line(number, None, "not a JSON object", complete)
+    return Line(number, value, None, complete)
+
+
+def iter_lines(path: Path) -> Iterator[Line]:
+    """Yield the lines of the segment file at ``path`` one at a time, as :func:`parse_lines`.
+
+    Holds one line in memory, not the segment: readers of large bundles stay flat.
+    """
+    try:
+        with path.open("rb") as file:
+            for number, raw in enumerate(file, 1):
+                complete = raw.endswith(b"\n")
+                yield parse_line(number, raw[:-1] if complete else raw, complete)
+    except OSError as exc:
+        raise InputError(f"cannot read evidence file {path}: {exc.strerror or exc}") from None
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
@@ -179,7 +191,7 @@ def check_manifest_format(manifest: dict[str, Any], path: Path, bundle_format: i
 def _segment_records(
     path: Path, bundle_format: int, *, lenient: bool
 ) -> Iterator[dict[str, Any]]:
-    for line in parse_lines(read_file(path, "evidence file")):
+    for line in iter_lines(path):
         problem = line.error if line.complete else "incomplete last line (truncated segment)"
         if line.record is None or not line.complete:
             if lenient:
@@ -245,8 +257,10 @@ __all__ = [
     "SegmentFiles",
     "SegmentInfo",
     "check_manifest_format",
+    "iter_lines",
     "iter_records",
     "list_segments",
+    "parse_line",
     "parse_lines",
     "read_bundle",
     "read_bundle_meta",

@@ -1,6 +1,7 @@
 """The release gate: health window, rollback evidence, attestation, policy and decision.
 
-The pure pieces are importable on their own; :mod:`mcp_tap.commands.gate` does the I/O.
+:func:`evaluate` (with a :class:`GateRequest`, or :func:`evaluate_files` from paths) is the
+whole gate as a library; the pure pieces are importable on their own.
 """
 
 from mcp_tap.gate.decision import (
@@ -20,6 +21,14 @@ from mcp_tap.gate.decision import (
     integrity_source,
     sdk_source,
 )
+from mcp_tap.gate.evaluation import (
+    GateRequest,
+    evaluate,
+    evaluate_files,
+    load_request,
+    load_rollback,
+    parse_report,
+)
 from mcp_tap.gate.health import HealthWindow, compute_window, evaluate_health
 from mcp_tap.gate.policy import Policy, load_policy, parse_policy
 from mcp_tap.gate.rollback import Trust, check_rollback, missing_rollback, resolve_trust
@@ -29,6 +38,7 @@ __all__ = [
     "BundleCheck",
     "Decision",
     "GateInputs",
+    "GateRequest",
     "HealthWindow",
     "Policy",
     "Reason",
@@ -42,12 +52,17 @@ __all__ = [
     "compute_window",
     "conformance_source",
     "decide",
+    "evaluate",
+    "evaluate_files",
     "evaluate_health",
     "hop_source",
     "integrity_source",
     "load_policy",
+    "load_request",
+    "load_rollback",
     "missing_rollback",
     "parse_policy",
+    "parse_report",
     "resolve_trust",
     "sdk_source",
 ]

@@ -17,14 +17,16 @@ cannot promote on it, and returning to a verified, attested target is not a gues
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from mcp_tap.core.catalog import CATALOG
-from mcp_tap.core.findings import Finding, Strength
+from mcp_tap.core.findings import Finding
 from mcp_tap.core.hashing import digest
 from mcp_tap.gate.policy import ConformancePolicy, HopPolicy
+from mcp_tap.gate.tally import ConformanceTally, HopTally
+from mcp_tap.gate.tally import record_digest as record_digest  # re-exported: moved to tally
+from mcp_tap.gate.tally import rule_strength as rule_strength  # re-exported: moved to tally
 
 SOURCES: tuple[str, ...] = ("conformance", "sdk", "hop", "integrity", "health")
 
@@ -180,54 +182,6 @@ def decide(inputs: GateInputs) -> Decision:
 # --- source builders ------------------------------------------------------------------
 
 
-def record_digest(record: Mapping[str, Any]) -> str:
-    """Return a record's evidence digest: the writer's ``digest``, else recomputed the same way."""
-    stored = record.get("digest")
-    if isinstance(stored, str) and stored:
-        return stored
-    return digest({k: v for k, v in record.items() if k != "digest"})
-
-
-def _findings_of(record: Mapping[str, Any]) -> list[Finding]:
-    raw = record.get("findings")
-    if not isinstance(raw, list):
-        return []
-    return [_finding(f) for f in raw if isinstance(f, dict) and "rule" in f]
-
-
-def _finding(data: dict[str, Any]) -> Finding:
-    """A recorded finding; evidence from before findings carried a strength gets the rule's."""
-    found = Finding.from_json(data)
-    if "strength" not in data:
-        found = replace(found, strength=rule_strength(found.rule))
-    return found
-
-
-def rule_strength(rule_id: str) -> Strength:
-    """The catalog strength of ``rule_id`` (``must`` for an id this build does not know)."""
-    entry = CATALOG.get(rule_id)
-    return entry.strength if entry is not None else Strength.MUST
-
-
-@dataclass(slots=True)
-class _Tally:
-    count: int = 0
-    boundaries: set[str] = field(default_factory=set)
-    examples: list[str] = field(default_factory=list)
-    by_hop: dict[str, int] = field(default_factory=dict)
-    strengths: set[str] = field(default_factory=set)
-
-    def add(
-        self, boundary: str, example: str, limit: int, hop: str = "", strength: str = "must"
-    ) -> None:
-        self.count += 1
-        self.strengths.add(strength)
-        self.boundaries.add(boundary)
-        self.by_hop[hop] = self.by_hop.get(hop, 0) + 1
-        if example not in self.examples and len(self.examples) < limit:
-            self.examples.append(example)
-
-
 @dataclass(frozen=True, slots=True)
 class ReportCase:
     """One case of a transcript or probe report (``mcp-tap transcripts --json`` shape).
@@ -260,22 +214,14 @@ def conformance_source(
     exchange digests (and, when the evidence holds several hops, the count per hop);
     ``gate.conformance.empty`` when no exchange (or a report without cases) was given.
     """
-    exchanges = 0
-    tallies: dict[str, _Tally] = {}
-    hops: set[str] = set()
-    for record in records:
-        if record.get("kind") != "exchange":
-            continue
-        exchanges += 1
-        raw_hop = record.get("hop")
-        hop = raw_hop if isinstance(raw_hop, str) else ""
-        hops.add(hop)
-        for finding in _findings_of(record):
-            if finding.rule.startswith("hop."):
-                continue
-            tally = tallies.setdefault(finding.rule, _Tally())
-            tally.add(str(finding.boundary), record_digest(record), policy.examples, hop,
-                      str(finding.strength))
+    return judge_conformance(ConformanceTally(policy.examples).add_all(records), policy, reports)
+
+
+def judge_conformance(
+    counted: ConformanceTally, policy: ConformancePolicy, reports: Sequence[Report] = ()
+) -> SourceResult:
+    """Judge a finished :class:`ConformanceTally` (and reports) as :func:`conformance_source`."""
+    exchanges, tallies, hops = counted.exchanges, counted.rules, counted.hops
     reasons: list[Reason] = []
     if exchanges == 0:
         reasons.append(Reason("gate.conformance.empty", "no exchanges were recorded"))
@@ -323,25 +269,6 @@ def conformance_source(
     return SourceResult("conformance", tuple(reasons), summary)
 
 
-def _box(record: Mapping[str, Any], finding: Finding) -> str:
-    """Name the box a hop finding blames, as precisely as the record allows."""
-    box = record.get("box")
-    between = record.get("between")
-    if isinstance(box, str) and box:
-        # The proxy's hop-comparison record: the box, and the two hops around it.
-        if isinstance(between, list) and len(between) == 2:
-            return f"{box}, between hop {between[0]} and hop {between[1]}"
-        return box
-    if isinstance(between, str) and between:
-        return between if between.startswith("between ") else f"between {between}"
-    boxes = record.get("boxes")
-    if isinstance(boxes, list) and len(boxes) == 2 and all(isinstance(b, str) for b in boxes):
-        return f"between {boxes[0]} and {boxes[1]}"
-    hop = record.get("hop")
-    name = f"hop {hop}" if isinstance(hop, str) and hop else "hop"
-    return f"{name} {finding.where}".strip()
-
-
 def hop_source(
     records: Iterable[Mapping[str, Any]], policy: HopPolicy, examples: int = 3
 ) -> SourceResult:
@@ -351,19 +278,12 @@ def hop_source(
     egress inside one hop). ``gate.hop.empty`` when the policy requires a two-hop capture
     and no hop-comparison record exists.
     """
-    comparisons = 0
-    tallies: dict[tuple[str, str], _Tally] = {}
-    for record in records:
-        kind = record.get("kind")
-        if kind == "hop-comparison":
-            comparisons += 1
-        elif kind != "exchange":
-            continue
-        for finding in _findings_of(record):
-            if not finding.rule.startswith("hop."):
-                continue
-            tally = tallies.setdefault((finding.rule, _box(record, finding)), _Tally())
-            tally.add(str(finding.boundary), record_digest(record), examples)
+    return judge_hop(HopTally(examples).add_all(records), policy)
+
+
+def judge_hop(counted: HopTally, policy: HopPolicy) -> SourceResult:
+    """Judge a finished :class:`HopTally` as :func:`hop_source` does."""
+    comparisons, tallies = counted.comparisons, counted.boxes
     reasons: list[Reason] = []
     if policy.require_two_hop and comparisons == 0:
         reasons.append(Reason("gate.hop.empty",

@@ -21,6 +21,7 @@ Zero samples is never healthy.
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -146,30 +147,41 @@ def _is_jsonrpc_error(body: Any) -> bool:
     return isinstance(body, dict) and "error" in body and "method" not in body
 
 
-def _hop_of(records: Sequence[Mapping[str, Any]], hop: str | None) -> str | None:
-    hops = sorted({r["hop"] for r in records if isinstance(r.get("hop"), str)})
-    if hop is None and len(hops) > 1:
-        raise InputError(f"the evidence holds hops {', '.join(hops)}: set health.hop in the "
-                         "policy so each request counts once")
-    return hop
+class WindowTally:
+    """The health window's counts and measurements, one record at a time, mergeable.
 
+    Latencies are kept as packed doubles (8 bytes per sample) because nearest-rank
+    percentiles need every value; everything else is a counter or an extreme.
+    """
 
-def compute_window(
-    records: Iterable[Mapping[str, Any]], counting: ErrorCounting, hop: str | None = None
-) -> HealthWindow:
-    """Compute the health window of ``records`` (see the module docstring for definitions)."""
-    exchanges = [r for r in records if r.get("kind") == "exchange"]
-    hop = _hop_of(exchanges, hop)
-    samples = [r for r in exchanges
-               if _is_request(r) and (hop is None or r.get("hop") == hop)]
-    errors = jsonrpc = http_5xx = http_4xx = tap = unanswered = 0
-    latencies: list[float] = []
-    first_events: list[float] = []
-    durations: list[float] = []
-    sse_streams = sse_events = max_events = 0
-    starts: list[float] = []
-    ends: list[float] = []
-    for record in samples:
+    __slots__ = ("counting", "durations", "end", "errors", "first_events", "hop", "hops",
+                 "http_4xx", "http_5xx", "jsonrpc", "latencies", "max_events", "samples",
+                 "sse_events", "sse_streams", "start", "tap", "unanswered")
+
+    def __init__(self, counting: ErrorCounting, hop: str | None = None) -> None:
+        self.counting = counting
+        self.hop = hop
+        self.hops: set[str] = set()
+        self.samples = self.errors = self.jsonrpc = self.http_5xx = self.http_4xx = 0
+        self.tap = self.unanswered = 0
+        self.latencies = array("d")
+        self.first_events = array("d")
+        self.durations = array("d")
+        self.sse_streams = self.sse_events = self.max_events = 0
+        self.start: float | None = None
+        self.end: float | None = None
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Count one record (only requests among ``exchange`` records are samples)."""
+        if record.get("kind") != "exchange":
+            return
+        record_hop = record.get("hop")
+        if isinstance(record_hop, str):
+            self.hops.add(record_hop)
+        if not _is_request(record) or (self.hop is not None and record_hop != self.hop):
+            return
+        self.samples += 1
+        counting = self.counting
         ingress, origin, egress = (_obj(record.get(k)) for k in ("ingress", "origin", "egress"))
         status = origin.get("status")
         is_tap = record.get("tapError") is not None
@@ -180,50 +192,84 @@ def compute_window(
         events = events if isinstance(events, list) else []
         is_rpc_error = _is_jsonrpc_error(origin.get("body")) or any(
             _is_jsonrpc_error(_obj(e).get("data")) for e in events)
-        tap += is_tap
-        unanswered += is_unanswered
-        http_5xx += is_5xx
-        http_4xx += is_4xx
-        jsonrpc += is_rpc_error
+        self.tap += is_tap
+        self.unanswered += is_unanswered
+        self.http_5xx += is_5xx
+        self.http_4xx += is_4xx
+        self.jsonrpc += is_rpc_error
         # A request that never got an upstream answer is a failure whatever the policy counts.
         if (is_tap or is_unanswered or (counting.http_5xx and is_5xx)
                 or (counting.http_4xx and is_4xx) or (counting.jsonrpc_errors and is_rpc_error)):
-            errors += 1
+            self.errors += 1
         received = _num(ingress.get("receivedAt"))
         end = _num(origin.get("endAt"))
         if received is not None:
-            starts.append(received)
+            self.start = received if self.start is None else min(self.start, received)
             if end is not None:
-                latencies.append((end - received) * 1000.0)
+                self.latencies.append((end - received) * 1000.0)
         last = max((t for t in (end, _num(egress.get("endAt")), _num(egress.get("sentAt")),
                                 received) if t is not None), default=None)
         if last is not None:
-            ends.append(last)
+            self.end = last if self.end is None else max(self.end, last)
         if events:
-            sse_streams += 1
-            sse_events += len(events)
-            max_events = max(max_events, len(events))
+            self.sse_streams += 1
+            self.sse_events += len(events)
+            self.max_events = max(self.max_events, len(events))
             first_at = _num(_obj(events[0]).get("at"))
             if first_at is not None and received is not None:
-                first_events.append((first_at - received) * 1000.0)
+                self.first_events.append((first_at - received) * 1000.0)
             opened = _num(origin.get("firstByteAt"))
             opened = first_at if opened is None else opened
             if opened is not None and end is not None:
-                durations.append((end - opened) * 1000.0)
-    observation = max(0.0, max(ends) - min(starts)) if starts and ends else 0.0
-    return HealthWindow(
-        samples=len(samples),
-        errors=errors,
-        counts=ErrorCounts(jsonrpc, http_5xx, http_4xx, tap, unanswered),
-        latency_ms=_percentiles(latencies),
-        sse_first_event_ms=_percentiles(first_events),
-        stream_duration_ms=_percentiles(durations),
-        sse_streams=sse_streams,
-        sse_events=sse_events,
-        max_events_per_stream=max_events,
-        observation_seconds=round(observation, 6),
-        hop=hop,
-    )
+                self.durations.append((end - opened) * 1000.0)
+
+    def merge(self, other: WindowTally) -> None:
+        """Fold in the tally of another bundle (same counting and hop)."""
+        self.hops |= other.hops
+        for name in ("samples", "errors", "jsonrpc", "http_5xx", "http_4xx", "tap",
+                     "unanswered", "sse_streams", "sse_events"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.max_events = max(self.max_events, other.max_events)
+        self.latencies.extend(other.latencies)
+        self.first_events.extend(other.first_events)
+        self.durations.extend(other.durations)
+        starts = [t for t in (self.start, other.start) if t is not None]
+        ends = [t for t in (self.end, other.end) if t is not None]
+        self.start = min(starts) if starts else None
+        self.end = max(ends) if ends else None
+
+    def window(self) -> HealthWindow:
+        """Return the finished window; InputError when several hops and none named."""
+        hops = sorted(self.hops)
+        if self.hop is None and len(hops) > 1:
+            raise InputError(f"the evidence holds hops {', '.join(hops)}: set health.hop in "
+                             "the policy so each request counts once")
+        observation = (max(0.0, self.end - self.start)
+                       if self.start is not None and self.end is not None else 0.0)
+        return HealthWindow(
+            samples=self.samples,
+            errors=self.errors,
+            counts=ErrorCounts(self.jsonrpc, self.http_5xx, self.http_4xx, self.tap,
+                               self.unanswered),
+            latency_ms=_percentiles(self.latencies),
+            sse_first_event_ms=_percentiles(self.first_events),
+            stream_duration_ms=_percentiles(self.durations),
+            sse_streams=self.sse_streams,
+            sse_events=self.sse_events,
+            max_events_per_stream=self.max_events,
+            observation_seconds=round(observation, 6),
+            hop=self.hop,
+        )
+
+
+def compute_window(
+    records: Iterable[Mapping[str, Any]], counting: ErrorCounting, hop: str | None = None
+) -> HealthWindow:
+    """Compute the health window of ``records`` (see the module docstring for definitions)."""
+    tally = WindowTally(counting, hop)
+    for record in records:
+        tally.add(record)
+    return tally.window()
 
 
 def evaluate_health(

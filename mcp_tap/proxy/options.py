@@ -131,6 +131,22 @@ class AdminOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class GateOptions:
+    """The admin listener's canary analysis (``GET /gate``, ``POST /gate/flagger``).
+
+    ``policy`` is the gate policy file; empty disables the endpoint. The decision covers the
+    bundle this run is writing plus ``evidence`` (more candidate bundles or evidence
+    directories) against ``baseline``, with the attested ``rollback`` evidence (empty: the
+    gate holds). Files are read at each evaluation, so a renewed attestation counts.
+    """
+
+    policy: str = ""
+    rollback: str = ""
+    evidence: tuple[str, ...] = ()
+    baseline: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class HopComparisonOptions:
     """Cross-hop correlation window and SSE buffering thresholds."""
 
@@ -158,6 +174,7 @@ class TapOptions:
     tracing: TracingOptions = field(default_factory=TracingOptions)
     eras: EraOptions = field(default_factory=EraOptions)
     admin: AdminOptions = field(default_factory=AdminOptions)
+    gate: GateOptions = field(default_factory=GateOptions)
     hop_comparison: HopComparisonOptions = field(default_factory=HopComparisonOptions)
     redaction: RedactionPolicy = field(default_factory=RedactionPolicy)
 
@@ -170,6 +187,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "tracing": TracingOptions,
     "eras": EraOptions,
     "admin": AdminOptions,
+    "gate": GateOptions,
     "hop_comparison": HopComparisonOptions,
 }
 

@@ -167,7 +167,12 @@ class TapServer:
             bound = runner.addresses[0]
             self.addresses[hop.name] = (bound[0], bound[1])
         if self.options.admin.listen:
-            app = admin_app(self.metrics, self.readiness)
+            canary = None
+            if self.options.gate.policy:
+                from mcp_tap.proxy.canary import CanaryAnalysis
+
+                canary = CanaryAnalysis(self.options.gate, self.bundle_dir)
+            app = admin_app(self.metrics, self.readiness, canary)
             self._admin_runner = web.AppRunner(app, access_log=None)
             await self._admin_runner.setup()
             host, port = parse_listen(self.options.admin.listen)

@@ -1,0 +1,304 @@
+"""The gate as a library: evidence bundles, a policy and rollback evidence in, a Decision out.
+
+:func:`evaluate` takes a frozen :class:`GateRequest` (already-parsed policy, rollback
+payload and reports; bundle paths) and returns the :class:`~mcp_tap.gate.decision.Decision`
+that ``mcp-tap gate`` prints, the report page shows and the admin listener's ``/gate``
+answers. :func:`load_request` reads a request from files, raising
+:class:`~mcp_tap.errors.InputError` for bad input.
+
+Each bundle is verified, then its records are read one at a time into streaming tallies
+(:mod:`mcp_tap.gate.tally`, :class:`~mcp_tap.gate.health.WindowTally`); nothing holds a
+bundle's records. With several bundles the per-bundle work runs in parallel processes and
+the tallies are merged in bundle order, so the decision is the same as a sequential run.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from mcp_tap.core.hashing import sha256_hex
+from mcp_tap.errors import BundleFormatError, InputError
+from mcp_tap.files import read_file
+from mcp_tap.gate.decision import (
+    BundleCheck,
+    Decision,
+    GateInputs,
+    Report,
+    ReportCase,
+    RollbackResult,
+    decide,
+    gaps_of,
+    integrity_source,
+    judge_conformance,
+    judge_hop,
+    sdk_source,
+)
+from mcp_tap.gate.health import WindowTally, evaluate_health
+from mcp_tap.gate.policy import Policy, load_policy
+from mcp_tap.gate.rollback import check_rollback, missing_rollback, resolve_trust
+from mcp_tap.gate.tally import ConformanceTally, HopTally, SdkTally, record_digest
+
+# Exchanges handed to the SDK differential at a time: bounded memory, few calls.
+SDK_CHUNK = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class GateRequest:
+    """Everything the gate weighs, with its files already read and checked.
+
+    ``rollback`` is the parsed rollback-evidence JSON (``None``: there is none, the gate
+    holds); ``environ`` is where the policy's HMAC key variable is looked up (``None``:
+    this process's environment).
+    """
+
+    evidence: tuple[Path, ...]
+    policy: Policy
+    rollback: object | None = None
+    baseline: tuple[Path, ...] = ()
+    reports: tuple[Report, ...] = ()
+    environ: Mapping[str, str] | None = field(default=None, compare=False)
+
+
+@dataclass(slots=True)
+class BundleScan:
+    """One bundle's verification outcome and tallies, ready to merge."""
+
+    check: BundleCheck
+    window: WindowTally
+    conformance: ConformanceTally | None = None
+    hop: HopTally | None = None
+    sdk: SdkTally | None = None
+
+
+def parse_report(raw: bytes, source: str) -> Report:
+    """Parse a ``transcripts --json`` / ``probe --json`` report into a :class:`Report`."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"report {source} is not valid JSON: {exc}") from exc
+    cases = data.get("cases") if isinstance(data, dict) else None
+    if not isinstance(cases, list):
+        raise InputError(f"report {source} must be an object with a `cases` array")
+    parsed: list[ReportCase] = []
+    for index, case in enumerate(cases):
+        if (not isinstance(case, dict) or not isinstance(case.get("name"), str)
+                or type(case.get("passed")) is not bool):
+            raise InputError(f"report {source}: case {index} needs a string `name` and a "
+                             "boolean `passed`")
+        rule = case.get("rule")
+        ev = case.get("evidenceDigest")
+        parsed.append(ReportCase(
+            name=case["name"],
+            passed=case["passed"],
+            rule=rule if isinstance(rule, str) else None,
+            evidence_digest=ev if isinstance(ev, str) else "",
+        ))
+    return Report(digest=sha256_hex(raw), cases=tuple(parsed))
+
+
+def load_rollback(path: Path) -> object:
+    """Read the rollback evidence JSON at ``path`` (InputError when unreadable or not JSON)."""
+    raw = read_file(path, "rollback evidence")
+    try:
+        value: object = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"rollback evidence {path} is not valid JSON: {exc}") from exc
+    return value
+
+
+def load_request(
+    evidence: Iterable[str | Path],
+    policy: Path,
+    rollback: Path | None = None,
+    *,
+    baseline: Iterable[str | Path] = (),
+    reports: Iterable[Path] = (),
+    environ: Mapping[str, str] | None = None,
+) -> GateRequest:
+    """Read the policy, rollback evidence and reports and find the bundles (InputError)."""
+    from mcp_tap.evidence import find_all_bundles
+
+    loaded_policy = load_policy(policy)
+    parsed = tuple(parse_report(read_file(p, "report"), str(p)) for p in reports)
+    payload = None if rollback is None else load_rollback(rollback)
+    baselines = list(baseline)
+    return GateRequest(
+        evidence=tuple(find_all_bundles(evidence)),
+        policy=loaded_policy,
+        rollback=payload,
+        baseline=tuple(find_all_bundles(baselines)) if baselines else (),
+        reports=parsed,
+        environ=environ,
+    )
+
+
+def scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
+    """Verify one bundle and stream its records into the tallies its role needs.
+
+    A ``candidate`` feeds every source; a ``baseline`` only the health window and the
+    integrity check. Evidence that fails verification is read leniently; a bundle that
+    cannot be read at all counts no record and says why in its problems.
+    """
+    from mcp_tap.evidence import iter_records, verify_bundle
+
+    # An unknown format version raises BundleFormatError here: bad input, exit 2.
+    report = verify_bundle(path)
+    problems = tuple((str(p.kind), str(p.severity), str(p.message)) for p in report.problems)
+    ok = bool(report.ok)
+    candidate = role == "candidate"
+    scan = _empty_scan(role, ok, problems, policy, candidate)
+    records = 0
+    last: Mapping[str, Any] | None = None
+    gaps: list[tuple[int, str]] = []
+    chunk: list[dict[str, Any]] = []
+    try:
+        for record in iter_records(path, lenient=not ok):
+            records += 1
+            last = record
+            kind = record.get("kind")
+            if kind == "gap":
+                gaps.extend(gaps_of((record,)))
+            scan.window.add(record)
+            if scan.conformance is not None and scan.hop is not None:
+                scan.conformance.add(record)
+                scan.hop.add(record)
+                if kind == "exchange":
+                    chunk.append(record)
+                    if len(chunk) >= SDK_CHUNK:
+                        _sdk_chunk(scan, chunk, policy)
+                        chunk = []
+        if chunk:
+            _sdk_chunk(scan, chunk, policy)
+    except BundleFormatError as exc:
+        if ok:
+            raise
+        # Damaged evidence is a reason not to promote, not a reason to print no decision;
+        # what was counted before the damage is dropped, so the bundle counts no record.
+        # The decision evidence must not depend on where the bundle sits on this machine.
+        problem = ("unreadable", "error", str(exc).replace(str(path), path.name))
+        scan = _empty_scan(role, ok, (*problems, problem), policy, candidate)
+        return scan
+    head = record_digest(last) if last is not None else ""
+    scan.check = BundleCheck(role=role, ok=ok, problems=problems, records=records, head=head,
+                             gaps=tuple(gaps))
+    return scan
+
+
+def _empty_scan(
+    role: str, ok: bool, problems: tuple[tuple[str, str, str], ...], policy: Policy,
+    candidate: bool,
+) -> BundleScan:
+    examples = policy.conformance.examples
+    return BundleScan(
+        check=BundleCheck(role=role, ok=ok, problems=problems),
+        window=WindowTally(policy.health.counting, policy.health.hop),
+        conformance=ConformanceTally(examples) if candidate else None,
+        hop=HopTally(examples) if candidate else None,
+        sdk=SdkTally() if candidate else None,
+    )
+
+
+def _sdk_chunk(scan: BundleScan, chunk: list[dict[str, Any]], policy: Policy) -> None:
+    assert scan.sdk is not None
+    if scan.sdk.unavailable:
+        return
+    try:
+        from mcp_tap.sdkdiff import DEFAULT_ALLOWLIST, diff_records
+    except ImportError as exc:
+        scan.sdk.unavailable = str(exc)
+        return
+    scan.sdk.add_report(diff_records(chunk, DEFAULT_ALLOWLIST | policy.sdk.allow_fields))
+
+
+def _scan_all(jobs: Sequence[tuple[Path, str]], policy: Policy, workers: int | None
+              ) -> list[BundleScan]:
+    count = min(len(jobs), workers if workers is not None else (os.cpu_count() or 1))
+    if count <= 1:
+        return [scan_bundle(path, role, policy) for path, role in jobs]
+    # Forking a process that runs threads can copy a held lock; spawn is safe there.
+    method = "fork" if threading.active_count() == 1 else "spawn"
+    with ProcessPoolExecutor(count, mp_context=multiprocessing.get_context(method)) as pool:
+        return list(pool.map(scan_bundle, *zip(*jobs, strict=True),
+                             [policy] * len(jobs)))
+
+
+def _rollback(request: GateRequest) -> RollbackResult:
+    if request.rollback is None:
+        return missing_rollback()
+    environ = os.environ if request.environ is None else request.environ
+    return check_rollback(request.rollback, resolve_trust(request.policy.rollback, environ))
+
+
+def evaluate(request: GateRequest, *, workers: int | None = None) -> Decision:
+    """Evaluate ``request`` and return the gate's decision.
+
+    ``workers`` bounds the processes that scan bundles in parallel (``None``: one per CPU;
+    ``1``: everything in this process). Raises InputError for bad input found in the
+    evidence (an unknown bundle format, several hops and no ``health.hop``).
+    """
+    policy = request.policy
+    rollback = _rollback(request)
+    jobs = [(p, "candidate") for p in request.evidence] + [
+        (p, "baseline") for p in request.baseline]
+    scans = _scan_all(jobs, policy, workers)
+    candidates = [s for s in scans if s.check.role == "candidate"]
+    baselines = [s for s in scans if s.check.role == "baseline"]
+    conformance = ConformanceTally(policy.conformance.examples)
+    hop = HopTally(policy.conformance.examples)
+    sdk = SdkTally()
+    window = WindowTally(policy.health.counting, policy.health.hop)
+    for scan in candidates:
+        assert scan.conformance is not None and scan.hop is not None and scan.sdk is not None
+        conformance.merge(scan.conformance)
+        hop.merge(scan.hop)
+        sdk.merge(scan.sdk)
+        window.merge(scan.window)
+    baseline_window = None
+    if request.baseline:
+        merged = WindowTally(policy.health.counting, policy.health.hop)
+        for scan in baselines:
+            merged.merge(scan.window)
+        baseline_window = merged.window()
+    allowlist = _sdk_allowlist(policy)
+    inputs = GateInputs(
+        conformance=judge_conformance(conformance, policy.conformance, request.reports),
+        sdk=(sdk_source(None, allowlist, unavailable=sdk.unavailable) if sdk.unavailable
+             else sdk_source(sdk, allowlist)),
+        hop=judge_hop(hop, policy.hop),
+        integrity=integrity_source([s.check for s in scans]),
+        health=evaluate_health(window.window(), policy.health, baseline_window),
+        rollback=rollback,
+        policy_digest=policy.digest,
+    )
+    return decide(inputs)
+
+
+def _sdk_allowlist(policy: Policy) -> frozenset[str]:
+    try:
+        from mcp_tap.sdkdiff import DEFAULT_ALLOWLIST
+    except ImportError:
+        return policy.sdk.allow_fields
+    return DEFAULT_ALLOWLIST | policy.sdk.allow_fields
+
+
+def evaluate_files(
+    evidence: Iterable[str | Path],
+    policy: Path,
+    rollback: Path | None = None,
+    *,
+    baseline: Iterable[str | Path] = (),
+    reports: Iterable[Path] = (),
+    workers: int | None = None,
+) -> Decision:
+    """Read a request from files (:func:`load_request`) and :func:`evaluate` it."""
+    request = load_request(evidence, policy, rollback, baseline=baseline, reports=reports)
+    return evaluate(request, workers=workers)

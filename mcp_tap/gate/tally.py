@@ -1,0 +1,212 @@
+"""Streaming tallies of the gate's record-driven sources: one record in at a time, merged.
+
+Each tally takes records one by one (:meth:`add`), holds only counts, a bounded number of
+example digests and the measurements the judgement needs, and merges with the tally of
+another bundle (:meth:`merge`, in bundle order, so examples are the first ones seen). The
+source builders in :mod:`mcp_tap.gate.decision` and :mod:`mcp_tap.gate.health` judge a
+finished tally; :mod:`mcp_tap.gate.evaluation` feeds one tally per bundle, in parallel
+processes when there are several bundles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from mcp_tap.core.catalog import CATALOG
+from mcp_tap.core.findings import Finding, Strength
+from mcp_tap.core.hashing import digest
+
+
+def record_digest(record: Mapping[str, Any]) -> str:
+    """Return a record's evidence digest: the writer's ``digest``, else recomputed the same way."""
+    stored = record.get("digest")
+    if isinstance(stored, str) and stored:
+        return stored
+    return digest({k: v for k, v in record.items() if k != "digest"})
+
+
+def findings_of(record: Mapping[str, Any]) -> list[Finding]:
+    """Return the findings a record carries (malformed entries are skipped)."""
+    raw = record.get("findings")
+    if not isinstance(raw, list) or not raw:
+        return []
+    return [_finding(f) for f in raw if isinstance(f, dict) and "rule" in f]
+
+
+def _finding(data: dict[str, Any]) -> Finding:
+    """A recorded finding; evidence from before findings carried a strength gets the rule's."""
+    found = Finding.from_json(data)
+    if "strength" not in data:
+        found = replace(found, strength=rule_strength(found.rule))
+    return found
+
+
+def rule_strength(rule_id: str) -> Strength:
+    """The catalog strength of ``rule_id`` (``must`` for an id this build does not know)."""
+    entry = CATALOG.get(rule_id)
+    return entry.strength if entry is not None else Strength.MUST
+
+
+@dataclass(slots=True)
+class Tally:
+    """One rule's (or rule and box's) count, boundaries, first examples, count per hop and
+    the strengths its findings carried."""
+
+    count: int = 0
+    boundaries: set[str] = field(default_factory=set)
+    examples: list[str] = field(default_factory=list)
+    by_hop: dict[str, int] = field(default_factory=dict)
+    strengths: set[str] = field(default_factory=set)
+
+    def add(
+        self, boundary: str, example: str, limit: int, hop: str = "", strength: str = "must"
+    ) -> None:
+        """Count one finding seen at ``boundary`` in the record whose digest is ``example``."""
+        self.count += 1
+        self.strengths.add(strength)
+        self.boundaries.add(boundary)
+        self.by_hop[hop] = self.by_hop.get(hop, 0) + 1
+        if example not in self.examples and len(self.examples) < limit:
+            self.examples.append(example)
+
+    def merge(self, other: Tally, limit: int) -> None:
+        """Fold in the tally of a later bundle."""
+        self.count += other.count
+        self.boundaries |= other.boundaries
+        self.strengths |= other.strengths
+        for hop, n in other.by_hop.items():
+            self.by_hop[hop] = self.by_hop.get(hop, 0) + n
+        for example in other.examples:
+            if example not in self.examples and len(self.examples) < limit:
+                self.examples.append(example)
+
+
+def _merge_tallies(mine: dict[Any, Tally], theirs: Mapping[Any, Tally], limit: int) -> None:
+    for key, tally in theirs.items():
+        if key in mine:
+            mine[key].merge(tally, limit)
+        else:
+            mine[key] = Tally(tally.count, set(tally.boundaries), list(tally.examples[:limit]),
+                              dict(tally.by_hop), set(tally.strengths))
+
+
+@dataclass(slots=True)
+class ConformanceTally:
+    """Exchanges, the hops they were seen at, and every non-``hop.*`` finding by rule."""
+
+    examples: int = 3
+    exchanges: int = 0
+    hops: set[str] = field(default_factory=set)
+    rules: dict[str, Tally] = field(default_factory=dict)
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Count one record (only ``exchange`` records count)."""
+        if record.get("kind") != "exchange":
+            return
+        self.exchanges += 1
+        raw_hop = record.get("hop")
+        hop = raw_hop if isinstance(raw_hop, str) else ""
+        self.hops.add(hop)
+        found = findings_of(record)
+        if not found:
+            return
+        example = record_digest(record)
+        for finding in found:
+            if finding.rule.startswith("hop."):
+                continue
+            tally = self.rules.setdefault(finding.rule, Tally())
+            tally.add(str(finding.boundary), example, self.examples, hop,
+                      str(finding.strength))
+
+    def add_all(self, records: Iterable[Mapping[str, Any]]) -> ConformanceTally:
+        """Count every record of ``records``; return self."""
+        for record in records:
+            self.add(record)
+        return self
+
+    def merge(self, other: ConformanceTally) -> None:
+        """Fold in the tally of a later bundle."""
+        self.exchanges += other.exchanges
+        self.hops |= other.hops
+        _merge_tallies(self.rules, other.rules, self.examples)
+
+
+def _box(record: Mapping[str, Any], finding: Finding) -> str:
+    """Name the box a hop finding blames, as precisely as the record allows."""
+    box = record.get("box")
+    between = record.get("between")
+    if isinstance(box, str) and box:
+        # The proxy's hop-comparison record: the box, and the two hops around it.
+        if isinstance(between, list) and len(between) == 2:
+            return f"{box}, between hop {between[0]} and hop {between[1]}"
+        return box
+    if isinstance(between, str) and between:
+        return between if between.startswith("between ") else f"between {between}"
+    boxes = record.get("boxes")
+    if isinstance(boxes, list) and len(boxes) == 2 and all(isinstance(b, str) for b in boxes):
+        return f"between {boxes[0]} and {boxes[1]}"
+    hop = record.get("hop")
+    name = f"hop {hop}" if isinstance(hop, str) and hop else "hop"
+    return f"{name} {finding.where}".strip()
+
+
+@dataclass(slots=True)
+class HopTally:
+    """Hop-comparison records, and every ``hop.*`` finding by (rule, box)."""
+
+    examples: int = 3
+    comparisons: int = 0
+    boxes: dict[tuple[str, str], Tally] = field(default_factory=dict)
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Count one record (hop-comparison and exchange records count)."""
+        kind = record.get("kind")
+        if kind == "hop-comparison":
+            self.comparisons += 1
+        elif kind != "exchange":
+            return
+        for finding in findings_of(record):
+            if not finding.rule.startswith("hop."):
+                continue
+            tally = self.boxes.setdefault((finding.rule, _box(record, finding)), Tally())
+            tally.add(str(finding.boundary), record_digest(record), self.examples)
+
+    def add_all(self, records: Iterable[Mapping[str, Any]]) -> HopTally:
+        """Count every record of ``records``; return self."""
+        for record in records:
+            self.add(record)
+        return self
+
+    def merge(self, other: HopTally) -> None:
+        """Fold in the tally of a later bundle."""
+        self.comparisons += other.comparisons
+        _merge_tallies(self.boxes, other.boxes, self.examples)
+
+
+@dataclass(slots=True)
+class SdkTally:
+    """The SDK differential's outcome, folded from reports over chunks of records.
+
+    Satisfies :class:`mcp_tap.gate.decision.SdkReport`; it keeps the differences and the
+    rejections (what the gate reports), not one entry per compared exchange.
+    """
+
+    compared: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    unavailable: str = ""
+
+    def add_report(self, report: Any) -> None:
+        """Fold in one :class:`mcp_tap.sdkdiff.SdkDiffReport`."""
+        self.compared += report.compared
+        self.findings.extend(report.findings)
+        self.errors.extend(str(entry.error) for entry in report.errors)
+
+    def merge(self, other: SdkTally) -> None:
+        """Fold in the tally of a later bundle."""
+        self.compared += other.compared
+        self.findings.extend(other.findings)
+        self.errors.extend(other.errors)
+        self.unavailable = self.unavailable or other.unavailable

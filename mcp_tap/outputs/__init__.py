@@ -1,0 +1,144 @@
+"""Command outputs for people and CI: text, JSON, JUnit XML, SARIF 2.1.0, Markdown.
+
+A command builds one :class:`Outcome` (its JSON object, its text, and its result as
+:class:`Check` cases) and :func:`emit` prints it in the format ``--format`` names
+(``--json`` is an alias of ``--format json``). JUnit, SARIF and Markdown are rendered from
+the checks alone, so every command gets every format the same way:
+
+* a :class:`Check` is one JUnit test case: one rule, one case, one source;
+* a failed check carrying a catalog ``rule`` becomes a SARIF result of that rule, with its
+  :class:`Location` in the evidence (bundle, segment file, line, record ``seq``);
+* Markdown is a summary for ``$GITHUB_STEP_SUMMARY``: headline, failures, a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+FORMATS: Final = ("text", "json", "junit", "sarif", "markdown")
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where a check's evidence is: a file (bundle segment or fixture), line, record seq.
+
+    ``path`` is as the user named it (relative stays relative); ``exchange`` is the
+    exchange id or record digest the check refers to.
+    """
+
+    path: str
+    line: int | None = None
+    seq: int | None = None
+    exchange: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One test case: passed, failed or skipped, with the finding and its evidence.
+
+    ``rule`` is the catalog rule id the failure is a finding of (``None`` when the failure
+    is not a rule's, e.g. a case that expected a rejection); ``strength`` is ``must`` or
+    ``should`` (a SHOULD is a warning in SARIF).
+    """
+
+    name: str
+    group: str
+    passed: bool
+    skipped: bool = False
+    message: str = ""
+    detail: str = ""
+    rule: str | None = None
+    strength: str = "must"
+    locations: tuple[Location, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one command run produced, in every form a format needs."""
+
+    command: str
+    headline: str
+    ok: bool
+    data: Any
+    text: str
+    checks: tuple[Check, ...] = ()
+    facts: Mapping[str, str] = field(default_factory=dict)
+    # The JSON on one line (the gate's decision, one object per line) instead of indented.
+    compact: bool = False
+
+
+def strength_of(finding: object) -> str:
+    """A finding's strength (a Finding or its JSON): its ``strength`` when it has one, else
+    its catalog rule's, else ``must`` (findings and rules gain strengths on another branch).
+    """
+    value = (finding.get("strength") if isinstance(finding, Mapping)
+             else getattr(finding, "strength", None))
+    if value in ("must", "should"):
+        return str(value)
+    rule = finding.get("rule") if isinstance(finding, Mapping) else getattr(finding, "rule", None)
+    return rule_strength(rule) if isinstance(rule, str) else "must"
+
+
+def rule_strength(rule_id: str) -> str:
+    """A catalog rule's strength, ``must`` when the rule has none or is not in the catalog."""
+    from mcp_tap.core.catalog import CATALOG
+
+    rule = CATALOG.get(rule_id)
+    value = getattr(rule, "strength", "must") if rule is not None else "must"
+    return str(value) if value in ("must", "should") else "must"
+
+
+def add_format_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--format`` and its alias ``--json`` to a command's parser."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--format", choices=FORMATS, default="text",
+                       help="output format (default text): json, junit (JUnit XML), sarif "
+                       "(SARIF 2.1.0), markdown (for $GITHUB_STEP_SUMMARY)")
+    group.add_argument("--json", dest="format", action="store_const", const="json",
+                       help="the same as --format json")
+
+
+def render(outcome: Outcome, fmt: str) -> str:
+    """Return ``outcome`` rendered as ``fmt`` (one of :data:`FORMATS`)."""
+    if fmt == "text":
+        return outcome.text
+    if fmt == "json":
+        import orjson
+
+        option = 0 if outcome.compact else orjson.OPT_INDENT_2
+        return orjson.dumps(outcome.data, option=option).decode() + "\n"
+    if fmt == "junit":
+        from mcp_tap.outputs.junit import render_junit
+
+        return render_junit(outcome)
+    if fmt == "sarif":
+        from mcp_tap.outputs.sarif import render_sarif
+
+        return render_sarif(outcome)
+    if fmt == "markdown":
+        from mcp_tap.outputs.markdown import render_markdown
+
+        return render_markdown(outcome)
+    raise ValueError(f"unknown output format {fmt!r}")
+
+
+def emit(outcome: Outcome, args: argparse.Namespace) -> None:
+    """Print ``outcome`` on stdout in the format the parsed ``args`` asked for."""
+    sys.stdout.write(render(outcome, getattr(args, "format", "text") or "text"))
+
+
+__all__ = [
+    "FORMATS",
+    "Check",
+    "Location",
+    "Outcome",
+    "add_format_option",
+    "emit",
+    "render",
+    "rule_strength",
+    "strength_of",
+]
