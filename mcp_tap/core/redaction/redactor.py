@@ -172,6 +172,10 @@ class Redactor:
         """Return a JSON-RPC message (or batch) redacted: the patterns + argument policies."""
         return self.walk(msg, self._policy_targets(msg)).value
 
+    def walk_message(self, msg: Any) -> Redacted:
+        """:meth:`redact_message` with the hit count and nesting depth of the result."""
+        return self.walk(msg, self._policy_targets(msg))
+
     def walk(
         self,
         value: Any,

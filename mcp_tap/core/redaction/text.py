@@ -25,7 +25,8 @@ _KEY: Final = re.compile(
     (?<![A-Za-z0-9_.\-\\%+])              # a key starts here, not in the middle of one
     (?:
         (?P<q>\\?["'])(?P<qkey>(?:[^"'\\\r\n]|\\[^"'\r\n]){1,256})(?P=q)   # "key" or \"key\"
-      | (?P<bkey>[A-Za-z0-9%][A-Za-z0-9_.\-%+]*)                          # bare key
+      | (?P<bkey>(?:[A-Za-z0-9%]|\\u[0-9A-Fa-f]{4})(?:[A-Za-z0-9_.\-%+]|\\u[0-9A-Fa-f]{4})*)
+                                                                      # bare key (\u too)
     )
     [ \t]*(?:(?P<colon>:)|=)[ \t]*
     """,
@@ -80,8 +81,11 @@ def redact_plain_text(
     for match in _KEY.finditer(text):
         if match.start() < done:
             continue  # this "key" sits inside a value that was just redacted
-        key = unescape_key(match["qkey"]) if match["qkey"] is not None else match["bkey"]
-        if not is_secret_key(key):
+        key = unescape_key(match["qkey"] if match["qkey"] is not None else match["bkey"])
+        if not is_secret_key(key) and not (
+            match["bkey"] is not None and _spaced_key_is_secret(text, match.start(), key,
+                                                                is_secret_key)
+        ):
             continue
         start = match.end()
         quoted = _QUOTED.match(text, start)
@@ -107,6 +111,21 @@ def redact_plain_text(
         return text
     parts.append(text[done:])
     return "".join(parts)
+
+
+def _spaced_key_is_secret(
+    text: str, start: int, key: str, is_secret_key: Callable[[str], bool]
+) -> bool:
+    """Whether the words before a bare key make it secret (``api key=``, ``Auth Token:``)."""
+    before = _WORDS_BEFORE.search(text, max(0, start - 64), start)
+    if before is None:
+        return False
+    words = before[0].split()
+    return any(is_secret_key("".join(words[-n:]) + key) for n in range(1, len(words) + 1))
+
+
+# Up to three words, each followed by one space or tab, that end where a bare key starts.
+_WORDS_BEFORE: Final = re.compile(r"(?:[A-Za-z0-9%][A-Za-z0-9_.\-%+]*[ \t]){1,3}\Z")
 
 
 def strip_url_secrets(text: str) -> str:
