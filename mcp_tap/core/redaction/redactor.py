@@ -324,6 +324,7 @@ class Redactor:
         JSON that cannot be written back with orjson (nested past 254 levels, say) is written
         by :func:`mcp_tap.core.deepjson.dumps`. Other text gets the regex pass.
         """
+        stdlib = False
         try:
             parsed = orjson.loads(text)
         except orjson.JSONDecodeError:
@@ -331,13 +332,16 @@ class Redactor:
                 parsed = json.loads(text)
             except (ValueError, RecursionError):
                 return self.redact_plain(text)
+            stdlib = True
         done = self.walk(parsed, self._policy_targets(parsed))
         # An object is always written back: '{"x":{"token":"a"},"x":1}' parses to a clean
         # value, yet its text still holds "a" under the dropped duplicate.
         if not done.hits and not isinstance(parsed, dict | list):
             return text
-        if deepjson.fits_orjson(done.value, done.depth):
+        if not stdlib and deepjson.fits_orjson(done.value, done.depth):
             return orjson.dumps(done.value).decode("utf-8")
+        # What only the stdlib parses (NaN, 1e400, huge ints, lone surrogates) is written back
+        # as the stdlib would, not turned into orjson's null.
         return deepjson.dumps(done.value)
 
     def redact_plain(self, text: str, found: set[str] | None = None) -> str:
