@@ -206,6 +206,24 @@ class TestRedactorJson:
             result = result["a"][0]
         assert result == {"token": REDACTED}
 
+    def test_recursive_and_loop_walks_meet_correctly(self) -> None:
+        """Secrets above, at and below the depth where the walk switches to a loop are found,
+        clean siblings at every level are shared, and the depth is counted in full."""
+        value: Any = {"password": "bottom", "n": [1]}
+        clean = []
+        for level in range(150):
+            sibling = {"x": [level]}
+            clean.append(sibling)
+            value = {"a": value, "s": sibling, **({"token": "t"} if level % 49 == 0 else {})}
+        done = Redactor().walk(value)
+        assert done.depth == 151 + 1 and done.hits == 1 + 4  # levels 0, 49, 98, 147
+        node = done.value
+        for level in reversed(range(150)):
+            assert node["s"] is clean[level]
+            assert node.get("token", REDACTED) == REDACTED
+            node = node["a"]
+        assert node == {"password": REDACTED, "n": [1]}
+
     def test_extra_keys_any_spelling(self) -> None:
         """Operator keys are canonicalised, so any spelling of them is redacted."""
         redactor = Redactor(RedactionPolicy(extra_keys=frozenset({"X-Tenant-Secret"})))

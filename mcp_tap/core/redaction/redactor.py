@@ -36,12 +36,7 @@ import orjson
 
 from mcp_tap.core import deepjson
 from mcp_tap.core.redaction.keys import SESSION_HEADER, KeyMatcher, canonical_key
-from mcp_tap.core.redaction.text import (
-    REDACTED,
-    might_hold_secret,
-    redact_plain_text,
-    strip_url_secrets,
-)
+from mcp_tap.core.redaction.text import REDACTED, redact_plain_text, strip_url_secrets
 
 # Credentials in these headers start with an auth scheme that is worth keeping in evidence.
 _AUTH_HEADERS: Final = frozenset({"authorization", "proxyauthorization"})
@@ -68,6 +63,14 @@ _AUTH_SCHEMES: Final = frozenset(
 )
 _MCP_PARAM: Final = "mcpparam"  # canonical prefix of Mcp-Param-{Name}
 _PSEUDONYM_HEX: Final = 16  # 64 bits: distinct sessions of one bundle never collide in practice
+_CONTAINERS: Final = (dict, list, tuple)
+_RECURSE: Final = 100  # levels walked recursively; deeper ones by a loop (no recursion limit)
+_MAX_CACHED_KEYS: Final = 8192  # attacker-chosen keys must not grow memory
+
+
+def _shaped(text: str) -> bool:
+    """Whether a string value has the shape the text pass looks for (cheap, no regex)."""
+    return "=" in text or ":" in text or "earer" in text or "EARER" in text
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +154,7 @@ class Redactor:
         self._argument_keys = frozenset(
             canonical_key(p.argument) for p in self.policy.argument_policies
         )
+        self._keys: dict[str, bool] = {}
         self._pseudonym_key = (
             pseudonym_key if pseudonym_key is not None else _secrets.token_bytes(32)
         )
@@ -184,14 +188,89 @@ class Redactor:
     ) -> Redacted:
         """Redact ``value``; ``targets`` maps ``id(dict)`` to argument names to hide there.
 
-        ``found`` collects the scalar values removed (for :meth:`removed_values`).
-        Post-order and iterative: a container is rebuilt only when a child changed.
+        ``found`` collects the scalar values removed (for :meth:`removed_values`). A
+        container is rebuilt only when a child changed. The first :data:`_RECURSE` levels
+        are walked recursively (the fast way in Python); deeper subtrees by a loop, so no
+        nesting reaches the recursion limit.
         """
         if isinstance(value, str):
             shown = self._string(value, found)
             return Redacted(shown, int(shown is not value), 0)
-        if not isinstance(value, dict | list | tuple):
+        if not isinstance(value, _CONTAINERS):
             return Redacted(value, 0, 0)
+        acc = [0, 0]  # hits, depth
+        result = self._node(value, 1, targets, found, acc)
+        return Redacted(result, acc[0], acc[1])
+
+    def _node(
+        self,
+        node: Any,
+        level: int,
+        targets: dict[int, frozenset[str]] | None,
+        found: set[str] | None,
+        acc: list[int],
+    ) -> Any:
+        """One non-empty container at ``level``, redacted (``node`` itself when clean)."""
+        if level > _RECURSE:
+            done = self._walk_loop(node, targets, found)
+            acc[0] += done.hits
+            acc[1] = max(acc[1], level - 1 + done.depth)
+            return done.value
+        if level > acc[1]:
+            acc[1] = level
+        changes: dict[Any, Any] | None = None
+        is_dict = isinstance(node, dict)
+        hidden = targets.get(id(node)) if targets and is_dict else None
+        for slot, child in node.items() if is_dict else enumerate(node):
+            if is_dict and isinstance(slot, str) and (
+                self._secret_key(slot)
+                or (hidden is not None and canonical_key(slot) in hidden)
+            ):
+                if child != REDACTED:
+                    if found is not None:
+                        _collect_leaves(child, found)
+                    changes = changes or {}
+                    changes[slot] = REDACTED
+                    acc[0] += 1
+                continue
+            new = child
+            if isinstance(child, _CONTAINERS):
+                if child:
+                    new = self._node(child, level + 1, targets, found, acc)
+                elif isinstance(child, tuple):
+                    new = []
+            elif isinstance(child, str) and _shaped(child):
+                new = self._string(child, found)
+                if new is not child:
+                    acc[0] += 1
+            if new is not child:
+                changes = changes or {}
+                changes[slot] = new
+        if is_dict:
+            return {**node, **changes} if changes else node
+        if changes is None and not isinstance(node, tuple):
+            return node
+        result = list(node)
+        for index, new in (changes or {}).items():
+            result[index] = new
+        return result
+
+    def _secret_key(self, key: str) -> bool:
+        """Whether a key as spelt names a secret (cached per spelling, bounded)."""
+        known = self._keys.get(key)
+        if known is None:
+            known = self.matcher.is_secret(canonical_key(key))
+            if len(self._keys) < _MAX_CACHED_KEYS:
+                self._keys[key] = known
+        return known
+
+    def _walk_loop(
+        self,
+        value: Any,
+        targets: dict[int, frozenset[str]] | None,
+        found: set[str] | None,
+    ) -> Redacted:
+        """:meth:`walk` for a deep container: post-order with an explicit stack."""
         hits = 0
         depth = 1
         # Frame: [container, iterator over (slot, child), changes (slot -> new), slot in parent]
@@ -202,18 +281,21 @@ class Redactor:
             hidden = targets.get(id(node)) if targets else None
             is_dict = isinstance(node, dict)
             for slot, child in frame[1]:
-                if is_dict and isinstance(slot, str):
-                    canonical = canonical_key(slot)
-                    if self.matcher.is_secret(canonical) or (
-                        hidden is not None and canonical in hidden
-                    ):
-                        if child != REDACTED:
-                            if found is not None:
-                                _collect_leaves(child, found)
-                            frame[2] = frame[2] or {}
-                            frame[2][slot] = REDACTED
-                            hits += 1
-                        continue
+                if (
+                    is_dict
+                    and isinstance(slot, str)
+                    and (
+                        self._secret_key(slot)
+                        or (hidden is not None and canonical_key(slot) in hidden)
+                    )
+                ):
+                    if child != REDACTED:
+                        if found is not None:
+                            _collect_leaves(child, found)
+                        frame[2] = frame[2] or {}
+                        frame[2][slot] = REDACTED
+                        hits += 1
+                    continue
                 if isinstance(child, dict | list | tuple):
                     if child:
                         stack.append([child, _items(child), None, slot])
@@ -222,7 +304,7 @@ class Redactor:
                     if isinstance(child, tuple):
                         frame[2] = frame[2] or {}
                         frame[2][slot] = []
-                elif isinstance(child, str) and might_hold_secret(child):
+                elif isinstance(child, str) and _shaped(child):
                     shown = self._string(child, found)
                     if shown is not child:
                         frame[2] = frame[2] or {}
