@@ -85,12 +85,14 @@ class TestLibraryLogs:
 def test_malformed_requests_put_no_traceback_or_bytes_on_stderr(
     origin_base: str, tmp_path: Path
 ) -> None:
-    """A real proxy fed malformed heads writes only JSON lines, none quoting the bytes."""
+    """A real proxy fed malformed heads writes only JSON lines, none quoting the bytes; the
+    upstream's userinfo is not shown either."""
     port = free_port()
+    upstream = origin_base.replace("http://", f"http://tap:{SECRET}@")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TAP_")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "mcp_tap", "proxy", "--listen", f"127.0.0.1:{port}",
-         "--upstream", origin_base, "--evidence", str(tmp_path), "--admin", ""],
+         "--upstream", upstream, "--evidence", str(tmp_path), "--admin", ""],
         cwd=REPO_ROOT, env=dict(env, PYTHONPATH=str(REPO_ROOT)), stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -121,6 +123,7 @@ def test_malformed_requests_put_no_traceback_or_bytes_on_stderr(
         _, err = proc.communicate(timeout=60)
     text = err.decode(errors="replace")
     assert SECRET not in text and "Traceback" not in text
+    assert "-> http://[REDACTED]@127.0.0.1:" in text
     for line in text.splitlines():
         if line.startswith("mcp-tap: "):
             continue  # the one human line: "hop ... listening on ..."
