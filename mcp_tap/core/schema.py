@@ -16,6 +16,7 @@ judged: a miss validates, and values too large or too deep to key are validated 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from functools import cache
 from types import UnionType
 from typing import Any, Final, get_args
@@ -70,6 +71,20 @@ class VerdictCache:
         if len(self._verdicts) > self.max_entries:
             self._verdicts.popitem(last=False)
 
+    def verdict(
+        self, kind: str, method: str, version: str, value: Any,
+        judge: Callable[[str, str, Any], str],
+    ) -> str:
+        """``judge(method, version, value)``, from the cache when this value was judged."""
+        key = self.key(kind, method, version, value)
+        if key is None:
+            return judge(method, version, value)
+        verdict = self.get(key)
+        if verdict is None:
+            verdict = judge(method, version, value)
+            self.put(key, verdict)
+        return verdict
+
     def clear(self) -> None:
         """Forget every verdict (for benchmarks and tests)."""
         self._verdicts.clear()
@@ -101,14 +116,7 @@ def request_problem(method: str, version: str, params: Any) -> str:
     """
     if version not in KNOWN_VERSIONS or not isinstance(params, dict | None):
         return ""
-    key = VERDICTS.key("request", method, version, params)
-    if key is None:
-        return _request_problem(method, version, params)
-    verdict = VERDICTS.get(key)
-    if verdict is None:
-        verdict = _request_problem(method, version, params)
-        VERDICTS.put(key, verdict)
-    return verdict
+    return VERDICTS.verdict("request", method, version, params, _request_problem)
 
 
 def _request_problem(method: str, version: str, params: Any) -> str:
@@ -125,17 +133,10 @@ def result_problem(method: str, version: str, result: Any) -> str:
     """Why the official schema rejects this server result ("" when it accepts or has no row)."""
     if version not in KNOWN_VERSIONS or not isinstance(result, dict):
         return ""
-    key = VERDICTS.key("result", method, version, result)
-    if key is None:
-        return _result_problem(method, version, result)
-    verdict = VERDICTS.get(key)
-    if verdict is None:
-        verdict = _result_problem(method, version, result)
-        VERDICTS.put(key, verdict)
-    return verdict
+    return VERDICTS.verdict("result", method, version, result, _result_problem)
 
 
-def _result_problem(method: str, version: str, result: dict[str, Any]) -> str:
+def _result_problem(method: str, version: str, result: Any) -> str:
     row = _methods.SERVER_RESULTS.get((method, version))
     if row is None:
         return ""
