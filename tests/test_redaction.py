@@ -416,10 +416,17 @@ class TestRedactorText:
         ("/mcp;token=p-1/next", "p-1"),
         ("user=bob&api+key=f-1&x=2", "f-1"),
         ("data: {\"secret_key\": \"e-1\"} ...", "e-1"),
+        ("a-u thTO KEn-Value=w-1 rest", "w-1"),  # words of one key, split by spaces
+        ("\\u0074-\\u006f-ken=u-1", "u-1"),  # a bare key spelt with \u escapes
     ])
     def test_escaped_and_encoded_keys_in_plain_text(self, text: str, secret: str) -> None:
         """JSON escapes, percent-encoding, form '+' and path parameters do not hide a key."""
         assert secret not in Redactor().redact_text(text)
+
+    def test_userinfo_holding_url_marks_is_cut_whole(self) -> None:
+        """A password holding '?', ';' or '#' is cut with the userinfo, not at the mark."""
+        shown = Redactor().redact_reason("x http://u:p?w;#q@h/p")
+        assert shown == f"x http://{REDACTED}@h/p" and "p?w" not in shown
 
     def test_url_secrets_are_cut_from_reasons(self) -> None:
         """A library error quoting a URL keeps scheme, host and path, not query or userinfo."""
