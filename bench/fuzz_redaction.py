@@ -110,13 +110,15 @@ def mutate(rng: random.Random, text: str) -> str:
 def plain_text(rng: random.Random) -> tuple[str, str]:
     """Non-JSON text holding a secret under a secret key: query, form, header-like, JSON-ish."""
     secret = secret_value(rng)
-    key = secret_key(rng).replace(" ", rng.choice(["", "-", "+"]))
+    key = secret_key(rng).replace(" ", rng.choice(["", "-", "+", " "]))
     spelled = rng.choice([
         key,
         "".join(quote(c, safe="") if rng.random() < 0.3 else c for c in key),
         "".join(f"%{ord(c):02x}" if rng.random() < 0.3 else c for c in key),
     ])
     escaped = "".join(f"\\u{ord(c):04x}" if rng.random() < 0.3 else c for c in key)
+    if rng.random() < 0.2:  # a bare key spelt with escapes
+        spelled = escaped
     template = rng.choice([
         "GET /p?x=1&{k}={s}&y=2 HTTP/1.1", "/mcp;{k}={s}/next", "user=ada&{k}={s}",
         "{k}: {s}\r\nOther: 1", '{{"{e}": "{s}", "cut', 'err \\"{e}\\": \\"{s}\\" end',

@@ -418,6 +418,7 @@ class TestRedactorText:
         ("data: {\"secret_key\": \"e-1\"} ...", "e-1"),
         ("a-u thTO KEn-Value=w-1 rest", "w-1"),  # words of one key, split by spaces
         ("\\u0074-\\u006f-ken=u-1", "u-1"),  # a bare key spelt with \u escapes
+        ("x_se\\u0063\\u0052 Et_2=v-1", "v-1"),  # ... split by a space, too
     ])
     def test_escaped_and_encoded_keys_in_plain_text(self, text: str, secret: str) -> None:
         """JSON escapes, percent-encoding, form '+' and path parameters do not hide a key."""

@@ -117,15 +117,18 @@ def _spaced_key_is_secret(
     text: str, start: int, key: str, is_secret_key: Callable[[str], bool]
 ) -> bool:
     """Whether the words before a bare key make it secret (``api key=``, ``Auth Token:``)."""
-    before = _WORDS_BEFORE.search(text, max(0, start - 64), start)
+    before = _WORDS_BEFORE.search(text, max(0, start - 256), start)
     if before is None:
         return False
     words = before[0].split()
-    return any(is_secret_key("".join(words[-n:]) + key) for n in range(1, len(words) + 1))
+    return any(
+        is_secret_key(unescape_key("".join(words[-n:])) + key) for n in range(1, len(words) + 1)
+    )
 
 
 # Up to three words, each followed by one space or tab, that end where a bare key starts.
-_WORDS_BEFORE: Final = re.compile(r"(?:[A-Za-z0-9%][A-Za-z0-9_.\-%+]*[ \t]){1,3}\Z")
+_WORD: Final = r"(?:[A-Za-z0-9%]|\\u[0-9A-Fa-f]{4})(?:[A-Za-z0-9_.\-%+]|\\u[0-9A-Fa-f]{4})*"
+_WORDS_BEFORE: Final = re.compile(rf"(?:{_WORD}[ \t]){{1,3}}\Z")
 
 
 def strip_url_secrets(text: str) -> str:
