@@ -417,6 +417,7 @@ class TestRedactorText:
         ("user=bob&api+key=f-1&x=2", "f-1"),
         ("data: {\"secret_key\": \"e-1\"} ...", "e-1"),
         ("a-u thTO KEn-Value=w-1 rest", "w-1"),  # words of one key, split by spaces
+        ("note p a s s w o r d=w-2", "w-2"),  # ... into as many as eight words
         ("\\u0074-\\u006f-ken=u-1", "u-1"),  # a bare key spelt with \u escapes
         ("x_se\\u0063\\u0052 Et_2=v-1", "v-1"),  # ... split by a space, too
     ])

@@ -126,9 +126,9 @@ def _spaced_key_is_secret(
     )
 
 
-# Up to three words, each followed by one space or tab, that end where a bare key starts.
+# Up to eight words, each followed by one space or tab, that end where a bare key starts.
 _WORD: Final = r"(?:[A-Za-z0-9%]|\\u[0-9A-Fa-f]{4})(?:[A-Za-z0-9_.\-%+]|\\u[0-9A-Fa-f]{4})*"
-_WORDS_BEFORE: Final = re.compile(rf"(?:{_WORD}[ \t]){{1,3}}\Z")
+_WORDS_BEFORE: Final = re.compile(rf"(?:{_WORD}[ \t]){{1,8}}\Z")
 
 
 def strip_url_secrets(text: str) -> str:
