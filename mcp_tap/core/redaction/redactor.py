@@ -29,13 +29,14 @@ import json
 import re
 import secrets as _secrets
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
 
 from mcp_tap.core import deepjson
 from mcp_tap.core.redaction.keys import SESSION_HEADER, KeyMatcher, canonical_key
+from mcp_tap.core.redaction.policy import RedactionPolicy
 from mcp_tap.core.redaction.text import REDACTED, redact_plain_text, strip_url_secrets
 
 # Credentials in these headers start with an auth scheme that is worth keeping in evidence.
@@ -71,60 +72,6 @@ _MAX_CACHED_KEYS: Final = 8192  # attacker-chosen keys must not grow memory
 def _shaped(text: str) -> bool:
     """Whether a string value has the shape the text pass looks for (cheap, no regex)."""
     return "=" in text or ":" in text or "earer" in text or "EARER" in text
-
-
-@dataclass(frozen=True, slots=True)
-class ArgumentPolicy:
-    """Redact one argument of one JSON-RPC method, optionally only for one named target.
-
-    ``method`` must equal the message's ``method``. ``tool`` (``None`` or ``"*"``: any) must
-    equal ``params.name`` (the tool of ``tools/call``, the prompt of ``prompts/get``); a
-    message without a ``params.name`` matches only the wildcard. The argument is looked up
-    in ``params.arguments`` (for ``tools/call`` only there; for other methods in
-    ``params.arguments`` when it is an object, else in ``params``), matching keys by
-    :func:`canonical_key`.
-    """
-
-    method: str
-    tool: str | None
-    argument: str
-
-    def __post_init__(self) -> None:
-        """Refuse an argument name that canonicalises to nothing (it would match no key)."""
-        if not canonical_key(self.argument):
-            raise ValueError(f"argument name {self.argument!r} has no letters or digits")
-
-    def matches(self, method: str, params: dict[str, Any]) -> bool:
-        """Return whether this policy applies to a message with ``method`` and ``params``."""
-        if method != self.method:
-            return False
-        return self.tool in (None, "*") or params.get("name") == self.tool
-
-    def target(self, params: dict[str, Any]) -> dict[str, Any] | None:
-        """Return the object holding the arguments of ``params``, or ``None`` if none."""
-        arguments = params.get("arguments")
-        if isinstance(arguments, dict):
-            return arguments
-        return None if self.method == "tools/call" else params
-
-
-@dataclass(frozen=True, slots=True)
-class RedactionPolicy:
-    """Operator additions: secret name patterns, allowed names, argument policies.
-
-    ``extra_keys`` are patterns like the defaults (a name *containing* one is secret);
-    ``allow_keys`` are whole names that stay visible although they contain a pattern.
-    """
-
-    extra_keys: frozenset[str] = field(default_factory=frozenset)
-    argument_policies: tuple[ArgumentPolicy, ...] = ()
-    allow_keys: frozenset[str] = field(default_factory=frozenset)
-
-    def __post_init__(self) -> None:
-        """Refuse a name that canonicalises to nothing (a configuration mistake)."""
-        for key in (*self.extra_keys, *self.allow_keys):
-            if not canonical_key(key):
-                raise ValueError(f"redaction key {key!r} has no letters or digits")
 
 
 @dataclass(slots=True)
