@@ -5,22 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import MutableMapping
 from typing import Any
 
 import orjson
 import structlog
 
-from mcp_tap.core.redaction import Redactor
 from mcp_tap.errors import InputError
-
-_REDACTOR = Redactor()
-
-
-def redact_event(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> Any:
-    """A structlog processor: redact denylisted keys anywhere in the event."""
-    redacted = _REDACTOR.redact_json(dict(event_dict))
-    return redacted
+from mcp_tap.log_redaction import redact_event, route_library_logs
 
 
 def _dumps(obj: Any, **_kw: Any) -> str:
@@ -64,3 +55,4 @@ def configure_logging(level: str = "info") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+    route_library_logs()

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from mcp_tap.core.hashing import DigestKey
 from mcp_tap.evidence import read_bundle
 from mcp_tap.proxy.options import (
     AdminOptions,
@@ -17,6 +18,9 @@ from mcp_tap.proxy.options import (
     load_options,
 )
 from mcp_tap.proxy.server import TapServer
+
+# An operator digest key, for tests that compare body digests with bytes they saw.
+TEST_DIGEST_KEY = DigestKey(b"mcp-tap tests: an operator digest key", "operator")
 
 
 def tap_options(

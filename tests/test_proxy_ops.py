@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import re
@@ -24,6 +23,7 @@ from peers import free_port, modern_meta, parse_sse, raw_modern_request
 from taps import exchanges, hop_url, records, running_tap, tap_options
 
 from mcp_tap.cli import main
+from mcp_tap.core.hashing import DigestKey, body_digest
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import EvidenceWriter, read_bundle
 from mcp_tap.proxy.options import EvidenceOptions, RecordingOptions, load_options
@@ -34,6 +34,7 @@ StartApp = Callable[[web.Application], Awaitable[str]]  # the `serve_app` fixtur
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _TIMEOUT = 30.0
+_DIGEST_KEY = b"an operator digest key for tests"
 
 
 def _admin(tap: TapServer, path: str) -> str:
@@ -257,6 +258,9 @@ def proxy_process(
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1")
     env = {k: v for k, v in env.items() if not k.startswith("MCP_TAP_")}
     env["MCP_TAP_RECORDING_MODE"] = getattr(request, "param", "inline")
+    # An operator digest key from the environment, so the test can check a body digest.
+    env["MCP_TAP_REDACTION_DIGEST_KEY_ENV"] = "TEST_TAP_DIGEST_KEY"
+    env["TEST_TAP_DIGEST_KEY"] = _DIGEST_KEY.decode()
     cmd = [
         sys.executable,
         "-m",
@@ -336,7 +340,8 @@ async def test_proxy_process_drains_an_sse_call_on_sigterm_and_exits_0(
     recs = [r for r in read_bundle(bundle).records if r["kind"] == "exchange"]
     assert [r["method"] for r in recs] == ["tools/list", "tools/call"]
     call = recs[1]
-    assert call["egress"]["bodyDigest"] == hashlib.sha256(received).hexdigest()
+    assert call["egress"]["bodyDigest"] == body_digest(DigestKey(_DIGEST_KEY, "operator"), received)
+    assert call["digests"] == DigestKey(_DIGEST_KEY, "operator").describe()
     assert call["origin"]["sse"][-1]["data"]["result"]["content"][0]["text"] == "counted to 3"
     assert call["findings"] == [] and call["tapError"] is None
 

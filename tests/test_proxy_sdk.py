@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import hashlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -26,8 +25,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import RootsListChangedNotification
 from peers import Era, raw_modern_request, sdk_mode
-from taps import exchanges, hop_url, running_tap, tap_options
+from taps import TEST_DIGEST_KEY, exchanges, hop_url, running_tap, tap_options
 
+from mcp_tap.core.hashing import body_digest
+from mcp_tap.core.redaction import Redactor
 from mcp_tap.proxy.options import EraOptions, RecordingOptions
 
 _TIMEOUT = 30.0
@@ -35,7 +36,8 @@ StartApp = Callable[[web.Application], Awaitable[str]]  # the `serve_app` fixtur
 
 
 def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    """The body digest the tap records for ``data`` (under the tests' operator key)."""
+    return body_digest(TEST_DIGEST_KEY, data)
 
 
 # -- the SDK client, with every byte it sends and receives kept ------------------------------
@@ -150,6 +152,11 @@ def _lower(pairs: list[list[str]] | list[tuple[str, str]]) -> list[tuple[str, st
     return [(k.lower(), v) for k, v in pairs]
 
 
+def _shown(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Headers as evidence shows them: the session id a keyed pseudonym, the rest as sent."""
+    return _lower(Redactor(pseudonym_key=TEST_DIGEST_KEY.secret).redact_headers(pairs))
+
+
 @pytest.mark.parametrize("recording", ["inline", "process"])
 @pytest.mark.parametrize(
     ("era", "legacy_allowed"),
@@ -169,7 +176,8 @@ async def test_sdk_client_through_tap_equals_direct_and_evidence_holds(
 
     eras = EraOptions(legacy_allowed=legacy_allowed)
     opts = tap_options(
-        tmp_path, upstream=origin_base, eras=eras, recording=RecordingOptions(mode=recording)
+        tmp_path, upstream=origin_base, eras=eras, recording=RecordingOptions(mode=recording),
+        digest_key=TEST_DIGEST_KEY,
     )
     tee = TeeTransport()
     async with running_tap(opts) as tap:
@@ -194,9 +202,10 @@ async def test_sdk_client_through_tap_equals_direct_and_evidence_holds(
             assert rec["rpcId"] == seen.message["id"]
         # Ingress: every header the client sent, in order, and the digest of its exact bytes.
         assert ingress["httpMethod"] == seen.request.method
-        assert _lower(ingress["headers"]) == _lower(
-            [(k.decode("latin-1"), v.decode("latin-1")) for k, v in seen.request.headers.raw]
-        )
+        sent = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in seen.request.headers.raw]
+        assert _lower(ingress["headers"]) == _shown(sent)
+        session = dict(_lower(sent)).get("mcp-session-id")
+        assert session is None or session not in json.dumps(rec)
         assert ingress["bodyDigest"] == sha256(seen.request.content)
         assert ingress["bodySize"] == len(seen.request.content)
         if seen.message is not None:
@@ -204,7 +213,7 @@ async def test_sdk_client_through_tap_equals_direct_and_evidence_holds(
         # Origin and egress: status, headers as ordered pairs, digest of what the client got.
         assert origin["status"] == egress["status"] == seen.status
         assert all(isinstance(p, list) and len(p) == 2 for p in origin["headers"])
-        assert _lower(egress["headers"]) == _lower(seen.headers)
+        assert _lower(egress["headers"]) == _shown(seen.headers)
         assert egress["bodyDigest"] == sha256(bytes(seen.body))
         assert egress["bodySize"] == len(seen.body)
         if seen.request.method != "GET":  # a GET stream is closed by the client, not the origin
@@ -305,7 +314,7 @@ async def test_compressed_body_passes_through_compressed_and_is_judged_decoded(
         "tools/call", {"name": "echo", "arguments": {"text": "x"}}, request_id=5
     )
     async with (
-        running_tap(tap_options(tmp_path, upstream=base)) as tap,
+        running_tap(tap_options(tmp_path, upstream=base, digest_key=TEST_DIGEST_KEY)) as tap,
         httpx.AsyncClient(timeout=_TIMEOUT) as client,
         client.stream(
             "POST", hop_url(tap), headers={**headers, "Accept-Encoding": "gzip"}, json=body
@@ -364,7 +373,7 @@ async def test_duplicate_headers_and_order_are_kept_both_ways(
     custom = {"x-req-dup", "x-req-b", "x-req-a"}
     mine = {k.lower() for k, _ in response_headers}
     async with (
-        running_tap(tap_options(tmp_path, upstream=base)) as tap,
+        running_tap(tap_options(tmp_path, upstream=base, digest_key=TEST_DIGEST_KEY)) as tap,
         httpx.AsyncClient(timeout=_TIMEOUT) as client,
     ):
         response = await client.post(hop_url(tap), headers=request_headers, json=body)
@@ -436,7 +445,7 @@ async def test_request_and_response_stream_through_without_buffering(
 
     received = bytearray()
     async with (
-        running_tap(tap_options(tmp_path, upstream=base)) as tap,
+        running_tap(tap_options(tmp_path, upstream=base, digest_key=TEST_DIGEST_KEY)) as tap,
         asyncio.timeout(_TIMEOUT),  # a deadlock guard, not a timing assertion
         httpx.AsyncClient(timeout=_TIMEOUT) as client,
         client.stream("POST", hop_url(tap), headers=headers, content=request_body()) as response,

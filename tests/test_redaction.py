@@ -13,9 +13,11 @@ from hypothesis import strategies as st
 
 from mcp_tap.core.hashing import digest
 from mcp_tap.core.redaction import (
-    DEFAULT_DENYLIST,
+    DEFAULT_ALLOW,
+    DEFAULT_PATTERNS,
     REDACTED,
     ArgumentPolicy,
+    KeyMatcher,
     RedactionPolicy,
     Redactor,
     canonical_key,
@@ -26,6 +28,13 @@ REQUIRED = {
     "accesstoken", "refreshtoken", "idtoken", "token", "password", "secret", "clientsecret",
     "registrationaccesstoken",
 }
+# Names that reached evidence or logs before the patterns (issue 12), in their wire spelling.
+LEAKED = [
+    "X-Access-Token", "X-Goog-Api-Key", "Private-Token", "X-Vault-Token",
+    "Ocp-Apim-Subscription-Key", "X-Refresh-Token", "auth_token", "secret_key", "secretKey",
+    "authToken", "credentials", "pwd", "api%5Fkey", "%74oken", "pass\u0077ord",
+]
+SECRET_NAMES = tuple(sorted(REQUIRED | {canonical_key(k) for k in LEAKED[:12]}))
 
 
 def tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -63,22 +72,48 @@ class TestCanonicalKey:
         assert canonical_key("caf\u00e9-2\u00b7x") == "caf2x"
 
 
-class TestDefaultDenylist:
-    """DEFAULT_DENYLIST: the required keys, stored canonically."""
+class TestKeyMatcher:
+    """KeyMatcher: pattern containment after canonicalisation, minus the allowlist."""
 
-    def test_contains_the_required_keys(self) -> None:
-        """Every key the redaction rules require is denylisted."""
-        assert REQUIRED <= DEFAULT_DENYLIST
+    def test_required_names_are_secret(self) -> None:
+        """Every name the redaction rules require is secret."""
+        assert all(KeyMatcher().is_secret(key) for key in REQUIRED)
 
-    def test_entries_are_canonical(self) -> None:
-        """Entries are stored in canonical form, or they could never match."""
-        assert all(canonical_key(key) == key for key in DEFAULT_DENYLIST)
+    @pytest.mark.parametrize("name", LEAKED[:12])
+    def test_names_that_leaked_before_are_secret(self, name: str) -> None:
+        """The header and key names issue 12 found in evidence are secret now."""
+        assert KeyMatcher().is_secret_key(name)
 
-    def test_harmless_protocol_keys_are_not_denylisted(self) -> None:
+    @pytest.mark.parametrize("name", ["api%5Fkey", "%74oken", "%2574oken", "pass%77ord"])
+    def test_percent_encoded_names_are_decoded(self, name: str) -> None:
+        """Percent-encoding (nested too) does not hide a name."""
+        assert KeyMatcher().is_secret_key(name)
+
+    def test_patterns_are_canonical(self) -> None:
+        """Patterns are stored in canonical form, or they could never match."""
+        assert all(canonical_key(p) == p for p in DEFAULT_PATTERNS)
+        assert all(canonical_key(k) == k for k in DEFAULT_ALLOW)
+
+    @pytest.mark.parametrize(
+        "name", ["progressToken", "maxTokens", "WWW-Authenticate", "authorization_servers",
+                 "token_endpoint", "io.modelcontextprotocol/oauth-client-credentials"])
+    def test_allowlisted_mcp_names_stay_visible(self, name: str) -> None:
+        """Known-harmless MCP and OAuth-metadata names are not secret."""
+        assert not KeyMatcher().is_secret_key(name)
+
+    def test_harmless_protocol_keys_are_not_secret(self) -> None:
         """Keys evidence needs to judge the protocol stay visible."""
-        assert {"mcpsessionid", "nextcursor", "tokencount", "name", "uri"}.isdisjoint(
-            DEFAULT_DENYLIST
-        )
+        assert not any(KeyMatcher().is_secret(k) for k in ("nextcursor", "cursor", "name", "uri"))
+
+    def test_containment_over_redacts(self) -> None:
+        """A name that merely contains a pattern is secret (the safe direction)."""
+        assert KeyMatcher().is_secret_key("tokenCount") and KeyMatcher().is_secret_key("author")
+
+    def test_operator_patterns_and_allowlist(self) -> None:
+        """Operator patterns add secrets; operator allowed names remove them, exactly."""
+        matcher = KeyMatcher(extra_patterns=["tenant-id"], extra_allow=["author"])
+        assert matcher.is_secret_key("X-Tenant-ID-2") and not matcher.is_secret_key("Author")
+        assert matcher.is_secret_key("authors")
 
 
 class TestArgumentPolicy:
@@ -122,8 +157,8 @@ class TestRedactorJson:
 
     def test_nested_object_under_token_is_replaced_wholesale(self) -> None:
         """A denylisted key's object value is replaced as a whole, not walked into."""
-        value = {"auth": {"token": {"kind": "jwt", "raw": "abc.def"}, "user": "u"}}
-        assert Redactor().redact_json(value) == {"auth": {"token": REDACTED, "user": "u"}}
+        value = {"login": {"token": {"kind": "jwt", "raw": "abc.def"}, "user": "u"}}
+        assert Redactor().redact_json(value) == {"login": {"token": REDACTED, "user": "u"}}
 
     def test_list_under_denylisted_key_is_replaced(self) -> None:
         """A denylisted key's list value is replaced as a whole."""
@@ -140,17 +175,18 @@ class TestRedactorJson:
         assert Redactor().redact_json(value) == [{"a": 1}, [{"apiKey": REDACTED}]]
 
     def test_non_denylisted_keys_are_untouched(self) -> None:
-        """Keys that only contain a denylisted word, and all other keys, are kept as they are."""
-        value = {"tokenCount": 3, "nextCursor": "c", "name": "secretary", "_meta": {"x": [1, 2]}}
-        assert Redactor().redact_json(value) == value
+        """Keys that name no secret are kept as they are, whatever their values say."""
+        value = {"count": 3, "nextCursor": "c", "name": "secretary", "_meta": {"x": [1, 2]}}
+        assert Redactor().redact_json(value) is value
 
     def test_input_is_not_mutated(self) -> None:
-        """The input structure is left exactly as it was and shares no container."""
-        value: Any = {"a": [{"token": "t", "b": {"c": 1}}], "d": (1, 2)}
+        """The input is left as it was; changed paths are copies, clean subtrees shared."""
+        value: Any = {"a": [{"token": "t", "b": {"c": 1}}], "e": {"f": [1]}, "d": (1, 2)}
         before = copy.deepcopy(value)
         result = Redactor().redact_json(value)
         assert value == before
-        assert result["a"] is not value["a"] and result["a"][0]["b"] is not value["a"][0]["b"]
+        assert result["a"] is not value["a"] and result["a"][0] is not value["a"][0]
+        assert result["a"][0]["b"] is value["a"][0]["b"] and result["e"] is value["e"]
 
     def test_tuples_become_lists(self) -> None:
         """Tuples are copied as JSON arrays."""
@@ -169,6 +205,24 @@ class TestRedactorJson:
         for _ in range(5000):
             result = result["a"][0]
         assert result == {"token": REDACTED}
+
+    def test_recursive_and_loop_walks_meet_correctly(self) -> None:
+        """Secrets above, at and below the depth where the walk switches to a loop are found,
+        clean siblings at every level are shared, and the depth is counted in full."""
+        value: Any = {"password": "bottom", "n": [1]}
+        clean = []
+        for level in range(150):
+            sibling = {"x": [level]}
+            clean.append(sibling)
+            value = {"a": value, "s": sibling, **({"token": "t"} if level % 49 == 0 else {})}
+        done = Redactor().walk(value)
+        assert done.depth == 151 + 1 and done.hits == 1 + 4  # levels 0, 49, 98, 147
+        node = done.value
+        for level in reversed(range(150)):
+            assert node["s"] is clean[level]
+            assert node.get("token", REDACTED) == REDACTED
+            node = node["a"]
+        assert node == {"password": REDACTED, "n": [1]}
 
     def test_extra_keys_any_spelling(self) -> None:
         """Operator keys are canonicalised, so any spelling of them is redacted."""
@@ -303,10 +357,31 @@ class TestRedactorHeaders:
         ]
 
     def test_protocol_headers_are_untouched(self) -> None:
-        """Headers evidence needs (session, method, name, version) stay visible."""
-        pairs = [("Mcp-Session-Id", "s1"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "search"),
-                 ("MCP-Protocol-Version", "2026-07-28")]
+        """Headers evidence needs (method, name, version) stay visible."""
+        pairs = [("Mcp-Method", "tools/call"), ("Mcp-Name", "search"),
+                 ("MCP-Protocol-Version", "2026-07-28"), ("Content-Type", "a/b; charset=utf-8")]
         assert Redactor().redact_headers(pairs) == pairs
+
+    def test_session_id_becomes_a_keyed_pseudonym(self) -> None:
+        """One session id has one pseudonym per key, another id another; the id is gone."""
+        key = b"k" * 32
+        first = Redactor(pseudonym_key=key).redact_headers([("Mcp-Session-Id", "sess-1234")])
+        again = Redactor(pseudonym_key=key).redact_headers([("mcp-session-id", "sess-1234")])
+        other = Redactor(pseudonym_key=key).redact_headers([("Mcp-Session-Id", "sess-9999")])
+        assert first[0][1] == again[0][1] != other[0][1]
+        assert first[0][1].startswith("[REDACTED:") and "sess" not in first[0][1]
+        assert Redactor(pseudonym_key=b"x" * 32).redact_headers(
+            [("Mcp-Session-Id", "sess-1234")]) != first
+
+    def test_urls_in_any_header_lose_secret_parameters(self) -> None:
+        """A Referer or Location carrying ?token= or ;jsessionid= is redacted in place."""
+        pairs = [("Referer", "https://h/p;jsessionid=J1?x=1&access_token=abc"),
+                 ("Location", "/cb?code=c&state=s")]
+        assert Redactor().redact_headers(pairs) == [
+            # A value runs to the next '&', ';' or ',': a '?' may be part of it.
+            ("Referer", f"https://h/p;jsessionid={REDACTED}&access_token={REDACTED}"),
+            ("Location", "/cb?code=c&state=s"),
+        ]
 
 
 class TestRedactorText:
@@ -318,10 +393,55 @@ class TestRedactorText:
         expected = '{"jsonrpc":"2.0","result":{"access_token":"[REDACTED]","n":1}}'
         assert Redactor().redact_text(text) == expected
 
-    def test_clean_json_text_is_returned_unchanged(self) -> None:
-        """JSON with nothing to redact keeps its exact formatting."""
-        text = '{ "a" : [1, 2],\n  "b": "token" }'
-        assert Redactor().redact_text(text) == text
+    def test_clean_json_scalar_text_is_returned_unchanged(self) -> None:
+        """A JSON scalar with nothing to redact keeps its exact spelling."""
+        assert Redactor().redact_text(' "token" ') == ' "token" '
+
+    def test_dropped_duplicate_of_a_harmless_key_does_not_smuggle_a_secret(self) -> None:
+        """JSON objects are always written back, so a dropped duplicate's secret is gone."""
+        result = Redactor().redact_text('{"x": {"token": "leak"}, "x": 1}')
+        assert result == '{"x":1}'
+
+    def test_nesting_orjson_cannot_write_is_written_iteratively(self) -> None:
+        """JSON nested 600 deep with a secret at the bottom is redacted and written back."""
+        text = '{"a":' * 600 + '{"token":"deep-secret"}' + "}" * 600
+        result = Redactor().redact_text(text)
+        assert "deep-secret" not in result and orjson.loads(result) == orjson.loads(
+            text.replace('"deep-secret"', f'"{REDACTED}"'))
+
+    @pytest.mark.parametrize("text, secret", [
+        ('{"pass\\u0077ord": "pw-1", "x": [', "pw-1"),
+        ("GET /x?api%5Fkey=k-1&%74oken=t-1 HTTP/1.1", "k-1"),
+        ("GET /x?api%5Fkey=k-1&%74oken=t-1 HTTP/1.1", "t-1"),
+        ("/mcp;token=p-1/next", "p-1"),
+        ("user=bob&api+key=f-1&x=2", "f-1"),
+        ("data: {\"secret_key\": \"e-1\"} ...", "e-1"),
+        ("a-u thTO KEn-Value=w-1 rest", "w-1"),  # words of one key, split by spaces
+        ("note p a s s w o r d=w-2", "w-2"),  # ... into as many as eight words
+        ("\\u0074-\\u006f-ken=u-1", "u-1"),  # a bare key spelt with \u escapes
+        ("x_se\\u0063\\u0052 Et_2=v-1", "v-1"),  # ... split by a space, too
+    ])
+    def test_escaped_and_encoded_keys_in_plain_text(self, text: str, secret: str) -> None:
+        """JSON escapes, percent-encoding, form '+' and path parameters do not hide a key."""
+        assert secret not in Redactor().redact_text(text)
+
+    def test_userinfo_holding_url_marks_is_cut_whole(self) -> None:
+        """A password holding '?', ';' or '#' is cut with the userinfo, not at the mark."""
+        shown = Redactor().redact_reason("x http://u:p?w;#q@h/p")
+        assert shown == f"x http://{REDACTED}@h/p" and "p?w" not in shown
+
+    def test_url_secrets_are_cut_from_reasons(self) -> None:
+        """A library error quoting a URL keeps scheme, host and path, not query or userinfo."""
+        reason = "InvalidURL: http://u:pw@h:1/mcp;s=1?k=v#f is bad"
+        assert Redactor().redact_reason(reason) == (
+            f"InvalidURL: http://{REDACTED}@h:1/mcp;{REDACTED} is bad")
+
+    def test_string_values_get_the_text_pass(self) -> None:
+        """A URL or an error message in a JSON string loses the secret it quotes."""
+        msg = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32000,
+               "message": "login failed: password=hunter22", "data": {"uri": "h?token=t-9"}}}
+        shown = orjson.dumps(Redactor().redact_message(msg)).decode()
+        assert "hunter22" not in shown and "t-9" not in shown and '"code":-32000' in shown
 
     def test_duplicate_keys_do_not_smuggle_a_secret(self) -> None:
         """An earlier duplicate of a denylisted key is dropped with the re-serialisation."""
@@ -395,7 +515,7 @@ _SECRETS = st.text(alphabet=string.ascii_letters + string.digits, min_size=8, ma
 def _key_variants(
     draw: st.DrawFn,
     separators: tuple[str, ...] = tuple(_SEPARATORS),
-    bases: tuple[str, ...] = tuple(sorted(DEFAULT_DENYLIST)),
+    bases: tuple[str, ...] = SECRET_NAMES,
 ) -> str:
     """Draw a denylisted key with random letter case and separators between letters."""
     base = draw(st.sampled_from(bases))

@@ -8,6 +8,7 @@ import gc
 import importlib
 import sys
 
+from mcp_tap.core.redaction import strip_url_secrets
 from mcp_tap.logs import add_log_level_option, configure_logging
 from mcp_tap.proxy.options import load_options
 from mcp_tap.proxy.server import TapServer
@@ -35,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _announce(server: TapServer) -> None:
     for hop, (host, port) in server.addresses.items():
-        upstream = next(h.upstream for h in server.options.hops if h.name == hop)
+        # An upstream URL's userinfo or query may be a credential: shown without them.
+        upstream = strip_url_secrets(next(h.upstream for h in server.options.hops if h.name == hop))
         sys.stderr.write(f"mcp-tap: hop {hop} listening on http://{host}:{port} -> {upstream}\n")
     if server.admin_address:
         host, port = server.admin_address

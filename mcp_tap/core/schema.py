@@ -4,20 +4,94 @@ The precise hand-written rules say *why* a message is wrong; this module makes s
 the official schema forbids slips through a rule nobody wrote. It uses
 ``mcp_types.methods`` (the SDK's public per-version method maps over the generated
 ``mcp_types._v2026_07_28`` / ``_v2025_11_25`` models), reported as rule ``wire.schema``.
+
+Verdicts are cached (:class:`VerdictCache`): a verdict depends only on the kind (request or
+result), the method, the revision and the value, and the value is keyed by its canonical
+JSON (sorted keys; ``1``, ``1.0`` and ``true`` stay three keys, as the schema tells them
+apart). Proxies see the same ``tools/list``, ``initialize`` and notification payloads over
+and over; the pydantic validation (about 25 us) becomes a dict lookup. Every value is still
+judged: a miss validates, and values too large or too deep to key are validated uncached.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Callable
 from functools import cache
 from types import UnionType
-from typing import Any, get_args
+from typing import Any, Final, get_args
 
+import orjson
 from mcp_types import methods as _methods
 from pydantic import TypeAdapter, ValidationError
 
 from mcp_tap.core.eras import LEGACY_VERSIONS, MODERN_VERSIONS
 
 KNOWN_VERSIONS = frozenset(MODERN_VERSIONS) | frozenset(LEGACY_VERSIONS)
+
+_KEY_OPTIONS: Final = orjson.OPT_SORT_KEYS
+MAX_KEY_BYTES: Final = 8192  # larger values (big tool results) are rarely seen twice
+MAX_ENTRIES: Final = 4096
+_Key = tuple[str, str, str, bytes]  # kind, method, version, canonical JSON of the value
+
+
+class VerdictCache:
+    """A bounded LRU map from (kind, method, version, canonical JSON) to a verdict."""
+
+    def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
+        """An empty cache holding at most ``max_entries`` verdicts."""
+        self.max_entries = max_entries
+        self._verdicts: OrderedDict[_Key, str] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def key(self, kind: str, method: str, version: str, value: Any) -> _Key | None:
+        """The cache key of a verdict, or None when ``value`` is too big or deep to key."""
+        try:
+            canonical = orjson.dumps(value, option=_KEY_OPTIONS)
+        except TypeError:  # orjson.JSONEncodeError: nested past 254 levels
+            return None
+        if len(canonical) > MAX_KEY_BYTES:
+            return None
+        return (kind, method, version, canonical)
+
+    def get(self, key: _Key) -> str | None:
+        """The cached verdict for ``key`` (None on a miss)."""
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._verdicts.move_to_end(key)
+        return verdict
+
+    def put(self, key: _Key, verdict: str) -> None:
+        """Remember ``verdict``; the least recently used falls out past the bound."""
+        self._verdicts[key] = verdict
+        if len(self._verdicts) > self.max_entries:
+            self._verdicts.popitem(last=False)
+
+    def verdict(
+        self, kind: str, method: str, version: str, value: Any,
+        judge: Callable[[str, str, Any], str],
+    ) -> str:
+        """``judge(method, version, value)``, from the cache when this value was judged."""
+        key = self.key(kind, method, version, value)
+        if key is None:
+            return judge(method, version, value)
+        verdict = self.get(key)
+        if verdict is None:
+            verdict = judge(method, version, value)
+            self.put(key, verdict)
+        return verdict
+
+    def clear(self) -> None:
+        """Forget every verdict (for benchmarks and tests)."""
+        self._verdicts.clear()
+        self.hits = self.misses = 0
+
+
+VERDICTS: Final = VerdictCache()
 
 
 @cache
@@ -42,6 +116,10 @@ def request_problem(method: str, version: str, params: Any) -> str:
     """
     if version not in KNOWN_VERSIONS or not isinstance(params, dict | None):
         return ""
+    return VERDICTS.verdict("request", method, version, params, _request_problem)
+
+
+def _request_problem(method: str, version: str, params: Any) -> str:
     try:
         _methods.validate_client_request(method, version, params)
     except KeyError:
@@ -55,6 +133,10 @@ def result_problem(method: str, version: str, result: Any) -> str:
     """Why the official schema rejects this server result ("" when it accepts or has no row)."""
     if version not in KNOWN_VERSIONS or not isinstance(result, dict):
         return ""
+    return VERDICTS.verdict("result", method, version, result, _result_problem)
+
+
+def _result_problem(method: str, version: str, result: Any) -> str:
     row = _methods.SERVER_RESULTS.get((method, version))
     if row is None:
         return ""

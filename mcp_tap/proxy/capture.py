@@ -68,7 +68,11 @@ class BodyCapture:
 
     @property
     def digest(self) -> str:
-        """SHA-256 hex of every byte fed (the bytes on the wire, compressed or not)."""
+        """SHA-256 hex of every byte fed (the bytes on the wire, compressed or not).
+
+        Never recorded as it is: the recorder seals it with the bundle's key
+        (:func:`mcp_tap.core.hashing.seal_hex`), so evidence holds only keyed digests.
+        """
         return self._final_digest or self._hash.hexdigest()
 
     @property

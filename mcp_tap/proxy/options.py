@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from mcp_tap.core.eras import MODERN_VERSIONS
+from mcp_tap.core.hashing import DigestKey
 from mcp_tap.core.hops import HopThresholds
 from mcp_tap.core.redaction import ArgumentPolicy, RedactionPolicy
 from mcp_tap.errors import InputError
@@ -177,6 +178,7 @@ class TapOptions:
     gate: GateOptions = field(default_factory=GateOptions)
     hop_comparison: HopComparisonOptions = field(default_factory=HopComparisonOptions)
     redaction: RedactionPolicy = field(default_factory=RedactionPolicy)
+    digest_key: DigestKey | None = None  # the operator's body-digest key; None: one per bundle
 
 
 _SECTIONS: dict[str, type[Any]] = {
@@ -305,14 +307,25 @@ def _section(name: str, data: Any, env: Mapping[str, str]) -> Any:
     return cls(**values)
 
 
+_REDACTION_KEYS = frozenset(
+    {"extra_keys", "allow_keys", "argument", "digest_key_file", "digest_key_env"})
+
+
 def _redaction(data: Any) -> RedactionPolicy:
+    """``[redaction]``: secret name patterns, allowed names, argument policies."""
     if data is None:
         return RedactionPolicy()
     if not isinstance(data, dict):
         raise InputError("[redaction] must be a table")
-    extra = data.get("extra_keys", [])
-    if not isinstance(extra, list) or not all(isinstance(k, str) for k in extra):
-        raise InputError("[redaction] extra_keys must be a list of strings")
+    unknown = set(data) - _REDACTION_KEYS
+    if unknown:
+        raise InputError(f"[redaction] has unknown option(s): {', '.join(sorted(unknown))}")
+    names: dict[str, list[str]] = {}
+    for option in ("extra_keys", "allow_keys"):
+        value = data.get(option, [])
+        if not isinstance(value, list) or not all(isinstance(k, str) for k in value):
+            raise InputError(f"[redaction] {option} must be a list of strings")
+        names[option] = value
     policies: list[ArgumentPolicy] = []
     for i, item in enumerate(data.get("argument", [])):
         if (
@@ -329,7 +342,11 @@ def _redaction(data: Any) -> RedactionPolicy:
         except ValueError as exc:
             raise InputError(f"[[redaction.argument]] #{i}: {exc}") from None
     try:
-        return RedactionPolicy(extra_keys=frozenset(extra), argument_policies=tuple(policies))
+        return RedactionPolicy(
+            extra_keys=frozenset(names["extra_keys"]),
+            argument_policies=tuple(policies),
+            allow_keys=frozenset(names["allow_keys"]),
+        )
     except ValueError as exc:
         raise InputError(f"[redaction]: {exc}") from None
 
@@ -337,6 +354,52 @@ def _redaction(data: Any) -> RedactionPolicy:
 def redaction_policy(table: Any) -> RedactionPolicy:
     """Parse a ``[redaction]`` table (the proxy config's) into a policy; InputError if bad."""
     return _redaction(table)
+_DIGEST_KEY_FILE_ENV = "MCP_TAP_REDACTION_DIGEST_KEY_FILE"
+_DIGEST_KEY_ENV_ENV = "MCP_TAP_REDACTION_DIGEST_KEY_ENV"
+
+
+def _digest_key(data: Any, env: Mapping[str, str]) -> DigestKey | None:
+    """The operator's body-digest key: ``[redaction] digest_key_file`` or ``digest_key_env``.
+
+    Like ``attest``'s HMAC key: a file (one trailing newline ignored) or the name of an
+    environment variable holding it, never the key itself in the config. Neither: ``None``,
+    and each bundle draws its own key.
+    """
+    table = data if isinstance(data, dict) else {}
+    path = env.get(_DIGEST_KEY_FILE_ENV, table.get("digest_key_file"))
+    variable = env.get(_DIGEST_KEY_ENV_ENV, table.get("digest_key_env"))
+    known = {_DIGEST_KEY_FILE_ENV, _DIGEST_KEY_ENV_ENV, variable}
+    for name in sorted(env):  # a typo in a variable is an error, as in the other sections
+        if name.startswith("MCP_TAP_REDACTION_") and name not in known:
+            raise InputError(
+                f"environment variable {name} names no [redaction] option; known: "
+                f"{_DIGEST_KEY_ENV_ENV}, {_DIGEST_KEY_FILE_ENV}")
+    if path is not None and variable is not None:
+        raise InputError("[redaction] digest_key_file and digest_key_env exclude each other")
+    if path is not None:
+        if not isinstance(path, str):
+            raise InputError("[redaction] digest_key_file must be a string")
+        secret = read_file(path, "digest key file")
+        for ending in (b"\r\n", b"\n"):
+            if secret.endswith(ending):
+                secret = secret[: -len(ending)]
+                break
+        where = f"digest key file {path}"
+    elif variable is not None:
+        if not isinstance(variable, str) or not variable:
+            raise InputError("[redaction] digest_key_env must name an environment variable")
+        value = env.get(variable)
+        if value is None:
+            raise InputError(f"[redaction] digest_key_env: environment variable {variable} "
+                             "is not set")
+        secret = value.encode("utf-8", "surrogateescape")
+        where = f"environment variable {variable}"
+    else:
+        return None
+    try:
+        return DigestKey(secret, "operator")
+    except ValueError as exc:
+        raise InputError(f"{where}: {exc}") from None
 
 
 def _hops(data: Any) -> tuple[HopOptions, ...]:
@@ -410,7 +473,12 @@ def load_options(
         raise InputError("--hop names the hop of --listen and --upstream; give those too")
     if not hops:
         raise InputError("no hop to run: give --listen and --upstream, or [[hop]] in --config")
-    opts = TapOptions(hops=hops, redaction=_redaction(data.get("redaction")), **sections)
+    opts = TapOptions(
+        hops=hops,
+        redaction=_redaction(data.get("redaction")),
+        digest_key=_digest_key(data.get("redaction"), env),
+        **sections,
+    )
     if evidence_dir:
         opts = replace(opts, evidence=replace(opts.evidence, dir=evidence_dir))
     if admin is not None:

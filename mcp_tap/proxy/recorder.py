@@ -17,14 +17,16 @@ from typing import Any, Protocol
 import orjson
 import structlog
 
+from mcp_tap.core import deepjson
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import HEADER_SESSION_ID, Era
 from mcp_tap.core.exchange import Exchange, Judgement, judge
 from mcp_tap.core.findings import Finding
+from mcp_tap.core.hashing import DigestKey, seal_hex
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.hops import HopView
 from mcp_tap.core.jsonrpc import Kind
-from mcp_tap.core.redaction import Redactor
+from mcp_tap.core.redaction import Redacted, Redactor
 from mcp_tap.core.resume import Parked, ResumeTracker, last_event_id, resumable
 from mcp_tap.core.selection import ClientEvent, ClientTracker
 from mcp_tap.core.sse import SSEEvent
@@ -36,6 +38,11 @@ from mcp_tap.proxy.options import TapOptions
 log = structlog.get_logger("mcp_tap.proxy")
 
 _MAX_STATE = 10000  # sessions, tools, clients remembered per hop
+_RAW_TEXT_CHARS = 4096  # of a body that is not JSON
+# Levels a record wraps around a body (record > origin > sse > event > data) and its chain
+# digest's canonical JSON adds none: a body nested deeper than orjson writes minus these is
+# stored as redacted JSON text.
+_RECORD_LEVELS = 6
 
 
 class RecordSink(Protocol):
@@ -159,7 +166,11 @@ class Recorder:
         self.sink = sink
         self.metrics = metrics
         self.clock = clock
-        self.redactor = Redactor(options.redaction)
+        # One key per bundle (this recorder writes one), in memory only, unless the operator
+        # gave one: body digests and session pseudonyms are keyed with it.
+        self.digest_key = options.digest_key or DigestKey.random()
+        self._digests = self.digest_key.describe()
+        self.redactor = Redactor(options.redaction, pseudonym_key=self.digest_key.secret)
         self._hops: dict[str, _HopState] = {h.name: _HopState() for h in options.hops}
         self.correlator = Correlator(
             options.hop_comparison.thresholds(), window_s=options.hop_comparison.window_s
@@ -309,12 +320,9 @@ class Recorder:
     def _tap_findings(self, cap: Captured) -> list[Finding]:
         found: list[Finding] = []
         if cap.tap_error is not None:
+            reason = self.redactor.redact_reason(str(cap.tap_error["reason"]))
             found.append(
-                finding(
-                    "tap.upstream-failure",
-                    f"{cap.tap_error['phase']}: {cap.tap_error['reason']}",
-                    "tap",
-                )
+                finding("tap.upstream-failure", f"{cap.tap_error['phase']}: {reason}", "tap")
             )
         for name, capture in (("ingress", cap.request), ("origin", cap.response)):
             if capture is not None and capture.truncated:
@@ -338,27 +346,39 @@ class Recorder:
 
     # -- evidence ------------------------------------------------------------------------
 
-    def _body_json(self, capture: BodyCapture | None, messages: Any) -> Any:
+    def _body_json(self, capture: BodyCapture | None, messages: Any) -> tuple[Any, str | None]:
+        """The redacted body for a view, and a note when it is stored as text."""
         if capture is None or not capture.complete or not capture.body:
-            return None
-        if messages is not None:
-            return self.redactor.redact_message(messages)
-        try:
-            return self.redactor.redact_message(orjson.loads(capture.body))
-        except orjson.JSONDecodeError:
-            return {
-                "raw": self.redactor.redact_text(capture.body[:4096].decode("utf-8", "replace"))
-            }
+            return None, None
+        if messages is None:
+            try:
+                messages = orjson.loads(capture.body)
+            except orjson.JSONDecodeError:
+                text = capture.body[:_RAW_TEXT_CHARS].decode("utf-8", "replace")
+                return {"raw": self.redactor.redact_text(text)}, None
+        return self._recordable(self.redactor.walk_message(messages), 2)
+
+    def _recordable(self, done: Redacted, levels: int) -> tuple[Any, str | None]:
+        """``done``'s value, or its redacted JSON text when orjson cannot write it."""
+        if done.depth + levels + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
+            return done.value, None
+        note = f"JSON nested {done.depth} deep is stored as redacted text"
+        return {"raw": deepjson.dumps(done.value)}, note
 
     def _sse_json(self, cap: Captured) -> list[dict[str, Any]]:
         out = []
         for t in cap.sse:
             data: Any
+            note = None
             try:
-                data = self.redactor.redact_message(orjson.loads(t.event.data))
+                data, note = self._recordable(
+                    self.redactor.walk_message(orjson.loads(t.event.data)), 4)
             except orjson.JSONDecodeError:
                 data = self.redactor.redact_text(t.event.data)
-            out.append({"at": t.at, "id": t.event.id, "event": t.event.event, "data": data})
+            event = {"at": t.at, "id": t.event.id, "event": t.event.event, "data": data}
+            if note is not None:
+                event["data"], event["note"] = data["raw"], note
+            out.append(event)
         return out
 
     def _secrets(self, cap: Captured, j: Judgement) -> list[str]:
@@ -380,26 +400,33 @@ class Recorder:
         red = self.redactor
         response = cap.response
         is_sse = cap.response_headers.content_type() == "text/event-stream"
+        key = self.digest_key
         origin: dict[str, Any] | None = None
         if cap.status is not None and response is not None:
+            body, note = (None, None) if is_sse else self._body_json(
+                response, j.response_messages[0] if len(j.response_messages) == 1 else None
+            )
             origin = {
                 "status": cap.status,
                 "headers": [list(p) for p in red.redact_headers(cap.response_headers.pairs)],
-                "bodyDigest": response.digest,
+                "bodyDigest": seal_hex(key, response.digest),
                 "bodySize": response.size,
                 "truncated": not response.complete,
                 "ended": response.ended,
                 "contentType": cap.response_headers.content_type(),
-                "body": None
-                if is_sse
-                else self._body_json(
-                    response, j.response_messages[0] if len(j.response_messages) == 1 else None
-                ),
+                "body": body,
                 "sse": self._sse_json(cap) if is_sse else None,
                 "firstByteAt": cap.first_byte_at,
                 "endAt": cap.end_at,
             }
-        return {
+            if note is not None:
+                origin["bodyNote"] = note
+        request_body, request_note = self._body_json(cap.request, j.request_message)
+        tap_error = cap.tap_error
+        if tap_error is not None:
+            # A library's reason may quote the upstream URL: no query, no userinfo.
+            tap_error = {**tap_error, "reason": red.redact_reason(str(tap_error["reason"]))}
+        record = {
             "kind": "exchange",
             "hop": cap.hop,
             "exchangeId": secrets.token_hex(8),
@@ -411,16 +438,16 @@ class Recorder:
             "messageKind": str(j.kind) if j.kind else None,
             "ingress": {
                 "httpMethod": cap.http_method,
-                "path": red.redact_text(cap.path) if "?" in cap.path else cap.path,
+                "path": red.redact_url(cap.path),
                 "headers": [list(p) for p in red.redact_headers(cap.request_headers.pairs)],
                 "forwardedHeaders": [
                     list(p) for p in red.redact_headers(cap.forwarded_headers.pairs)
                 ],
-                "bodyDigest": cap.request.digest,
+                "bodyDigest": seal_hex(key, cap.request.digest),
                 "bodySize": cap.request.size,
                 "truncated": not cap.request.complete,
                 "ended": cap.request.ended,
-                "body": self._body_json(cap.request, j.request_message),
+                "body": request_body,
                 "receivedAt": cap.received_at,
                 "forwardedAt": cap.forwarded_at,
             },
@@ -428,7 +455,7 @@ class Recorder:
             "egress": {
                 "status": cap.egress_status,
                 "headers": [list(p) for p in red.redact_headers(cap.egress_headers.pairs)],
-                "bodyDigest": cap.egress_digest,
+                "bodyDigest": seal_hex(key, cap.egress_digest),
                 "bodySize": cap.egress_bytes,
                 "sentAt": cap.sent_at,
                 "endAt": cap.egress_end_at,
@@ -438,9 +465,13 @@ class Recorder:
                 and cap.egress_status == cap.status
                 and cap.egress_digest == response.digest,
             },
-            "tapError": cap.tap_error,
+            "tapError": tap_error,
             "findings": self._findings_json(found, self._secrets(cap, j) if found else []),
+            "digests": self._digests,
         }
+        if request_note is not None:
+            record["ingress"]["bodyNote"] = request_note
+        return record
 
     def _correlate(self, cap: Captured, j: Judgement, exchange_id: str) -> dict[str, Any] | None:
         if len(self.options.hops) < 2 or not cap.trace_id or cap.http_method != "POST":

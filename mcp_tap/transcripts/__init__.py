@@ -338,11 +338,14 @@ def verdict(expected: Callable[[Finding], bool], found: Sequence[Finding]) -> tu
         return False, extra, (
             f"{match.rule} as expected, but the answer broke {extra.rule}: {extra.message}")
     return True, match, f"{match.rule}: {match.message}"
+# Transcripts are files the operator holds, so their session ids are no secret from the
+# reader; a fixed pseudonym key keeps each case's evidence digest the same across runs.
+_PSEUDONYM_KEY = b"mcp-tap transcripts: session pseudonyms"
 
 
 def run_case(case: Case, redactor: Redactor | None = None) -> CaseResult:
     """Judge one case and say whether it met its expectation."""
-    red = redactor or Redactor()
+    red = redactor or Redactor(pseudonym_key=_PSEUDONYM_KEY)
     result: Judgement = judge(case_exchange(case))
     # Finding messages quote wire values; the output is printed, so a secret in a fixture
     # (a credential header, a password argument) is scrubbed from them as from evidence.
@@ -366,7 +369,7 @@ def run_cases(cases: Iterable[Case], redactor: Redactor | None = None) -> list[C
     """Judge many cases; duplicate names are an input error."""
     seen: set[str] = set()
     out: list[CaseResult] = []
-    red = redactor or Redactor()
+    red = redactor or Redactor(pseudonym_key=_PSEUDONYM_KEY)
     for case in cases:
         if case.name in seen:
             raise InputError(f"{case.source}: duplicate case name {case.name!r}")

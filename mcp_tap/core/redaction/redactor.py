@@ -1,0 +1,467 @@
+"""The redactor: secrets out of JSON, headers, text and URLs before anything is kept.
+
+Which names are secret is :mod:`~mcp_tap.core.redaction.keys`'s business (canonical names,
+patterns, the allowlist); how text that is not JSON is searched is
+:mod:`~mcp_tap.core.redaction.text`'s. This module walks values:
+
+* JSON at any depth, iteratively (orjson parses 1024 levels, the stdlib more than Python's
+  recursion limit allows). The value under a secret key is replaced wholesale by
+  :data:`REDACTED`, whatever its type. String values shaped like key-value text (holding
+  ``=``, ``:`` or ``bearer``: query strings, URLs, error messages, embedded JSON) get the
+  text pass too, so ``"uri": "https://h/x?token=abc"`` loses ``abc``.
+* Clean subtrees are shared, not copied: a container is copied only when something inside
+  it changed, so the result of a message with nothing to redact *is* the message. Nothing
+  is ever mutated; callers must not mutate what they pass in while they hold the result.
+* Headers: values under secret names are redacted (``Authorization`` keeps a registered
+  auth scheme), ``Mcp-Session-Id`` becomes a keyed pseudonym (see
+  :data:`~mcp_tap.core.redaction.keys.SESSION_HEADER`), and every other value gets the text
+  pass when it holds ``=`` or a bearer credential (a ``Referer`` with ``?token=``).
+  ``Mcp-Param-{Name}`` mirrors a tool argument, so it is redacted when ``{Name}`` is secret
+  or names an argument under an argument policy.
+* JSON text with nothing to redact is returned unchanged, byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets as _secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from mcp_tap.core import deepjson
+from mcp_tap.core.redaction.keys import SESSION_HEADER, KeyMatcher, canonical_key
+from mcp_tap.core.redaction.policy import RedactionPolicy
+from mcp_tap.core.redaction.text import REDACTED, redact_plain_text, strip_url_secrets
+
+# Credentials in these headers start with an auth scheme that is worth keeping in evidence.
+_AUTH_HEADERS: Final = frozenset({"authorization", "proxyauthorization"})
+# IANA HTTP Authentication Scheme Registry, plus AWS SigV4; only these count as a scheme, so
+# a bare secret that happens to contain a space never has its first word kept.
+_AUTH_SCHEMES: Final = frozenset(
+    {
+        "basic",
+        "bearer",
+        "concealed",
+        "digest",
+        "dpop",
+        "gnap",
+        "hoba",
+        "mutual",
+        "negotiate",
+        "oauth",
+        "privatetoken",
+        "scram-sha-1",
+        "scram-sha-256",
+        "vapid",
+        "aws4-hmac-sha256",
+    }
+)
+_MCP_PARAM: Final = "mcpparam"  # canonical prefix of Mcp-Param-{Name}
+_PSEUDONYM_HEX: Final = 16  # 64 bits: distinct sessions of one bundle never collide in practice
+_CONTAINERS: Final = (dict, list, tuple)
+_RECURSE: Final = 100  # levels walked recursively; deeper ones by a loop (no recursion limit)
+_MAX_CACHED_KEYS: Final = 8192  # attacker-chosen keys must not grow memory
+
+
+def _shaped(text: str) -> bool:
+    """Whether a string value has the shape the text pass looks for (cheap, no regex)."""
+    return "=" in text or ":" in text or "earer" in text or "EARER" in text
+
+
+@dataclass(slots=True)
+class Redacted:
+    """What one walk produced: the value, how many things were hidden, how deep it nests."""
+
+    value: Any
+    hits: int
+    depth: int
+
+
+class Redactor:
+    """Applies the default patterns plus a :class:`RedactionPolicy` to JSON, headers and text.
+
+    ``pseudonym_key`` keys the session pseudonyms (the bundle's digest key in the proxy, so
+    one session has one pseudonym across a bundle); without one a random key is drawn, and
+    pseudonyms are then stable for this redactor only. Every method returns a new value (or
+    the input itself when nothing changed) and never mutates its input.
+    """
+
+    def __init__(
+        self, policy: RedactionPolicy | None = None, pseudonym_key: bytes | None = None
+    ) -> None:
+        """Build a redactor for ``policy`` (``None``: the defaults only)."""
+        self.policy = policy if policy is not None else RedactionPolicy()
+        self.matcher = KeyMatcher(self.policy.extra_keys, self.policy.allow_keys)
+        self._argument_keys = frozenset(
+            canonical_key(p.argument) for p in self.policy.argument_policies
+        )
+        self._keys: dict[str, bool] = {}
+        self._pseudonym_key = (
+            pseudonym_key if pseudonym_key is not None else _secrets.token_bytes(32)
+        )
+
+    def is_sensitive_key(self, key: str) -> bool:
+        """Return whether the value under ``key`` (any spelling) is redacted."""
+        return self.matcher.is_secret_key(key)
+
+    # -- JSON ---------------------------------------------------------------------------
+
+    def redact_json(self, value: Any) -> Any:
+        """Return ``value`` (JSON-shaped) with every secret redacted; clean parts shared.
+
+        Tuples become lists. A bare string gets the text pass.
+        """
+        return self.walk(value).value
+
+    def redact_message(self, msg: Any) -> Any:
+        """Return a JSON-RPC message (or batch) redacted: the patterns + argument policies."""
+        return self.walk(msg, self._policy_targets(msg)).value
+
+    def walk_message(self, msg: Any) -> Redacted:
+        """:meth:`redact_message` with the hit count and nesting depth of the result."""
+        return self.walk(msg, self._policy_targets(msg))
+
+    def walk(
+        self,
+        value: Any,
+        targets: dict[int, frozenset[str]] | None = None,
+        found: set[str] | None = None,
+    ) -> Redacted:
+        """Redact ``value``; ``targets`` maps ``id(dict)`` to argument names to hide there.
+
+        ``found`` collects the scalar values removed (for :meth:`removed_values`). A
+        container is rebuilt only when a child changed. The first :data:`_RECURSE` levels
+        are walked recursively (the fast way in Python); deeper subtrees by a loop, so no
+        nesting reaches the recursion limit.
+        """
+        if isinstance(value, str):
+            shown = self._string(value, found)
+            return Redacted(shown, int(shown is not value), 0)
+        if not isinstance(value, _CONTAINERS):
+            return Redacted(value, 0, 0)
+        acc = [0, 0]  # hits, depth
+        result = self._node(value, 1, targets, found, acc)
+        return Redacted(result, acc[0], acc[1])
+
+    def _node(
+        self,
+        node: Any,
+        level: int,
+        targets: dict[int, frozenset[str]] | None,
+        found: set[str] | None,
+        acc: list[int],
+    ) -> Any:
+        """One non-empty container at ``level``, redacted (``node`` itself when clean)."""
+        if level > _RECURSE:
+            done = self._walk_loop(node, targets, found)
+            acc[0] += done.hits
+            acc[1] = max(acc[1], level - 1 + done.depth)
+            return done.value
+        if level > acc[1]:
+            acc[1] = level
+        changes: dict[Any, Any] | None = None
+        is_dict = isinstance(node, dict)
+        hidden = targets.get(id(node)) if targets and is_dict else None
+        for slot, child in node.items() if is_dict else enumerate(node):
+            if is_dict and isinstance(slot, str) and (
+                self._secret_key(slot)
+                or (hidden is not None and canonical_key(slot) in hidden)
+            ):
+                if child != REDACTED:
+                    if found is not None:
+                        _collect_leaves(child, found)
+                    changes = changes or {}
+                    changes[slot] = REDACTED
+                    acc[0] += 1
+                continue
+            new = child
+            if isinstance(child, _CONTAINERS):
+                if child:
+                    new = self._node(child, level + 1, targets, found, acc)
+                elif isinstance(child, tuple):
+                    new = []
+            elif isinstance(child, str) and _shaped(child):
+                new = self._string(child, found)
+                if new is not child:
+                    acc[0] += 1
+            if new is not child:
+                changes = changes or {}
+                changes[slot] = new
+        if is_dict:
+            return {**node, **changes} if changes else node
+        if changes is None and not isinstance(node, tuple):
+            return node
+        result = list(node)
+        for index, new in (changes or {}).items():
+            result[index] = new
+        return result
+
+    def _secret_key(self, key: str) -> bool:
+        """Whether a key as spelt names a secret (cached per spelling, bounded)."""
+        known = self._keys.get(key)
+        if known is None:
+            known = self.matcher.is_secret(canonical_key(key))
+            if len(self._keys) < _MAX_CACHED_KEYS:
+                self._keys[key] = known
+        return known
+
+    def _walk_loop(
+        self,
+        value: Any,
+        targets: dict[int, frozenset[str]] | None,
+        found: set[str] | None,
+    ) -> Redacted:
+        """:meth:`walk` for a deep container: post-order with an explicit stack."""
+        hits = 0
+        depth = 1
+        # Frame: [container, iterator over (slot, child), changes (slot -> new), slot in parent]
+        stack: list[list[Any]] = [[value, _items(value), None, None]]
+        while stack:
+            frame = stack[-1]
+            node = frame[0]
+            hidden = targets.get(id(node)) if targets else None
+            is_dict = isinstance(node, dict)
+            for slot, child in frame[1]:
+                if (
+                    is_dict
+                    and isinstance(slot, str)
+                    and (
+                        self._secret_key(slot)
+                        or (hidden is not None and canonical_key(slot) in hidden)
+                    )
+                ):
+                    if child != REDACTED:
+                        if found is not None:
+                            _collect_leaves(child, found)
+                        frame[2] = frame[2] or {}
+                        frame[2][slot] = REDACTED
+                        hits += 1
+                    continue
+                if isinstance(child, dict | list | tuple):
+                    if child:
+                        stack.append([child, _items(child), None, slot])
+                        depth = max(depth, len(stack))
+                        break
+                    if isinstance(child, tuple):
+                        frame[2] = frame[2] or {}
+                        frame[2][slot] = []
+                elif isinstance(child, str) and _shaped(child):
+                    shown = self._string(child, found)
+                    if shown is not child:
+                        frame[2] = frame[2] or {}
+                        frame[2][slot] = shown
+                        hits += 1
+            else:
+                stack.pop()
+                changes = frame[2]
+                result: Any = node
+                if changes is not None or isinstance(node, tuple):
+                    if is_dict:
+                        result = {**node, **changes} if changes else node
+                    else:
+                        result = list(node)
+                        for index, new in (changes or {}).items():
+                            result[index] = new
+                if stack and result is not node:
+                    parent = stack[-1]
+                    parent[2] = parent[2] or {}
+                    parent[2][frame[3]] = result
+                elif not stack:
+                    return Redacted(result, hits, depth)
+        raise AssertionError("unreachable")  # pragma: no cover - the root frame returns
+
+    def _string(self, text: str, found: set[str] | None) -> str:
+        """A string value: the text pass (the same object back when nothing changed)."""
+        shown = redact_plain_text(text, self.matcher.is_secret_key, found)
+        return text if shown == text else shown
+
+    def _policy_targets(self, msg: Any) -> dict[int, frozenset[str]] | None:
+        """The argument objects the policies name in ``msg`` (a message or batch)."""
+        policies = self.policy.argument_policies
+        if not policies:
+            return None
+        targets: dict[int, set[str]] = {}
+        for item in msg if isinstance(msg, list) else [msg]:
+            if not isinstance(item, dict):
+                continue
+            method = item.get("method")
+            params = item.get("params")
+            if not isinstance(method, str) or not isinstance(params, dict):
+                continue
+            for policy in policies:
+                if policy.matches(method, params):
+                    target = policy.target(params)
+                    if target is not None:
+                        targets.setdefault(id(target), set()).add(canonical_key(policy.argument))
+        return {k: frozenset(v) for k, v in targets.items()} or None
+
+    # -- headers ------------------------------------------------------------------------
+
+    def redact_headers(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Return ``pairs`` in order, duplicates kept, with sensitive header values redacted.
+
+        ``Authorization`` / ``Proxy-Authorization`` keep a registered auth scheme
+        (``Bearer [REDACTED]``); ``Mcp-Session-Id`` becomes ``[REDACTED:<keyed pseudonym>]``;
+        every other sensitive value becomes ``[REDACTED]``.
+        """
+        out: list[tuple[str, str]] = []
+        for name, value in pairs:
+            out.append((name, self._header_value(name, value, None)))
+        return out
+
+    def _header_value(self, name: str, value: str, found: set[str] | None) -> str:
+        canonical = canonical_key(name)
+        if canonical == SESSION_HEADER:
+            return self.pseudonym(value)
+        if self._sensitive_header(canonical):
+            if found is not None:
+                found.update(_credential_forms(canonical, value))
+            if canonical in _AUTH_HEADERS:
+                return _redact_credentials(value)
+            return REDACTED
+        if "=" in value or "earer" in value or "EARER" in value:
+            return redact_plain_text(value, self.matcher.is_secret_key, found)
+        return value
+
+    def pseudonym(self, value: str) -> str:
+        """A stand-in for ``value`` that tells equal values apart from others, keyed."""
+        mac = hmac.new(self._pseudonym_key, b"mcp-tap pseudonym\0" + value.encode(
+            "utf-8", "surrogateescape"), hashlib.sha256)
+        return f"[REDACTED:{mac.hexdigest()[:_PSEUDONYM_HEX]}]"
+
+    def _sensitive_header(self, canonical: str) -> bool:
+        """Return whether a header with canonical name ``canonical`` carries a secret."""
+        if canonical.startswith(_MCP_PARAM):
+            mirrored = canonical[len(_MCP_PARAM) :]
+            return self.matcher.is_secret(mirrored) or mirrored in self._argument_keys
+        return self.matcher.is_secret(canonical)
+
+    # -- text ---------------------------------------------------------------------------
+
+    def redact_text(self, text: str) -> str:
+        """Return ``text`` (a body or SSE ``data``) with secrets redacted.
+
+        JSON is parsed, redacted as a message and re-serialised compactly; JSON with nothing
+        to redact is returned unchanged. Text orjson refuses but the stdlib accepts (``NaN``,
+        lone surrogate escapes, huge integers, deep nesting) is still redacted structurally.
+        JSON that cannot be written back with orjson (nested past 254 levels, say) is written
+        by :func:`mcp_tap.core.deepjson.dumps`. Other text gets the regex pass.
+        """
+        stdlib = False
+        try:
+            parsed = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            try:
+                parsed = json.loads(text)
+            except (ValueError, RecursionError):
+                return self.redact_plain(text)
+            stdlib = True
+        done = self.walk(parsed, self._policy_targets(parsed))
+        # An object is always written back: '{"x":{"token":"a"},"x":1}' parses to a clean
+        # value, yet its text still holds "a" under the dropped duplicate.
+        if not done.hits and not isinstance(parsed, dict | list):
+            return text
+        if not stdlib and deepjson.fits_orjson(done.value, done.depth):
+            return orjson.dumps(done.value).decode("utf-8")
+        # What only the stdlib parses (NaN, 1e400, huge ints, lone surrogates) is written back
+        # as the stdlib would, not turned into orjson's null.
+        return deepjson.dumps(done.value)
+
+    def redact_plain(self, text: str, found: set[str] | None = None) -> str:
+        """The regex pass alone (text known not to be JSON)."""
+        return redact_plain_text(text, self.matcher.is_secret_key, found)
+
+    def redact_url(self, target: str) -> str:
+        """A request target or URL with secret query and path parameters redacted."""
+        if "=" not in target:
+            return target
+        return redact_plain_text(target, self.matcher.is_secret_key)
+
+    def redact_reason(self, text: str) -> str:
+        """Free text from a library (an error reason): URLs cut to their path, then the pass."""
+        return self.redact_plain(strip_url_secrets(text))
+
+    # -- what finding messages may quote ------------------------------------------------
+
+    def removed_values(
+        self, header_lists: Sequence[Sequence[tuple[str, str]]], messages: Sequence[Any] = ()
+    ) -> list[str]:
+        """Return the values redaction removes from these headers and JSON-RPC messages.
+
+        Longest first, so that :meth:`scrub` replaces a secret containing another whole;
+        values shorter than 4 characters are left out (replacing ``1`` everywhere would
+        mangle a message without hiding anything).
+        """
+        found: set[str] = set()
+        for pairs in header_lists:
+            for name, value in pairs:
+                if canonical_key(name) == SESSION_HEADER:
+                    found.add(value.strip())
+                else:
+                    self._header_value(name, value, found)
+        for message in messages:
+            self.walk(message, self._policy_targets(message), found)
+        return sorted((v for v in found if len(v) >= 4), key=len, reverse=True)
+
+    def scrub(self, text: str, secrets: Sequence[str]) -> str:
+        """Return ``text`` (a finding message, a detail line) with ``secrets`` replaced.
+
+        Messages quote wire values, raw or ``repr``-escaped; both spellings are replaced by
+        :data:`REDACTED`, then the text gets :meth:`redact_text`'s pass as well.
+        """
+        for value in secrets:
+            text = text.replace(value, REDACTED).replace(repr(value)[1:-1], REDACTED)
+        return self.redact_text(text)
+
+
+# Cookie attributes, not secrets: their values ("/", dates, "Lax") must not be scrubbed.
+_COOKIE_ATTRIBUTES: Final = frozenset(
+    {"path", "domain", "expires", "maxage", "samesite", "priority", "partitioned"})
+
+
+def _credential_forms(canonical_name: str, value: str) -> set[str]:
+    """The spellings of a redacted header's secret a message may quote.
+
+    The whole value, the credential after an auth scheme (``Bearer <token>``), and for
+    ``Cookie`` / ``Set-Cookie`` each cookie's value (``sid=<value>; Path=/``).
+    """
+    value = value.strip()
+    forms = {value, value.partition(" ")[2].strip()}
+    if canonical_name in ("cookie", "setcookie"):
+        for piece in re.split(r"[;,]", value):
+            key, _, cookie = piece.strip().partition("=")
+            if canonical_key(key) not in _COOKIE_ATTRIBUTES:
+                forms.add(cookie.strip().strip('"'))
+    return forms
+
+
+def _items(node: Any) -> Any:
+    """An iterator over a container's (slot, child) pairs."""
+    return iter(node.items()) if isinstance(node, dict) else enumerate(node)
+
+
+def _collect_leaves(value: Any, out: set[str]) -> None:
+    """Add the string form of every scalar in ``value`` to ``out`` (iteratively)."""
+    leaves = [value]
+    while leaves:
+        item = leaves.pop()
+        if isinstance(item, dict):
+            leaves.extend(item.values())
+        elif isinstance(item, list | tuple):
+            leaves.extend(item)
+        elif item is not None and not isinstance(item, bool):
+            out.add(str(item))
+
+
+def _redact_credentials(value: str) -> str:
+    """Redact an Authorization value, keeping a registered scheme name and nothing else."""
+    scheme, space, credentials = value.strip().partition(" ")
+    if space and credentials.strip() and scheme.lower() in _AUTH_SCHEMES:
+        return f"{scheme} {REDACTED}"
+    return REDACTED
