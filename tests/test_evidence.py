@@ -140,7 +140,7 @@ class TestFormat:
         with pytest.raises(BundleFormatError) as caught:
             check_format(7, "x/bundle.json")
         assert str(caught.value) == (
-            "x/bundle.json: evidence format 7 is not supported (this mcp-tap reads 1)"
+            "x/bundle.json: evidence format 7 is not supported (this mcp-tap reads 1, 2)"
         )
 
     def test_non_integer_version_rejected(self) -> None:
@@ -151,9 +151,9 @@ class TestFormat:
 
     def test_migration_extends_supported_versions(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Registering a version-0 migration makes version 0 readable."""
-        assert supported_formats() == (FORMAT_VERSION,)
+        assert supported_formats() == (1, FORMAT_VERSION)
         monkeypatch.setitem(MIGRATIONS, 0, Migration())
-        assert supported_formats() == (0, 1)
+        assert supported_formats() == (0, 1, 2)
         assert check_format(0, "b") == 0
 
 
@@ -232,10 +232,11 @@ class TestEvidenceWriter:
         """bundle.json names format, tool and creation time, and gains a closing summary."""
         bundle = write_bundle(tmp_path / "b", 2, clock=FakeClock(5.0))
         meta = load_json(bundle / "bundle.json")
-        assert (meta["format"], meta["tool"], meta["createdAt"]) == (1, "mcp-tap", 5.0)
+        assert (meta["format"], meta["tool"], meta["createdAt"]) == (2, "mcp-tap", 5.0)
+        assert meta["signing"] is None
         last = read_bundle(bundle).records[-1]
         assert meta["closed"] == {"at": 5.0, "segments": 1, "records": 2, "lastSeq": 1,
-                                  "chainHead": last["digest"], "lost": 0}
+                                  "chainHead": last["digest"], "lost": 0, "end": "closed"}
 
     def test_manifest(self, tmp_path: Path) -> None:
         """The manifest attests the file's size, SHA-256, seq range and chain head."""
@@ -424,7 +425,8 @@ class TestReadBundle:
         with pytest.raises(BundleFormatError) as caught:
             read_bundle(bundle)
         assert str(caught.value) == (
-            f"{bundle / 'bundle.json'}: evidence format 7 is not supported (this mcp-tap reads 1)"
+            f"{bundle / 'bundle.json'}: evidence format 7 is not supported "
+            "(this mcp-tap reads 1, 2)"
         )
 
     def test_malformed_line_named(self, tmp_path: Path) -> None:
@@ -655,7 +657,8 @@ class TestVerifyCommand:
         assert main(["verify", "--json", str(bundle)]) == 1
         report = orjson.loads(capsys.readouterr().out)
         assert set(report) == {"path", "format", "ok", "records", "segments", "errors",
-                               "warnings", "problems"}
+                               "warnings", "problems", "chainHead", "bundleId", "signer",
+                               "signed", "exchanges", "lost", "end", "inflight"}
         assert (report["ok"], report["records"], report["segments"]) == (False, 4, 1)
         assert report["errors"] == len(report["problems"])
         assert all(set(p) == {"kind", "severity", "segment", "seq", "message"}
