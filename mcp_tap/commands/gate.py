@@ -35,7 +35,6 @@ from mcp_tap.gate.decision import (
     gaps_of,
     hop_source,
     integrity_source,
-    record_digest,
     sdk_source,
 )
 from mcp_tap.gate.health import compute_window, evaluate_health
@@ -118,10 +117,11 @@ def _load_bundles(
             bundle_records = []
             # The decision evidence must not depend on where the bundle sits on this machine.
             problems += (("unreadable", "error", str(exc).replace(str(path), path.name)),)
-        head = record_digest(bundle_records[-1]) if bundle_records else ""
         checks.append(BundleCheck(role=role, ok=ok, problems=problems,
-                                  records=len(bundle_records), head=head,
-                                  gaps=gaps_of(bundle_records)))
+                                  records=len(bundle_records), head=report.chain_head,
+                                  gaps=gaps_of(bundle_records), signer=report.signer,
+                                  lost=report.lost, exchanges=report.exchanges,
+                                  end=report.end))
         records.extend(bundle_records)
     return checks, records
 
@@ -158,7 +158,7 @@ def evaluate(args: argparse.Namespace) -> Decision:
         conformance=conformance_source(records, policy.conformance, reports),
         sdk=_sdk(records, policy),
         hop=hop_source(records, policy.hop, policy.conformance.examples),
-        integrity=integrity_source(checks + base_checks),
+        integrity=integrity_source(checks + base_checks, policy.evidence),
         health=evaluate_health(window, health, baseline),
         rollback=rollback,
         policy_digest=policy.digest,
