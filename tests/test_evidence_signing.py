@@ -9,7 +9,9 @@ from typing import Any
 import orjson
 import pytest
 from releases import gate_json, reason_rules, run
-from test_gate_cli import attested, exchange, key_env, write_policy  # noqa: F401 - fixtures
+from test_gate_cli import attested as attested  # the fixtures, re-exported
+from test_gate_cli import exchange, write_policy
+from test_gate_cli import key_env as key_env
 
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import EvidenceWriter, manifest_name, segment_name, verify_bundle
@@ -266,7 +268,7 @@ class TestGatePolicy:
         assert integrity_source([check], EvidencePolicy(max_loss_ratio=0.01)).passed
 
     def test_gate_rejects_forged_and_unsigned(
-            self, tmp_path: Path, attested: Path,  # noqa: F811 - the imported fixture
+            self, tmp_path: Path, attested: Path,
             capsys: pytest.CaptureFixture[str]) -> None:
         """The gate with trusted keys promotes only the operator's bundle; digest has heads."""
         policy = write_policy(tmp_path, f'\n[evidence]\ntrusted_keys = '
