@@ -51,6 +51,7 @@ bring its own verifier rather than a migration.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -138,9 +139,12 @@ def line_digest(line: bytes) -> str | None:
     with :func:`record_digest`). ``line`` is without its newline.
     """
     tail = len(line) - _DIGEST_TAIL
-    if tail < 1 or line[tail : tail + len(_DIGEST_MEMBER)] != _DIGEST_MEMBER:
+    if tail < 1 or not line.startswith(_DIGEST_MEMBER, tail):
         return None
-    return sha256_hex(line[:tail] + b"}")
+    # Hash in place (no copy of the line): SHA-256 of line[:tail] + "}".
+    hasher = hashlib.sha256(memoryview(line)[:tail])
+    hasher.update(b"}")
+    return hasher.hexdigest()
 
 
 def signed_bytes(value: Mapping[str, Any]) -> bytes:
