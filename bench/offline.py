@@ -70,7 +70,9 @@ def generate(out: Path, exchanges: int, templates: list[dict[str, Any]], *,
     started = time.monotonic()
     key = BENCH_KEY if signed else None
     # A queue slot per batch: the generator may outrun the disk, and must lose nothing.
-    with EvidenceWriter(out, signing_key=key, queue_size=exchanges // batch + 16) as writer:
+    writer = EvidenceWriter(out, signing_key=key, queue_size=exchanges // batch + 16)
+    writer.start()
+    try:
         pending: list[dict[str, Any]] = []
         for n in range(exchanges):
             record = copy.copy(templates[n % len(templates)])
@@ -85,6 +87,8 @@ def generate(out: Path, exchanges: int, templates: list[dict[str, Any]], *,
                 pending = []
         if pending:
             writer.submit_many(pending)
+    finally:
+        writer.close(timeout=None)  # the disk may be far behind: wait for all of it
     if writer.lost_total:
         raise SystemExit(f"the generator lost {writer.lost_total} records")
     return time.monotonic() - started

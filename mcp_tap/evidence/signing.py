@@ -60,7 +60,8 @@ def signature_valid(public_key: bytes, value: Mapping[str, Any]) -> bool:
     try:
         raw = base64.b64decode(signature, validate=True)
         Ed25519PublicKey.from_public_bytes(public_key).verify(raw, signed_bytes(value))
-    except (binascii.Error, ValueError, InvalidSignature):
+    except (binascii.Error, ValueError, TypeError, InvalidSignature):
+        # TypeError: orjson cannot serialise the object canonically (nested too deep).
         return False
     return True
 

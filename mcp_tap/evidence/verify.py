@@ -186,6 +186,22 @@ def _span(first: int, last: int) -> str:
     return f"record seq {first}" if first == last else f"records seq {first}..{last}"
 
 
+def _text(value: object, limit: int = 200) -> str:
+    """``value`` for a one-line message: a string as is, anything else as JSON-ish repr,
+    control characters escaped, at most ``limit`` characters."""
+    text = value if isinstance(value, str) else repr(value)
+    text = text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _record_digest(record: dict[str, Any]) -> str | None:
+    """:func:`record_digest`, or None for a record canonical JSON cannot hold (too deep)."""
+    try:
+        return record_digest(record)
+    except TypeError:  # orjson.JSONEncodeError: nesting past orjson's limit
+        return None
+
+
 def _public_key(signing: object) -> bytes | None:
     """The raw public key of a ``signing`` object of the writer's shape, else None."""
     if not isinstance(signing, dict) or signing.get("algorithm") != ED25519:
@@ -359,7 +375,7 @@ class _Verifier:
                 continue
             self.records += 1
             actual = digest_of(line) if digest_of is not None else None
-            if (actual if actual is not None else record_digest(record)) != digest:
+            if (actual if actual is not None else _record_digest(record)) != digest:
                 self.problem("digest", f"record seq {seq} in {name}: digest mismatch",
                              segment=name, seq=seq)
             if seq == self.max_seq + 1 and seq and prev == self.head:
@@ -401,7 +417,7 @@ class _Verifier:
         lost = upgraded.get("lost")
         count = lost if type(lost) is int and lost > 0 else 0
         self.gap_lost += count
-        reason = upgraded.get("reason", "unknown reason")
+        reason = _text(upgraded.get("reason", "unknown reason"))
         self.problem("gap", f"gap: {count} records lost ({reason}) at record seq {seq} in "
                             f"{name}", segment=name, seq=seq)
 
@@ -509,7 +525,8 @@ class _Verifier:
         if closed.get("end") == END_ABRUPT:
             self.problem(
                 "abrupt",
-                f"bundle ended abruptly ({closed.get('reason')}): {closed.get('inflight')} "
+                f"bundle ended abruptly ({_text(closed.get('reason'))}): "
+                f"{closed.get('inflight')} "
                 "exchange(s) in flight were never recorded",
             )
 
