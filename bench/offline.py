@@ -94,6 +94,15 @@ def generate(out: Path, exchanges: int, templates: list[dict[str, Any]], *,
     return time.monotonic() - started
 
 
+def _peak_rss_kb() -> int:
+    """This process's peak RSS. Not ``ru_maxrss``: Linux carries that across ``execve`` from
+    the parent (here the generator, which holds its queue), while ``VmHWM`` starts afresh."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def _measure_child(what: str, bundle: Path) -> dict[str, Any]:
     from mcp_tap.evidence import iter_records, verify_bundle
     from mcp_tap.gate.attest import ed25519_public_hex
@@ -109,7 +118,7 @@ def _measure_child(what: str, bundle: Path) -> dict[str, Any]:
         count = sum(1 for r in iter_records(bundle) if r.get("kind") == "exchange")
         ok, problems = True, []
     cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
-    rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss_kb = _peak_rss_kb()
     return {"what": what, "exchanges": count, "ok": ok, "problems": problems,
             "cpuSeconds": round(cpu, 3), "wallSeconds": round(wall, 3),
             "exchangesPerCpuSecond": round(count / cpu) if cpu else None,
