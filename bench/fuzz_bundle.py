@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import sys
 import tempfile
 import time
@@ -35,6 +36,11 @@ from bundle_mutations import apply, check, random_mutations, seed_bundle
 def _work(args: tuple[int, int, int, str]) -> tuple[int, list[tuple[int, str]]]:
     """Run inputs ``start .. start + count - 1``; return how many ran and the failures."""
     seed, start, count, base = args
+    # A reader that blows up on some input must fail here as a MemoryError (a crash the run
+    # reports), not take the machine down: 1.5 GiB of address space beyond what it has.
+    size = next(int(line.split()[1]) * 1024 for line in Path("/proc/self/status").read_text()
+                .splitlines() if line.startswith("VmSize:"))
+    resource.setrlimit(resource.RLIMIT_AS, (size + (3 << 29), size + (3 << 29)))
     failures: list[tuple[int, str]] = []
     with tempfile.TemporaryDirectory(dir=base) as tmp:
         root = Path(tmp)

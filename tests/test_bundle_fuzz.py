@@ -45,3 +45,24 @@ class TestBundleFuzz:
         line = b'{"kind":"exchange","prev":"","seq":0,"body":' + deep + b',"digest":"x"}'
         files["segment-000001.jsonl"] = line + b"\n"
         assert check(tmp_path, files) is None
+
+    def test_forged_huge_numbers_cost_nothing(self, tmp_path: Path) -> None:
+        """A seq of 2**62 and a segment numbered 10**15 are reported without listing the
+        numbers in between (the fuzzer found this one: 17 GB before the fix)."""
+        import orjson
+
+        from mcp_tap.evidence import verify_bundle
+
+        files = dict(_seed(False))
+        lines = files["segment-000001.jsonl"].split(b"\n")
+        record = orjson.loads(lines[1])
+        record["seq"] = 2**62
+        lines[1] = orjson.dumps(record)
+        files["segment-000001.jsonl"] = b"\n".join(lines)
+        files["segment-1000000000000000.jsonl"] = b""
+        assert check(tmp_path, files) is None
+        report = verify_bundle(tmp_path / "bundle")
+        messages = [p.message for p in report.problems if p.kind == "sequence"]
+        assert "segments 4..999999999999999 missing: no segment file and no manifest" in messages
+        assert any("..4611686018427387903 missing before seq 4611686018427387904" in m
+                   for m in messages)

@@ -171,14 +171,16 @@ class _Stored:
     segment: str
 
 
-def _ranges(numbers: list[int]) -> list[tuple[int, int]]:
-    """Collapse sorted integers into inclusive ``(first, last)`` runs."""
+def _holes(numbers: list[int], start: int) -> list[tuple[int, int]]:
+    """The inclusive ``(first, last)`` runs missing from sorted, distinct ``numbers`` counted
+    from ``start``. Computed from the neighbours, never by listing the range: a forged seq of
+    2**62 must cost nothing."""
     runs: list[tuple[int, int]] = []
+    expected = start
     for number in numbers:
-        if runs and runs[-1][1] == number - 1:
-            runs[-1] = (runs[-1][0], number)
-        else:
-            runs.append((number, number))
+        if number > expected:
+            runs.append((expected, number - 1))
+        expected = max(expected, number + 1)
     return runs
 
 
@@ -261,8 +263,7 @@ class _Verifier:
         segments = list_segments(self.root)
         numbers = [files.number for files in segments]
         if numbers:
-            missing = sorted(set(range(1, numbers[-1] + 1)) - set(numbers))
-            for first, last in _ranges(missing):
+            for first, last in _holes(numbers, 1):
                 which = f"segment {first}" if first == last else f"segments {first}..{last}"
                 self.problem("sequence", f"{which} missing: no segment file and no manifest")
         for index, files in enumerate(segments):
@@ -633,8 +634,7 @@ class _OrderPass:
     def check_sequence(self) -> None:
         if not self.by_seq:
             return
-        missing = sorted(set(range(max(self.by_seq) + 1)) - self.by_seq.keys())
-        for first, last in _ranges(missing):
+        for first, last in _holes(sorted(self.by_seq), 0):
             after = self.by_seq[last + 1]
             self.problem(
                 "sequence",
