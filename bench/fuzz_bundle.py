@@ -33,14 +33,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from bundle_mutations import apply, check, random_mutations, seed_bundle
 
 
-def _work(args: tuple[int, int, int, str]) -> tuple[int, list[tuple[int, str]]]:
-    """Run inputs ``start .. start + count - 1``; return how many ran and the failures."""
-    seed, start, count, base = args
-    # A reader that blows up on some input must fail here as a MemoryError (a crash the run
-    # reports), not take the machine down: 1.5 GiB of address space beyond what it has.
+def _limit_memory() -> None:
+    """A reader that blows up on some input must fail as a MemoryError (a crash the run
+    reports), not take the machine down: 1.5 GiB of address space beyond what a worker has."""
     size = next(int(line.split()[1]) * 1024 for line in Path("/proc/self/status").read_text()
                 .splitlines() if line.startswith("VmSize:"))
     resource.setrlimit(resource.RLIMIT_AS, (size + (3 << 29), size + (3 << 29)))
+
+
+def _work(args: tuple[int, int, int, str]) -> tuple[int, list[tuple[int, str]]]:
+    """Run inputs ``start .. start + count - 1``; return how many ran and the failures."""
+    seed, start, count, base = args
     failures: list[tuple[int, str]] = []
     with tempfile.TemporaryDirectory(dir=base) as tmp:
         root = Path(tmp)
@@ -73,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         work = [(s, a, c, tempfile.gettempdir()) for s, a, c, _ in work]
     started = time.monotonic()
     done, failures = 0, []
-    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs), initializer=_limit_memory) as pool:
         for ran, failed in pool.map(_work, work):
             done += ran
             failures += failed
