@@ -190,6 +190,7 @@ class EvidenceWriter:
         self._enqueued = 0
         self._processed = 0
         self._pending_lost = 0  # queue-full losses no gap marker carries yet
+        self._pending_reported: dict[str, int] = {}  # report_lost() that found the queue full
         self._lost_log = Every(_LOG_EVERY_S)
         self._end: dict[str, Any] = {"end": END_CLOSED}
 
@@ -306,7 +307,7 @@ class EvidenceWriter:
                 self._enqueued += 1
             except queue.Full:
                 # The writer thread picks these up when it goes idle or finishes.
-                self._pending_lost += lost
+                self._pending_reported[reason] = self._pending_reported.get(reason, 0) + lost
 
     def flush(self, timeout: float | None = None) -> bool:
         """Block until every record submitted so far is written or counted lost.
@@ -508,6 +509,9 @@ class EvidenceWriter:
     def _idle(self) -> None:
         with self._lock:
             pending, self._pending_lost = self._pending_lost, 0
+            reported, self._pending_reported = self._pending_reported, {}
+        for reason, lost in reported.items():
+            self._unrecorded[reason] = self._unrecorded.get(reason, 0) + lost
         if pending:
             self._unrecorded[REASON_QUEUE_FULL] = (
                 self._unrecorded.get(REASON_QUEUE_FULL, 0) + pending
