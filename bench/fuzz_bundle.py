@@ -80,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
         for ran, failed in pool.map(_work, work):
             done += ran
             failures += failed
+            if done % 10_000 < chunk:  # progress, for a run cut short
+                print(json.dumps({"inputs": done, "failures": len(failures),
+                                  "seconds": round(time.monotonic() - started, 1)}), flush=True)
     seconds = time.monotonic() - started
     for index, problem in failures[:20]:
         shown = problem if args.show else problem.splitlines()[-1]

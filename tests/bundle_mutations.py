@@ -24,6 +24,7 @@ from mcp_tap.errors import BundleFormatError, InputError
 from mcp_tap.evidence import EvidenceWriter, iter_records, read_bundle, verify_bundle
 
 Mutation = tuple[Any, ...]
+_WRITTEN: dict[Path, dict[str, bytes]] = {}  # what check() last wrote, per bundle directory
 # Deterministic, non-secret fuzzing key (a raw Ed25519 seed).
 FUZZ_KEY = bytes(range(50, 82))
 
@@ -175,11 +176,16 @@ def check(root: Path, files: dict[str, bytes],
     """
     bundle = root / "bundle"
     bundle.mkdir(parents=True, exist_ok=True)
-    for stale in bundle.iterdir():  # cheaper than a new directory per input
-        if stale.name not in files:
-            stale.unlink()
+    # Cheaper than a new directory per input: remove what is stale, write what changed.
+    on_disk = _WRITTEN.setdefault(bundle, {})
+    for name in list(on_disk):
+        if name not in files:
+            (bundle / name).unlink(missing_ok=True)
+            del on_disk[name]
     for name, data in files.items():
-        (bundle / name).write_bytes(data)
+        if on_disk.get(name) != data:
+            (bundle / name).write_bytes(data)
+            on_disk[name] = data
     trusted = [bytes.fromhex(_public_hex())]
     calls = [
         ("verify", lambda: verify_bundle(bundle)),

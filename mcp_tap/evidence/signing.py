@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -51,17 +52,27 @@ class Signer:
 
 def signature_valid(public_key: bytes, value: Mapping[str, Any]) -> bool:
     """Whether ``value`` carries a valid Ed25519 ``signature`` by ``public_key`` (raw bytes)."""
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
     signature = value.get(SIGNATURE)
     if not isinstance(signature, str) or len(public_key) != 32:
         return False
     try:
+        message = signed_bytes(value)
+    except TypeError:  # orjson cannot serialise the object canonically (nested too deep)
+        return False
+    return _verified(public_key, signature, message)
+
+
+@functools.lru_cache(maxsize=1024)
+def _verified(public_key: bytes, signature: str, message: bytes) -> bool:
+    # Pure, so cached: verifying several bundles signed by one key, or one bundle twice
+    # (with and without trust), checks each signature once.
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
         raw = base64.b64decode(signature, validate=True)
-        Ed25519PublicKey.from_public_bytes(public_key).verify(raw, signed_bytes(value))
-    except (binascii.Error, ValueError, TypeError, InvalidSignature):
-        # TypeError: orjson cannot serialise the object canonically (nested too deep).
+        Ed25519PublicKey.from_public_bytes(public_key).verify(raw, message)
+    except (binascii.Error, ValueError, InvalidSignature):
         return False
     return True
 
