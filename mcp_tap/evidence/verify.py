@@ -40,11 +40,10 @@ An unreadable directory or an unknown format is not a finding but an error
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
@@ -60,6 +59,14 @@ from mcp_tap.evidence.format import (
     upgrade_manifest,
     upgrade_record,
 )
+from mcp_tap.evidence.order import OrderPass, Stored, holes, span
+from mcp_tap.evidence.problems import (
+    LOSS_KINDS,
+    Problem,
+    ProblemKind,
+    Severity,
+    VerifyReport,
+)
 from mcp_tap.evidence.reader import (
     SegmentFiles,
     SegmentScan,
@@ -70,123 +77,7 @@ from mcp_tap.evidence.reader import (
 )
 from mcp_tap.evidence.signing import signature_valid
 
-ProblemKind = Literal[
-    "digest", "chain", "sequence", "manifest", "truncated", "gap", "format", "unclosed",
-    "signature", "abrupt",
-]
-Severity = Literal["error", "warning"]
-LOSS_KINDS: frozenset[str] = frozenset({"gap", "abrupt"})
-"""Problem kinds that state lost evidence (a policy may allow a bounded share of it)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One thing wrong with a bundle: what kind, how bad, where, and a one-line message."""
-
-    kind: ProblemKind
-    severity: Severity
-    message: str
-    segment: str | None = None
-    seq: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the problem as a plain JSON object."""
-        return {
-            "kind": self.kind,
-            "severity": self.severity,
-            "segment": self.segment,
-            "seq": self.seq,
-            "message": self.message,
-        }
-
-
-@dataclass(slots=True)
-class VerifyReport:
-    """The outcome of :func:`verify_bundle`; ``ok`` means no problem of severity error.
-
-    ``chain_head`` is the digest of the last record ("" for none); ``signer`` the hex public
-    key whose signatures all verified (None: unsigned, or a signature failed); ``lost`` the
-    records the bundle states lost (gap records, or the closing summary's count if larger);
-    ``exchanges`` the exchange records it holds; ``end`` is ``"closed"``, ``"abrupt"`` or
-    None (no closing summary); ``inflight`` the exchanges an abrupt end left in flight.
-    """
-
-    path: str
-    format: int
-    ok: bool
-    records: int
-    segments: int
-    problems: list[Problem] = field(default_factory=list)
-    chain_head: str = ""
-    bundle_id: str | None = None
-    signer: str | None = None
-    signed: bool = False
-    lost: int = 0
-    exchanges: int = 0
-    end: str | None = None
-    inflight: int = 0
-
-    @property
-    def errors(self) -> list[Problem]:
-        """The problems that make the bundle fail."""
-        return [p for p in self.problems if p.severity == "error"]
-
-    @property
-    def warnings(self) -> list[Problem]:
-        """The problems that do not make the bundle fail."""
-        return [p for p in self.problems if p.severity == "warning"]
-
-    @property
-    def loss_ratio(self) -> float:
-        """The share of exchanges stated lost: ``lost / (exchanges + lost)`` (0 without loss)."""
-        return self.lost / (self.exchanges + self.lost) if self.lost else 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the report as a plain JSON object (the ``verify --json`` output)."""
-        return {
-            "path": self.path,
-            "format": self.format,
-            "ok": self.ok,
-            "records": self.records,
-            "segments": self.segments,
-            "chainHead": self.chain_head,
-            "bundleId": self.bundle_id,
-            "signer": self.signer,
-            "signed": self.signed,
-            "exchanges": self.exchanges,
-            "lost": self.lost,
-            "end": self.end,
-            "inflight": self.inflight,
-            "errors": len(self.errors),
-            "warnings": len(self.warnings),
-            "problems": [p.to_json() for p in self.problems],
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class _Stored:
-    seq: int
-    prev: str
-    digest: str
-    segment: str
-
-
-def _holes(numbers: list[int], start: int) -> list[tuple[int, int]]:
-    """The inclusive ``(first, last)`` runs missing from sorted, distinct ``numbers`` counted
-    from ``start``. Computed from the neighbours, never by listing the range: a forged seq of
-    2**62 must cost nothing."""
-    runs: list[tuple[int, int]] = []
-    expected = start
-    for number in numbers:
-        if number > expected:
-            runs.append((expected, number - 1))
-        expected = max(expected, number + 1)
-    return runs
-
-
-def _span(first: int, last: int) -> str:
-    return f"record seq {first}" if first == last else f"records seq {first}..{last}"
-
+__all__ = ["LOSS_KINDS", "Problem", "VerifyReport", "verify_bundle", "verify_bundles"]
 
 def _text(value: object, limit: int = 200) -> str:
     """``value`` for a one-line message: a string as is, anything else as JSON-ish repr,
@@ -245,7 +136,7 @@ class _Verifier:
         self.public_key: bytes | None = None
         self.signatures_ok = True
         self.segment_count = 0  # records of the segment just read ...
-        self.segment_last: _Stored | None = None  # ... and its last one
+        self.segment_last: Stored | None = None  # ... and its last one
 
     def problem(
         self,
@@ -263,13 +154,13 @@ class _Verifier:
         segments = list_segments(self.root)
         numbers = [files.number for files in segments]
         if numbers:
-            for first, last in _holes(numbers, 1):
+            for first, last in holes(numbers, 1):
                 which = f"segment {first}" if first == last else f"segments {first}..{last}"
                 self.problem("sequence", f"{which} missing: no segment file and no manifest")
         for index, files in enumerate(segments):
             self.segment(files, is_last=index == len(segments) - 1)
         if self.out_of_order:
-            self.problems += _OrderPass(self.root, segments).run(self)
+            self.problems += OrderPass(self.root, segments).run(self)
         else:
             self.problems += self.order_problems
         self.check_closed(segments)
@@ -330,13 +221,13 @@ class _Verifier:
             return
         self.check_manifest(files, name, scan, first)
 
-    def records_of(self, name: str, scan: SegmentScan) -> _Stored | None:
+    def records_of(self, name: str, scan: SegmentScan) -> Stored | None:
         """Check every line of one segment; return its first record (for the manifest).
 
         The hot loop of verify: one ``orjson.loads`` and one SHA-256 per record, with the
         checks of :meth:`record` inlined for the common, in-order case.
         """
-        first: _Stored | None = None
+        first: Stored | None = None
         count = 0
         last_seq, last_prev, last_digest = -1, "", ""
         digest_of = line_digest if self.format >= 2 else None
@@ -388,11 +279,11 @@ class _Verifier:
             elif kind == "gap":
                 self.gap(name, seq, record)
             if first is None:
-                first = _Stored(seq, prev, digest, name)
+                first = Stored(seq, prev, digest, name)
             count += 1
             last_seq, last_prev, last_digest = seq, prev, digest
         self.segment_count = count
-        self.segment_last = _Stored(last_seq, last_prev, last_digest, name) if count else None
+        self.segment_last = Stored(last_seq, last_prev, last_digest, name) if count else None
         return first
 
     def order(self, name: str, seq: int, prev: str, digest: str) -> None:
@@ -423,7 +314,7 @@ class _Verifier:
                             f"{name}", segment=name, seq=seq)
 
     def check_manifest(
-        self, files: SegmentFiles, name: str, scan: SegmentScan, first: _Stored | None
+        self, files: SegmentFiles, name: str, scan: SegmentScan, first: Stored | None
     ) -> None:
         assert files.manifest_path is not None  # the caller checked; narrows the type
         manifest_file = files.manifest_path.name
@@ -498,7 +389,7 @@ class _Verifier:
         if isinstance(closed.get("lastSeq"), int) and closed["lastSeq"] > last_seq:
             self.problem(
                 "sequence",
-                f"{_span(last_seq + 1, closed['lastSeq'])} missing at the end: bundle.json "
+                f"{span(last_seq + 1, closed['lastSeq'])} missing at the end: bundle.json "
                 f"says the bundle closed at seq {closed['lastSeq']} (records deleted)",
                 seq=last_seq + 1,
             )
@@ -570,93 +461,6 @@ class _Verifier:
         closed = self.closed or {}
         stated = closed.get("lost")
         return max(self.gap_lost, stated if type(stated) is int and stated > 0 else 0)
-
-
-class _OrderPass:
-    """The exact sequence and chain check, run only when records are out of order.
-
-    It keeps every record's ``(seq, prev, digest)`` to say which records were deleted,
-    duplicated or reordered; an intact bundle never needs it.
-    """
-
-    def __init__(self, root: Path, segments: list[SegmentFiles]) -> None:
-        self.root = root
-        self.segments = segments
-        self.stored: list[_Stored] = []  # in file order
-        self.by_seq: dict[int, _Stored] = {}  # first occurrence of each seq
-        self.problems: list[Problem] = []
-
-    def problem(self, kind: ProblemKind, message: str, *, segment: str | None = None,
-                seq: int | None = None) -> None:
-        self.problems.append(Problem(kind, "error", message, segment, seq))
-
-    def run(self, verifier: _Verifier) -> list[Problem]:
-        max_seq = -1
-        for files in self.segments:
-            if files.path is None:
-                continue
-            name = files.name
-            for stored in _stored_records(files.path, name):
-                where = f"record seq {stored.seq} in {name}"
-                if stored.seq in self.by_seq:
-                    self.problem("sequence", f"{where}: seq appears more than once "
-                                             "(duplicated)", segment=name, seq=stored.seq)
-                elif stored.seq < max_seq:
-                    self.problem("sequence", f"{where}: comes after seq {max_seq} (records "
-                                             "reordered)", segment=name, seq=stored.seq)
-                max_seq = max(max_seq, stored.seq)
-                self.stored.append(stored)
-                self.by_seq.setdefault(stored.seq, stored)
-        self.check_chain()
-        self.check_sequence()
-        if max_seq in self.by_seq:
-            verifier.head = self.by_seq[max_seq].digest
-        return self.problems
-
-    def check_chain(self) -> None:
-        for stored in self.stored:
-            if stored.seq == 0:
-                if stored.prev != "":
-                    self.problem("chain", f"record seq 0 in {stored.segment}: prev is not empty",
-                                 segment=stored.segment, seq=0)
-                continue
-            before = self.by_seq.get(stored.seq - 1)
-            # A missing predecessor is reported once, as deleted records.
-            if before is not None and stored.prev != before.digest:
-                self.problem(
-                    "chain",
-                    f"record seq {stored.seq} in {stored.segment}: prev does not match the "
-                    f"digest of record seq {stored.seq - 1} (a record was altered or replaced)",
-                    segment=stored.segment,
-                    seq=stored.seq,
-                )
-
-    def check_sequence(self) -> None:
-        if not self.by_seq:
-            return
-        for first, last in _holes(sorted(self.by_seq), 0):
-            after = self.by_seq[last + 1]
-            self.problem(
-                "sequence",
-                f"{_span(first, last)} missing before seq {last + 1} in {after.segment} "
-                "(records deleted)",
-                segment=after.segment,
-                seq=first,
-            )
-
-
-def _stored_records(path: Path, name: str) -> Iterator[_Stored]:
-    for _number, line, _complete in SegmentScan(path).lines():
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if not isinstance(record, dict):
-            continue
-        seq, prev, digest = record.get("seq"), record.get("prev"), record.get("digest")
-        if (type(seq) is int and seq >= 0 and isinstance(prev, str) and isinstance(digest, str)
-                and isinstance(record.get("kind"), str)):
-            yield _Stored(seq, prev, digest, name)
 
 
 def verify_bundle(
