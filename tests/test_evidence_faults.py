@@ -202,7 +202,7 @@ async def test_kill_9_of_the_proxy_under_load_is_stated(
     async with httpx.AsyncClient(timeout=_TIMEOUT, limits=httpx.Limits(max_connections=16)) \
             as client:
         loops = [asyncio.create_task(client_loop(client)) for _ in range(16)]
-        await _until(lambda: answered >= 300)
+        await _until(lambda: answered >= 100)  # under load: the kill comes mid-stream
         proc.kill()
         stop.set()
         await asyncio.gather(*loops)
