@@ -661,9 +661,12 @@ def _diff_record(record: Mapping[str, Any], allowlist: frozenset[str]) -> SdkDif
 
 
 def diff_records(
-    records: list[dict[str, Any]], allowlist: frozenset[str] = DEFAULT_ALLOWLIST
+    records: Iterable[dict[str, Any]], allowlist: frozenset[str] = DEFAULT_ALLOWLIST
 ) -> SdkDiffReport:
     """Run the SDK differential over evidence records (non-exchange records are ignored).
+
+    ``records`` is read once, in order: a stream such as
+    :func:`mcp_tap.evidence.iter_records` is enough.
 
     An exchange is compared when its method is in :data:`TYPED_METHODS`, its era is known,
     its origin view is complete and it carries a JSON-RPC ``result``; everything else is

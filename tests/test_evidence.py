@@ -140,7 +140,7 @@ class TestFormat:
         with pytest.raises(BundleFormatError) as caught:
             check_format(7, "x/bundle.json")
         assert str(caught.value) == (
-            "x/bundle.json: evidence format 7 is not supported (this mcp-tap reads 1)"
+            "x/bundle.json: evidence format 7 is not supported (this mcp-tap reads 1, 2)"
         )
 
     def test_non_integer_version_rejected(self) -> None:
@@ -151,9 +151,9 @@ class TestFormat:
 
     def test_migration_extends_supported_versions(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Registering a version-0 migration makes version 0 readable."""
-        assert supported_formats() == (FORMAT_VERSION,)
+        assert supported_formats() == (1, FORMAT_VERSION)
         monkeypatch.setitem(MIGRATIONS, 0, Migration())
-        assert supported_formats() == (0, 1)
+        assert supported_formats() == (0, 1, 2)
         assert check_format(0, "b") == 0
 
 
@@ -232,10 +232,11 @@ class TestEvidenceWriter:
         """bundle.json names format, tool and creation time, and gains a closing summary."""
         bundle = write_bundle(tmp_path / "b", 2, clock=FakeClock(5.0))
         meta = load_json(bundle / "bundle.json")
-        assert (meta["format"], meta["tool"], meta["createdAt"]) == (1, "mcp-tap", 5.0)
+        assert (meta["format"], meta["tool"], meta["createdAt"]) == (2, "mcp-tap", 5.0)
+        assert meta["signing"] is None
         last = read_bundle(bundle).records[-1]
         assert meta["closed"] == {"at": 5.0, "segments": 1, "records": 2, "lastSeq": 1,
-                                  "chainHead": last["digest"], "lost": 0}
+                                  "chainHead": last["digest"], "lost": 0, "end": "closed"}
 
     def test_manifest(self, tmp_path: Path) -> None:
         """The manifest attests the file's size, SHA-256, seq range and chain head."""
@@ -424,7 +425,8 @@ class TestReadBundle:
         with pytest.raises(BundleFormatError) as caught:
             read_bundle(bundle)
         assert str(caught.value) == (
-            f"{bundle / 'bundle.json'}: evidence format 7 is not supported (this mcp-tap reads 1)"
+            f"{bundle / 'bundle.json'}: evidence format 7 is not supported "
+            "(this mcp-tap reads 1, 2)"
         )
 
     def test_malformed_line_named(self, tmp_path: Path) -> None:
@@ -655,7 +657,8 @@ class TestVerifyCommand:
         assert main(["verify", "--json", str(bundle)]) == 1
         report = orjson.loads(capsys.readouterr().out)
         assert set(report) == {"path", "format", "ok", "records", "segments", "errors",
-                               "warnings", "problems"}
+                               "warnings", "problems", "chainHead", "bundleId", "signer",
+                               "signed", "exchanges", "lost", "end", "inflight"}
         assert (report["ok"], report["records"], report["segments"]) == (False, 4, 1)
         assert report["errors"] == len(report["problems"])
         assert all(set(p) == {"kind", "severity", "segment", "seq", "message"}
@@ -663,3 +666,57 @@ class TestVerifyCommand:
         assert {"kind": "sequence", "severity": "error", "segment": "segment-000001.jsonl",
                 "seq": 1, "message": "record seq 1 in segment-000001.jsonl: comes after seq 2 "
                 "(records reordered)"} in report["problems"]
+
+
+class TestLossStated:
+    """The writer states every loss in the bundle, with the count its counters show."""
+
+    def test_submit_many_is_one_batch(self, tmp_path: Path) -> None:
+        """A batch submitted in one call is written in order and verifies."""
+        with EvidenceWriter(tmp_path / "b") as writer:
+            assert writer.submit_many([exchange(i) for i in range(5)])
+            assert writer.submit_many([])
+        records = read_bundle(tmp_path / "b").records
+        assert [r["rpcId"] for r in records] == [0, 1, 2, 3, 4]
+        assert verify_bundle(tmp_path / "b").ok
+
+    def test_abrupt_close_states_in_flight(self, tmp_path: Path) -> None:
+        """close(abrupt=True) writes the in-flight count as a gap and ends the bundle abrupt."""
+        writer = EvidenceWriter(tmp_path / "b")
+        writer.start()
+        writer.submit(exchange(0))
+        assert writer.close(abrupt=True, inflight=3)
+        meta = load_json(tmp_path / "b" / "bundle.json")
+        assert (meta["closed"]["end"], meta["closed"]["inflight"], meta["closed"]["lost"]) == (
+            "abrupt", 3, 3)
+        report = verify_bundle(tmp_path / "b")
+        assert (report.ok, report.end, report.inflight, report.lost) == (False, "abrupt", 3, 3)
+        assert [p.kind for p in report.problems] == ["gap", "abrupt"]
+        assert writer.counters()["lost_total"] == 3
+
+    def test_deleted_directory_starts_a_fresh_bundle(self, tmp_path: Path) -> None:
+        """rm -rf of the bundle: the next records go to a fresh bundle led by the gap."""
+        import shutil
+
+        with EvidenceWriter(tmp_path / "b") as writer:
+            writer.submit_many([exchange(i) for i in range(5)])
+            assert writer.flush(timeout=30)
+            shutil.rmtree(tmp_path / "b")
+            writer.submit(exchange(5))
+        records = read_bundle(tmp_path / "b").records
+        assert [(r["kind"], r.get("lost"), r.get("reason")) for r in records] == [
+            ("gap", 5, "evidence directory deleted"), ("exchange", None, None)]
+        assert (writer.lost_deleted, writer.lost_total) == (5, 5)
+        assert load_json(tmp_path / "b" / "bundle.json")["previous"]["records"] == 5
+
+    def test_deleted_segment_states_its_records(self, tmp_path: Path) -> None:
+        """The open segment unlinked: its records are stated lost; the chain goes on."""
+        with EvidenceWriter(tmp_path / "b") as writer:
+            writer.submit_many([exchange(i) for i in range(3)])
+            assert writer.flush(timeout=30)
+            segment(tmp_path / "b").unlink()
+            writer.submit(exchange(3))
+        gaps = [r for r in read_bundle(tmp_path / "b", lenient=True).records
+                if r["kind"] == "gap"]
+        assert [(g["lost"], g["reason"]) for g in gaps] == [(3, "segment file deleted")]
+        assert writer.lost_total == 3

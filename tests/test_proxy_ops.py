@@ -729,7 +729,8 @@ async def test_recording_process_closes_the_bundle_when_the_proxy_is_killed(
     proxy_process: tuple[subprocess.Popen[bytes], str, Path, _Lines],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """SIGKILL of the proxy: its recording process writes what it was handed and closes."""
+    """SIGKILL of the proxy: its recording process writes what it was handed and closes the
+    bundle as ended abruptly (nothing was in flight here)."""
     proc, url, evidence, stderr = proxy_process
     (recording_pid,) = (
         int(pid)
@@ -751,5 +752,9 @@ async def test_recording_process_closes_the_bundle_when_the_proxy_is_killed(
     assert [a.status_code for a in answers] == [200] * 3
     assert "Traceback" not in log
     capsys.readouterr()
-    assert main(["verify", str(evidence)]) == 0  # closed cleanly: no truncated segment
+    # Closed by the recording process (no truncated segment), but not by a proxy that drained.
+    assert main(["verify", str(evidence)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "error: bundle ended abruptly (forwarder ended abruptly): 0 exchange(s) in flight "
+        "were never recorded", "FAILED: 1 problem"]
     assert [r["rpcId"] for r in read_bundle(bundle).records] == [1, 2, 3]

@@ -1,8 +1,12 @@
-"""``mcp-tap verify DIR [--json]``: check an evidence bundle's integrity.
+"""``mcp-tap verify DIR [--trust KEYFILE ...] [--json]``: check an evidence bundle's integrity.
 
 Exit 0 when the bundle verifies (warnings such as an unclosed last segment allowed), 1 when
-any problem of severity error was found, 2 when the directory is not a readable bundle or its
-format is unknown (raised as InputError/BundleFormatError; the CLI prints one line).
+any problem of severity error was found (stated loss and an abrupt end included, with how
+much was lost), 2 when the directory is not a readable bundle, its format is unknown or a
+key file is unreadable (raised as InputError/BundleFormatError; the CLI prints one line).
+With ``--trust`` the bundle must be signed by one of the given Ed25519 public keys (64 hex
+digits or a PEM public key per file) and closed: unsigned, re-signed and forged bundles fail.
+Several bundles (an evidence directory) are verified in parallel processes.
 """
 
 from __future__ import annotations
@@ -12,16 +16,21 @@ from pathlib import Path
 
 from mcp_tap.cli import EXIT_NO, EXIT_OK
 from mcp_tap.evidence.reader import find_bundles
-from mcp_tap.evidence.verify import VerifyReport, verify_bundle
+from mcp_tap.evidence.signing import load_trusted_key
+from mcp_tap.evidence.verify import VerifyReport, verify_bundles
+from mcp_tap.files import file_argument
 from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit
 
 NAME = "verify"
-HELP = "check an evidence bundle: record digests, hash chain, sequence, manifests, gaps"
+HELP = "check an evidence bundle: digests, chain, sequence, manifests, signatures, gaps"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the ``verify`` arguments: the bundle directory and ``--json``."""
+    """Add the ``verify`` arguments: the bundle directory, ``--trust`` and ``--json``."""
     parser.add_argument("evidence", metavar="DIR", help="the evidence bundle directory")
+    parser.add_argument("--trust", action="append", type=file_argument, default=[],
+                        metavar="KEYFILE",
+                        help="require a signature by this Ed25519 public key (repeatable)")
     add_format_option(parser)
 
 
@@ -32,12 +41,16 @@ def _plural(count: int, word: str) -> str:
 def summary(report: VerifyReport) -> list[str]:
     """Return the human report: one line per problem, then an ok or FAILED line."""
     lines = [f"{problem.severity}: {problem.message}" for problem in report.problems]
+    signed = f", signed by {report.signer}" if report.signer else ""
     if report.ok:
-        lines.append(
-            f"ok: {_plural(report.records, 'record')} in {_plural(report.segments, 'segment')}"
-        )
-    else:
-        lines.append(f"FAILED: {_plural(len(report.errors), 'problem')}")
+        lines.append(f"ok: {_plural(report.records, 'record')} in "
+                     f"{_plural(report.segments, 'segment')}{signed}")
+        return lines
+    failed = f"FAILED: {_plural(len(report.errors), 'problem')}"
+    if report.lost:
+        failed += (f"; {_plural(report.lost, 'record')} stated lost "
+                   f"({report.loss_ratio:.2%} of {report.exchanges + report.lost})")
+    lines.append(failed)
     return lines
 
 
@@ -73,6 +86,7 @@ def outcome(reports: list[VerifyReport]) -> Outcome:
 
 def run(args: argparse.Namespace) -> int:
     """Verify the bundle named by ``args.evidence``; print the report; return the exit code."""
-    reports = [verify_bundle(path) for path in find_bundles(args.evidence)]
+    keys = [load_trusted_key(path) for path in args.trust]
+    reports = verify_bundles(find_bundles(args.evidence), trusted_keys=keys)
     emit(outcome(reports), args)
     return EXIT_OK if all(r.ok for r in reports) else EXIT_NO

@@ -24,11 +24,12 @@ from mcp_tap.evidence.reader import (
     iter_records,
     read_bundle,
 )
-from mcp_tap.evidence.verify import Problem, VerifyReport, verify_bundle
+from mcp_tap.evidence.verify import LOSS_KINDS, Problem, VerifyReport, verify_bundle, verify_bundles
 from mcp_tap.evidence.writer import EvidenceWriter
 
 __all__ = [
     "FORMAT_VERSION",
+    "LOSS_KINDS",
     "MIGRATIONS",
     "Bundle",
     "EvidenceWriter",
@@ -47,4 +48,5 @@ __all__ = [
     "segment_name",
     "supported_formats",
     "verify_bundle",
+    "verify_bundles",
 ]

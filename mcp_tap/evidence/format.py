@@ -2,7 +2,8 @@
 
 A bundle is a directory::
 
-    bundle.json                       {"format": 1, "createdAt", "tool", "toolVersion"[, "closed"]}
+    bundle.json                       {"format": 2, "bundleId", "createdAt", "tool", "toolVersion",
+                                       "signing"[, "closed"], "signature"}
     segment-000001.jsonl              one orjson record per line, every line ends in "\\n"
     segment-000001.manifest.json      written when the segment is closed
     segment-000002.jsonl
@@ -17,8 +18,26 @@ A segment manifest is ``{"format", "segment", "firstSeq", "lastSeq", "count", "b
 segment ``lastSeq`` is ``firstSeq - 1`` and ``chainHead`` equals ``prevSegmentChainHead``.
 
 On a clean shutdown the writer adds ``"closed": {"at", "segments", "records", "lastSeq",
-"chainHead", "lost"}`` to ``bundle.json``. Without it nothing would reveal that whole trailing
-segments were deleted, because each surviving segment would still verify on its own.
+"chainHead", "lost", "end"[, "reason", "inflight"]}`` to ``bundle.json``. Without it nothing
+would reveal that whole trailing segments were deleted, because each surviving segment would
+still verify on its own. ``end`` is ``"closed"`` only for a writer its proxy drained; a
+recording process whose forwarder vanished writes ``"abrupt"`` with the ``reason`` and the
+number of exchanges it knew to be ``inflight`` (lost: they will never be recorded).
+
+Format 2 (this version) adds, over format 1:
+
+* ``bundleId`` (random, in ``bundle.json`` and every manifest), so a manifest cannot be moved
+  from one bundle into another;
+* ``signing``: ``{"algorithm": "ed25519", "publicKey": "<hex>"}``, or ``null`` for an unsigned
+  bundle; when signed, ``bundle.json`` (opening and closing summary alike) and every manifest
+  carry ``signature`` (Base64 Ed25519 over :func:`signed_bytes`: the canonical JSON of the
+  object without ``signature``). The manifests' chain heads cover every record, gap records
+  included, so the signatures cover the whole chain;
+* the line layout: the writer writes each record as its canonical JSON without ``digest``
+  with ``,"digest":"<hex>"`` appended as the last member, so a verifier can hash the bytes as
+  stored (:func:`line_digest`) without re-serialising.
+
+The migration from 1 changes no record; a format-1 manifest is read as unsigned.
 
 Versioning: ``format`` in ``bundle.json`` (and in every manifest) is the version of the whole
 bundle. Readers accept :data:`FORMAT_VERSION` and every older version from which
@@ -32,16 +51,19 @@ bring its own verifier rather than a migration.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from mcp_tap.core.hashing import digest
+import orjson
+
+from mcp_tap.core.hashing import canonical_json, digest, sha256_hex
 from mcp_tap.core.jsonrpc import Kind, classify
 from mcp_tap.errors import BundleFormatError
 
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
 """The evidence format this mcp-tap writes."""
 
 BUNDLE_FILE: Final = "bundle.json"
@@ -49,6 +71,22 @@ TOOL_NAME: Final = "mcp-tap"
 
 # The writer owns these keys; whatever a caller put there is replaced.
 WRITER_KEYS: Final = frozenset({"seq", "prev", "digest"})
+
+SIGNATURE: Final = "signature"
+SIGNING: Final = "signing"
+ED25519: Final = "ed25519"
+END_CLOSED: Final = "closed"
+END_ABRUPT: Final = "abrupt"
+
+# canonical_json's options, plus a refusal of dataclasses: orjson writes them in field order
+# even with OPT_SORT_KEYS, so one would hash differently once read back as a dict.
+_LINE_OPTIONS: Final = (
+    orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS
+)
+
+# A format-2 line ends in this member: `,"digest":"` + 64 hex digits + `"}`.
+_DIGEST_MEMBER: Final = b',"digest":"'
+_DIGEST_TAIL: Final = len(_DIGEST_MEMBER) + 64 + 2
 
 _SEGMENT_RE: Final = re.compile(r"^segment-(\d{6,})\.jsonl$")
 _MANIFEST_RE: Final = re.compile(r"^segment-(\d{6,})\.manifest\.json$")
@@ -79,6 +117,39 @@ def manifest_number(filename: str) -> int | None:
 def record_digest(record: Mapping[str, Any]) -> str:
     """Return the digest a record must carry: SHA-256 of its canonical JSON without ``digest``."""
     return digest({key: value for key, value in record.items() if key != "digest"})
+
+
+def encode_record(record: Mapping[str, Any]) -> tuple[bytes, str]:
+    """Return ``(line, digest)``: the record's format-2 line (with ``\\n``) and its digest.
+
+    ``record`` must not hold ``digest``. One canonical serialisation serves both: the digest
+    is over the canonical JSON, and the line is that JSON with the digest as its last member.
+    Raises ``TypeError`` (orjson's) for a record JSON cannot hold.
+    """
+    body = orjson.dumps(record, option=_LINE_OPTIONS)
+    record_hash = sha256_hex(body)
+    if body == b"{}":
+        return b'{"digest":"' + record_hash.encode() + b'"}\n', record_hash
+    return body[:-1] + _DIGEST_MEMBER + record_hash.encode() + b'"}\n', record_hash
+
+
+def line_digest(line: bytes) -> str | None:
+    """The digest of a record line in the writer's layout (bytes before the digest member,
+    closed again), or None when the line is not in that layout (then hash the parsed record
+    with :func:`record_digest`). ``line`` is without its newline.
+    """
+    tail = len(line) - _DIGEST_TAIL
+    if tail < 1 or not line.startswith(_DIGEST_MEMBER, tail):
+        return None
+    # Hash in place (no copy of the line): SHA-256 of line[:tail] + "}".
+    hasher = hashlib.sha256(memoryview(line)[:tail])
+    hasher.update(b"}")
+    return hasher.hexdigest()
+
+
+def signed_bytes(value: Mapping[str, Any]) -> bytes:
+    """The bytes a bundle signature covers: canonical JSON of ``value`` without ``signature``."""
+    return canonical_json({key: item for key, item in value.items() if key != SIGNATURE})
 
 
 Upgrade = Callable[[dict[str, Any]], dict[str, Any]]
@@ -118,8 +189,12 @@ class Migration:
     manifest: Upgrade = _unchanged
 
 
-MIGRATIONS: dict[int, Migration] = {}
-"""Older format version -> the migration that lifts it by one. Empty: version 1 is the first."""
+def _unsigned_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
+    return {**manifest, "format": 2}
+
+
+MIGRATIONS: dict[int, Migration] = {1: Migration(manifest=_unsigned_manifest)}
+"""Older format version -> the migration that lifts it by one (1 -> 2: manifests unsigned)."""
 
 
 def supported_formats() -> tuple[int, ...]:

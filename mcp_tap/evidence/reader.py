@@ -10,16 +10,18 @@ file and line of a malformed record (unless ``lenient``, which skips it), and ap
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 from mcp_tap.errors import BundleFormatError, InputError
 from mcp_tap.evidence.format import (
     BUNDLE_FILE,
+    FORMAT_VERSION,
     check_format,
     manifest_number,
     segment_name,
@@ -28,6 +30,8 @@ from mcp_tap.evidence.format import (
     upgrade_record,
 )
 from mcp_tap.files import read_file
+
+_CHUNK: Final = 1 << 20  # segments are read in pieces this big: memory is flat in their size
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +130,57 @@ def list_segments(path: str | Path) -> list[SegmentFiles]:
     ]
 
 
+class SegmentScan:
+    """One chunked pass over a segment file: its lines, and (afterwards) its size and SHA-256.
+
+    :meth:`lines` yields ``(number, line, complete)`` (the line without its newline;
+    ``complete`` is False for a last line without one) while hashing the bytes, so a
+    segment is read once, in :data:`_CHUNK` pieces, whatever its size. An unreadable file
+    is an :class:`InputError` naming it.
+    """
+
+    def __init__(self, path: Path) -> None:
+        """Prepare to read ``path``; nothing is read before :meth:`lines`."""
+        self.path = path
+        self.size = 0
+        self._hash = hashlib.sha256()
+
+    @property
+    def sha256(self) -> str:
+        """The lowercase hex SHA-256 of the bytes read so far (the whole file after lines())."""
+        return self._hash.hexdigest()
+
+    def lines(self) -> Iterator[tuple[int, bytes, bool]]:
+        """Yield every line of the file in order (see the class docstring)."""
+        try:
+            handle = open(self.path, "rb")  # noqa: SIM115 - closed in the finally below
+        except OSError as exc:
+            raise InputError(
+                f"cannot read evidence file {self.path}: {exc.strerror or exc}") from None
+        number = 0
+        rest = b""
+        try:
+            while True:
+                try:
+                    chunk = handle.read(_CHUNK)
+                except OSError as exc:
+                    raise InputError(f"cannot read evidence file {self.path}: "
+                                     f"{exc.strerror or exc}") from None
+                if not chunk:
+                    break
+                self.size += len(chunk)
+                self._hash.update(chunk)
+                pieces = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")
+                rest = pieces.pop()
+                for piece in pieces:
+                    number += 1
+                    yield number, piece, True
+        finally:
+            handle.close()
+        if rest:
+            yield number + 1, rest, False
+
+
 def parse_lines(data: bytes) -> list[Line]:
     """Split a segment file into lines and parse each as a JSON object."""
     if not data:
@@ -191,13 +246,25 @@ def check_manifest_format(manifest: dict[str, Any], path: Path, bundle_format: i
 def _segment_records(
     path: Path, bundle_format: int, *, lenient: bool
 ) -> Iterator[dict[str, Any]]:
-    for line in iter_lines(path):
-        problem = line.error if line.complete else "incomplete last line (truncated segment)"
-        if line.record is None or not line.complete:
+    upgrade = bundle_format != FORMAT_VERSION
+    for number, line, complete in SegmentScan(path).lines():
+        problem = "incomplete last line (truncated segment)"
+        record: Any = None
+        if complete:
+            if not line:
+                problem = "empty line"
+            else:
+                try:
+                    record = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    problem = "not valid JSON"
+                else:
+                    problem = "not a JSON object"
+        if not isinstance(record, dict):
             if lenient:
                 continue
-            raise BundleFormatError(f"{path} line {line.number}: {problem}")
-        yield upgrade_record(line.record, bundle_format)
+            raise BundleFormatError(f"{path} line {number}: {problem}")
+        yield upgrade_record(record, bundle_format) if upgrade else record
 
 
 def _segment_info(files: SegmentFiles, bundle_format: int, *, lenient: bool) -> SegmentInfo | None:
@@ -222,8 +289,9 @@ def _segment_info(files: SegmentFiles, bundle_format: int, *, lenient: bool) -> 
 def iter_records(path: str | Path, *, lenient: bool = False) -> Iterator[dict[str, Any]]:
     """Yield every record of the bundle at ``path`` in order, upgraded to the current format.
 
-    Holds one segment in memory at a time. ``lenient`` skips malformed lines and missing
-    segment files instead of raising :class:`BundleFormatError`.
+    Streams: one record at a time from a chunked read, so memory is flat in the bundle's
+    size; this is what the offline commands should read with. ``lenient`` skips malformed
+    lines and missing segment files instead of raising :class:`BundleFormatError`.
     """
     bundle_format, _meta = read_bundle_meta(path)
     for files in list_segments(path):
@@ -256,6 +324,7 @@ __all__ = [
     "Line",
     "SegmentFiles",
     "SegmentInfo",
+    "SegmentScan",
     "check_manifest_format",
     "iter_lines",
     "iter_records",

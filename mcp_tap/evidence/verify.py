@@ -1,22 +1,37 @@
-"""Integrity check of an evidence bundle: digests, the hash chain, the sequence, manifests, gaps.
+"""Integrity check of an evidence bundle: digests, the hash chain, the sequence, manifests,
+signatures, gaps and how the bundle ended.
 
 What is checked, on records exactly as stored (before any migration):
 
 * every line parses and ends in a newline (``format``; a last line cut short: ``truncated``);
-* ``digest`` is :func:`~mcp_tap.evidence.format.record_digest` of the record (``digest``:
-  a flipped byte);
+* ``digest`` is the record's digest (``digest``: a flipped byte). In format 2 that is the
+  SHA-256 of the line's bytes before its closing ``digest`` member (the writer writes the
+  canonical JSON there, so this equals :func:`~mcp_tap.evidence.format.record_digest`); a
+  line in another layout is hashed as :func:`~mcp_tap.evidence.format.record_digest`;
 * ``prev`` equals the digest of the record with ``seq - 1``, ``""`` for seq 0 (``chain``: a
   record replaced or re-written). Linking by ``seq`` rather than by file position means two
   swapped lines show up once, as reordered, instead of as three broken links;
 * ``seq`` runs 0, 1, 2, ... over the whole bundle (``sequence``: missing numbers are deleted
   records, a smaller number after a larger one is reordering, a repeat is duplication);
 * each segment's manifest matches its file (``manifest``: size, SHA-256, count, first/last
-  seq, chain head, and the link to the previous segment's chain head); a segment without a
-  manifest is an error, except the last one of a bundle without a ``closed`` summary, which
-  is ``unclosed`` (a warning: the writer is running or did not shut down cleanly);
+  seq, chain head, bundle id, and the link to the previous segment's chain head); a segment
+  without a manifest is an error, except the last one of a bundle without a ``closed``
+  summary, which is ``unclosed`` (a warning: the writer is running or did not shut down
+  cleanly; an error when signed evidence from a trusted key is required, because then
+  nothing proves the tail is complete);
+* signatures (``signature``): a signed bundle's ``bundle.json`` and every manifest verify
+  under the bundle's public key; with ``trusted_keys``, that key must be one of them and an
+  unsigned bundle fails;
 * the ``closed`` summary in ``bundle.json`` matches the last record and the segment count
   (trailing segments deleted), and the losses the writer counted all have gap records;
-* every gap record is reported (``gap``): the evidence is incomplete, so it fails.
+* every gap record is reported (``gap``) and an ``end: "abrupt"`` summary too (``abrupt``:
+  the forwarder vanished with exchanges in flight): the evidence is incomplete, so it fails.
+
+Records are read one at a time from a chunked read of each segment, so memory is flat in the
+bundle's size. The sequence and chain are checked as the records stream past; only when a
+record is out of order does a second pass keep every ``(seq, prev, digest)`` to name exactly
+what was deleted, duplicated or reordered. :func:`verify_bundles` runs bundles in parallel
+processes.
 
 An unreadable directory or an unknown format is not a finding but an error
 (:class:`~mcp_tap.errors.InputError` / :class:`~mcp_tap.errors.BundleFormatError`).
@@ -24,126 +39,104 @@ An unreadable directory or an unknown format is not a finding but an error
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from mcp_tap.core.hashing import sha256_hex
+import orjson
+
 from mcp_tap.errors import BundleFormatError
-from mcp_tap.evidence.format import record_digest, upgrade_manifest, upgrade_record
+from mcp_tap.evidence.format import (
+    ED25519,
+    END_ABRUPT,
+    END_CLOSED,
+    SIGNATURE,
+    SIGNING,
+    line_digest,
+    record_digest,
+    upgrade_manifest,
+    upgrade_record,
+)
+from mcp_tap.evidence.order import OrderPass, Stored, holes, span
+from mcp_tap.evidence.problems import (
+    LOSS_KINDS,
+    Problem,
+    ProblemKind,
+    Severity,
+    VerifyReport,
+)
 from mcp_tap.evidence.reader import (
     SegmentFiles,
+    SegmentScan,
     check_manifest_format,
     list_segments,
-    parse_lines,
     read_bundle_meta,
     read_manifest,
 )
-from mcp_tap.files import read_file
+from mcp_tap.evidence.signing import signature_valid
 
-ProblemKind = Literal[
-    "digest", "chain", "sequence", "manifest", "truncated", "gap", "format", "unclosed"
-]
-Severity = Literal["error", "warning"]
+__all__ = ["LOSS_KINDS", "Problem", "VerifyReport", "verify_bundle", "verify_bundles"]
 
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One thing wrong with a bundle: what kind, how bad, where, and a one-line message."""
-
-    kind: ProblemKind
-    severity: Severity
-    message: str
-    segment: str | None = None
-    seq: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the problem as a plain JSON object."""
-        return {
-            "kind": self.kind,
-            "severity": self.severity,
-            "segment": self.segment,
-            "seq": self.seq,
-            "message": self.message,
-        }
+def _text(value: object, limit: int = 200) -> str:
+    """``value`` for a one-line message: a string as is, anything else as JSON-ish repr,
+    control characters escaped, at most ``limit`` characters."""
+    text = value if isinstance(value, str) else repr(value)
+    text = text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-@dataclass(slots=True)
-class VerifyReport:
-    """The outcome of :func:`verify_bundle`; ``ok`` means no problem of severity error."""
-
-    path: str
-    format: int
-    ok: bool
-    records: int
-    segments: int
-    problems: list[Problem] = field(default_factory=list)
-
-    @property
-    def errors(self) -> list[Problem]:
-        """The problems that make the bundle fail."""
-        return [p for p in self.problems if p.severity == "error"]
-
-    @property
-    def warnings(self) -> list[Problem]:
-        """The problems that do not make the bundle fail."""
-        return [p for p in self.problems if p.severity == "warning"]
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the report as a plain JSON object (the ``verify --json`` output)."""
-        return {
-            "path": self.path,
-            "format": self.format,
-            "ok": self.ok,
-            "records": self.records,
-            "segments": self.segments,
-            "errors": len(self.errors),
-            "warnings": len(self.warnings),
-            "problems": [p.to_json() for p in self.problems],
-        }
+def _record_digest(record: dict[str, Any]) -> str | None:
+    """:func:`record_digest`, or None for a record canonical JSON cannot hold (too deep)."""
+    try:
+        return record_digest(record)
+    except TypeError:  # orjson.JSONEncodeError: nesting past orjson's limit
+        return None
 
 
-@dataclass(frozen=True, slots=True)
-class _Stored:
-    seq: int
-    prev: str
-    digest: str
-    segment: str
-
-
-def _ranges(numbers: list[int]) -> list[tuple[int, int]]:
-    """Collapse sorted integers into inclusive ``(first, last)`` runs."""
-    runs: list[tuple[int, int]] = []
-    for number in numbers:
-        if runs and runs[-1][1] == number - 1:
-            runs[-1] = (runs[-1][0], number)
-        else:
-            runs.append((number, number))
-    return runs
-
-
-def _span(first: int, last: int) -> str:
-    return f"record seq {first}" if first == last else f"records seq {first}..{last}"
+def _public_key(signing: object) -> bytes | None:
+    """The raw public key of a ``signing`` object of the writer's shape, else None."""
+    if not isinstance(signing, dict) or signing.get("algorithm") != ED25519:
+        return None
+    key = signing.get("publicKey")
+    if not isinstance(key, str) or len(key) != 64:
+        return None
+    try:
+        return bytes.fromhex(key)
+    except ValueError:
+        return None
 
 
 class _Verifier:
     """One pass over a bundle, collecting problems; see the module docstring for the rules."""
 
-    def __init__(self, root: Path, bundle_format: int, meta: dict[str, Any]) -> None:
+    def __init__(self, root: Path, bundle_format: int, meta: dict[str, Any],
+                 trusted_keys: Sequence[bytes], require_signed: bool) -> None:
         self.root = root
         self.format = bundle_format
         self.meta = meta
         self.closed_raw = meta.get("closed")
         closed = self.closed_raw
         self.closed: dict[str, Any] | None = closed if isinstance(closed, dict) else None
+        self.trusted = tuple(trusted_keys)
+        self.strict = require_signed or bool(self.trusted)
         self.problems: list[Problem] = []
+        self.order_problems: list[Problem] = []  # chain and sequence, from the streaming pass
         self.records = 0
+        self.exchanges = 0
         self.segment_files = 0
-        self.stored: list[_Stored] = []  # in file order
-        self.by_seq: dict[int, _Stored] = {}  # first occurrence of each seq
         self.max_seq = -1
+        self.head = ""  # digest of the first record with seq == max_seq
+        self.seen_seq0 = False
+        self.out_of_order = False
         self.gap_lost = 0
         self.previous_chain_head: str | None = ""  # None: unknown (previous manifest missing)
+        self.bundle_id = meta.get("bundleId") if isinstance(meta.get("bundleId"), str) else None
+        self.public_key: bytes | None = None
+        self.signatures_ok = True
+        self.segment_count = 0  # records of the segment just read ...
+        self.segment_last: Stored | None = None  # ... and its last one
 
     def problem(
         self,
@@ -157,18 +150,51 @@ class _Verifier:
         self.problems.append(Problem(kind, severity, message, segment, seq))
 
     def run(self) -> None:
+        self.check_signing()
         segments = list_segments(self.root)
         numbers = [files.number for files in segments]
         if numbers:
-            missing = sorted(set(range(1, numbers[-1] + 1)) - set(numbers))
-            for first, last in _ranges(missing):
+            for first, last in holes(numbers, 1):
                 which = f"segment {first}" if first == last else f"segments {first}..{last}"
                 self.problem("sequence", f"{which} missing: no segment file and no manifest")
         for index, files in enumerate(segments):
             self.segment(files, is_last=index == len(segments) - 1)
-        self.check_chain()
-        self.check_sequence()
+        if self.out_of_order:
+            self.problems += OrderPass(self.root, segments).run(self)
+        else:
+            self.problems += self.order_problems
         self.check_closed(segments)
+
+    # -- signatures ----------------------------------------------------------------------
+
+    def check_signing(self) -> None:
+        signing = self.meta.get(SIGNING)
+        if self.format >= 2 and self.bundle_id is None:
+            self.problem("format", "bundle.json: bundleId must be a string")
+        if signing is None:
+            if self.strict:
+                self.problem("signature", "bundle is unsigned, but signed evidence from a "
+                                          "trusted key is required")
+            return
+        self.public_key = _public_key(signing)
+        if self.public_key is None:
+            self.problem("format", f"bundle.json: signing must be null or "
+                                   f'{{"algorithm": "ed25519", "publicKey": <64 hex>}}, '
+                                   f"got {signing!r}"[:300])
+            self.signatures_ok = False
+            return
+        if not signature_valid(self.public_key, self.meta):
+            self.signature_failed("bundle.json: signature does not verify (edited after "
+                                  "signing, or signed by another key)")
+        if self.trusted and self.public_key not in self.trusted:
+            self.problem("signature", f"bundle is signed by key {self.public_key.hex()}, "
+                                      "which is not trusted")
+
+    def signature_failed(self, message: str, segment: str | None = None) -> None:
+        self.signatures_ok = False
+        self.problem("signature", message, segment=segment)
+
+    # -- segments and records ------------------------------------------------------------
 
     def segment(self, files: SegmentFiles, *, is_last: bool) -> None:
         name = files.name
@@ -178,8 +204,8 @@ class _Verifier:
             self.previous_chain_head = None
             return
         self.segment_files += 1
-        data = read_file(files.path, "evidence file")
-        records = self.records_of(name, data)
+        scan = SegmentScan(files.path)
+        first = self.records_of(name, scan)
         if files.manifest_path is None:
             if is_last and self.closed is None:
                 self.problem(
@@ -187,80 +213,108 @@ class _Verifier:
                     f"{name} has no manifest: unclosed (the writer is still running "
                     "or did not shut down cleanly)",
                     segment=name,
-                    severity="warning",
+                    severity="error" if self.strict else "warning",
                 )
             else:
                 self.problem("manifest", f"{name} has no manifest", segment=name)
             self.previous_chain_head = None
             return
-        self.check_manifest(files, name, data, records)
+        self.check_manifest(files, name, scan, first)
 
-    def records_of(self, name: str, data: bytes) -> list[_Stored]:
-        records: list[_Stored] = []
-        for line in parse_lines(data):
-            if not line.complete:
+    def records_of(self, name: str, scan: SegmentScan) -> Stored | None:
+        """Check every line of one segment; return its first record (for the manifest).
+
+        The hot loop of verify: one ``orjson.loads`` and one SHA-256 per record, with the
+        checks of :meth:`record` inlined for the common, in-order case.
+        """
+        first: Stored | None = None
+        count = 0
+        last_seq, last_prev, last_digest = -1, "", ""
+        digest_of = line_digest if self.format >= 2 else None
+        loads, decode_error = orjson.loads, orjson.JSONDecodeError
+        for number, line, complete in scan.lines():
+            if not complete:
                 self.problem(
                     "truncated",
-                    f"{name}: truncated segment: line {line.number} ends without a newline",
+                    f"{name}: truncated segment: line {number} ends without a newline",
                     segment=name,
                 )
-            if line.record is None:
-                if line.complete:
-                    self.problem("format", f"{name} line {line.number}: {line.error}",
+            if not line:
+                if complete:
+                    self.problem("format", f"{name} line {number}: empty line", segment=name)
+                continue
+            try:
+                record = loads(line)
+            except decode_error:
+                if complete:
+                    self.problem("format", f"{name} line {number}: not valid JSON", segment=name)
+                continue
+            if type(record) is not dict:
+                if complete:
+                    self.problem("format", f"{name} line {number}: not a JSON object",
                                  segment=name)
                 continue
-            stored = self.record(name, line.number, line.record)
-            if stored is not None:
-                records.append(stored)
-        return records
+            seq, prev, digest = record.get("seq"), record.get("prev"), record.get("digest")
+            kind = record.get("kind")
+            if (type(seq) is not int or seq < 0 or type(prev) is not str
+                    or type(digest) is not str or type(kind) is not str):
+                self.problem(
+                    "format",
+                    f"{name} line {number}: not an evidence record (needs int seq, "
+                    "string prev, digest and kind)",
+                    segment=name,
+                )
+                continue
+            self.records += 1
+            actual = digest_of(line) if digest_of is not None else None
+            if (actual if actual is not None else _record_digest(record)) != digest:
+                self.problem("digest", f"record seq {seq} in {name}: digest mismatch",
+                             segment=name, seq=seq)
+            if seq == self.max_seq + 1 and seq and prev == self.head:
+                self.max_seq, self.head = seq, digest  # the common case: in order, linked
+            else:
+                self.order(name, seq, prev, digest)
+            if kind == "exchange":
+                self.exchanges += 1
+            elif kind == "gap":
+                self.gap(name, seq, record)
+            if first is None:
+                first = Stored(seq, prev, digest, name)
+            count += 1
+            last_seq, last_prev, last_digest = seq, prev, digest
+        self.segment_count = count
+        self.segment_last = Stored(last_seq, last_prev, last_digest, name) if count else None
+        return first
 
-    def record(self, name: str, line: int, record: dict[str, Any]) -> _Stored | None:
-        seq, prev, digest = record.get("seq"), record.get("prev"), record.get("digest")
-        if (
-            isinstance(seq, bool)
-            or not isinstance(seq, int)
-            or seq < 0
-            or not isinstance(prev, str)
-            or not isinstance(digest, str)
-            or not isinstance(record.get("kind"), str)
-        ):
-            self.problem(
-                "format",
-                f"{name} line {line}: not an evidence record (needs int seq, "
-                "string prev, digest and kind)",
-                segment=name,
-            )
-            return None
-        self.records += 1
-        where = f"record seq {seq} in {name}"
-        if record_digest(record) != digest:
-            self.problem("digest", f"{where}: digest mismatch", segment=name, seq=seq)
-        if seq in self.by_seq:
-            self.problem("sequence", f"{where}: seq appears more than once (duplicated)",
-                         segment=name, seq=seq)
-        elif seq < self.max_seq:
-            self.problem(
-                "sequence",
-                f"{where}: comes after seq {self.max_seq} (records reordered)",
-                segment=name,
-                seq=seq,
-            )
-        self.max_seq = max(self.max_seq, seq)
-        stored = _Stored(seq, prev, digest, name)
-        self.stored.append(stored)
-        self.by_seq.setdefault(seq, stored)
+    def order(self, name: str, seq: int, prev: str, digest: str) -> None:
+        """A record that is not the in-order successor of the one before (or is seq 0)."""
+        if seq == self.max_seq + 1:
+            if seq == 0 and prev != "":
+                self.order_problems.append(Problem(
+                    "chain", "error", f"record seq 0 in {name}: prev is not empty", name, 0))
+            elif seq and prev != self.head:
+                self.order_problems.append(Problem(
+                    "chain", "error",
+                    f"record seq {seq} in {name}: prev does not match the digest of record "
+                    f"seq {seq - 1} (a record was altered or replaced)", name, seq))
+            self.max_seq, self.head = seq, digest
+            return
+        self.out_of_order = True
+        if seq > self.max_seq:
+            self.max_seq, self.head = seq, digest
+
+    def gap(self, name: str, seq: int, record: dict[str, Any]) -> None:
+        """Count and report one gap record."""
         upgraded = upgrade_record(record, self.format)
-        if upgraded.get("kind") == "gap":
-            lost = upgraded.get("lost")
-            count = lost if isinstance(lost, int) and not isinstance(lost, bool) else 0
-            self.gap_lost += count
-            reason = upgraded.get("reason", "unknown reason")
-            self.problem("gap", f"gap: {count} records lost ({reason}) at {where}",
-                         segment=name, seq=seq)
-        return stored
+        lost = upgraded.get("lost")
+        count = lost if type(lost) is int and lost > 0 else 0
+        self.gap_lost += count
+        reason = _text(upgraded.get("reason", "unknown reason"))
+        self.problem("gap", f"gap: {count} records lost ({reason}) at record seq {seq} in "
+                            f"{name}", segment=name, seq=seq)
 
     def check_manifest(
-        self, files: SegmentFiles, name: str, data: bytes, records: list[_Stored]
+        self, files: SegmentFiles, name: str, scan: SegmentScan, first: Stored | None
     ) -> None:
         assert files.manifest_path is not None  # the caller checked; narrows the type
         manifest_file = files.manifest_path.name
@@ -271,28 +325,37 @@ class _Verifier:
             self.problem("format", str(exc), segment=name)
             self.previous_chain_head = None
             return
+        if self.public_key is not None and not signature_valid(self.public_key, raw):
+            self.signature_failed(f"{manifest_file}: signature does not verify (edited after "
+                                  "signing, or signed by another key)", segment=name)
+        elif self.public_key is None and SIGNATURE in raw and self.meta.get(SIGNING) is None:
+            self.signature_failed(f"{manifest_file}: signed, but bundle.json names no "
+                                  "signing key", segment=name)
         manifest = upgrade_manifest(raw, self.format)
         expected: dict[str, Any] = {
             "segment": files.number,
-            "count": len(records),
-            "bytes": len(data),
-            "fileSha256": sha256_hex(data),
+            "count": self.segment_count,
+            "bytes": scan.size,
+            "fileSha256": scan.sha256,
         }
-        if records:
+        if self.format >= 2:
+            expected["bundleId"] = self.bundle_id
+        last = self.segment_last
+        if first is not None and last is not None:
             expected.update(
-                firstSeq=records[0].seq,
-                lastSeq=records[-1].seq,
-                chainHead=records[-1].digest,
-                prevSegmentChainHead=records[0].prev,
+                firstSeq=first.seq,
+                lastSeq=last.seq,
+                chainHead=last.digest,
+                prevSegmentChainHead=first.prev,
             )
         else:
             expected.update(chainHead=manifest.get("prevSegmentChainHead"))
         for key, value in expected.items():
             if manifest.get(key) != value:
+                shown = repr(manifest.get(key))[:100]
                 self.problem(
                     "manifest",
-                    f"{manifest_file}: {key} is {manifest.get(key)!r} but the segment "
-                    f"gives {value!r}",
+                    f"{manifest_file}: {key} is {shown} but the segment gives {value!r}",
                     segment=name,
                 )
         link = manifest.get("prevSegmentChainHead")
@@ -306,38 +369,6 @@ class _Verifier:
         head = manifest.get("chainHead")
         self.previous_chain_head = head if isinstance(head, str) else None
 
-    def check_chain(self) -> None:
-        for stored in self.stored:
-            if stored.seq == 0:
-                if stored.prev != "":
-                    self.problem("chain", f"record seq 0 in {stored.segment}: prev is not empty",
-                                 segment=stored.segment, seq=0)
-                continue
-            before = self.by_seq.get(stored.seq - 1)
-            # A missing predecessor is reported once, as deleted records.
-            if before is not None and stored.prev != before.digest:
-                self.problem(
-                    "chain",
-                    f"record seq {stored.seq} in {stored.segment}: prev does not match the "
-                    f"digest of record seq {stored.seq - 1} (a record was altered or replaced)",
-                    segment=stored.segment,
-                    seq=stored.seq,
-                )
-
-    def check_sequence(self) -> None:
-        if not self.by_seq:
-            return
-        missing = sorted(set(range(self.max_seq + 1)) - self.by_seq.keys())
-        for first, last in _ranges(missing):
-            after = self.by_seq[last + 1]
-            self.problem(
-                "sequence",
-                f"{_span(first, last)} missing before seq {last + 1} in {after.segment} "
-                "(records deleted)",
-                segment=after.segment,
-                seq=first,
-            )
-
     def check_closed(self, segments: list[SegmentFiles]) -> None:
         if self.closed_raw is not None and not self.closed_summary_well_typed():
             return
@@ -347,19 +378,22 @@ class _Verifier:
                     "unclosed",
                     "bundle.json has no closing summary: unclosed (the writer is still "
                     "running or did not shut down cleanly; later records may be missing)",
-                    severity="warning",
+                    severity="error" if self.strict else "warning",
                 )
+            elif self.strict and not self.segment_files:
+                self.problem("unclosed", "bundle.json has no closing summary: unclosed "
+                                         "(nothing proves the bundle is complete)")
             return
         closed = self.closed
         last_seq = self.max_seq
         if isinstance(closed.get("lastSeq"), int) and closed["lastSeq"] > last_seq:
             self.problem(
                 "sequence",
-                f"{_span(last_seq + 1, closed['lastSeq'])} missing at the end: bundle.json "
+                f"{span(last_seq + 1, closed['lastSeq'])} missing at the end: bundle.json "
                 f"says the bundle closed at seq {closed['lastSeq']} (records deleted)",
                 seq=last_seq + 1,
             )
-        elif last_seq in self.by_seq and closed.get("chainHead") != self.by_seq[last_seq].digest:
+        elif last_seq >= 0 and closed.get("chainHead") != self.head:
             self.problem(
                 "chain",
                 f"bundle.json: closing chainHead does not match the digest of the last record "
@@ -380,7 +414,13 @@ class _Verifier:
                 f"gap: the writer counted {lost} lost records but gap records account "
                 f"for {self.gap_lost}",
             )
-
+        if closed.get("end") == END_ABRUPT:
+            self.problem(
+                "abrupt",
+                f"bundle ended abruptly ({_text(closed.get('reason'))}): "
+                f"{closed.get('inflight')} "
+                "exchange(s) in flight were never recorded",
+            )
 
     def closed_summary_well_typed(self) -> bool:
         """Whether ``closed`` has the writer's shape; a problem per field that does not.
@@ -391,32 +431,58 @@ class _Verifier:
         closed = self.closed_raw
         if not isinstance(closed, dict):
             self.problem("format", f"bundle.json: closing summary must be an object, "
-                                   f"got {closed!r}")
+                                   f"got {closed!r}"[:300])
             return False
         well_typed = True
         for key, low in (("segments", 0), ("records", 0), ("lastSeq", -1), ("lost", 0)):
             value = closed.get(key)
             if type(value) is not int or value < low:
                 self.problem("format", f"bundle.json: closing {key} must be an integer "
-                                       f">= {low}, got {value!r}")
+                                       f">= {low}, got {value!r}"[:300])
                 well_typed = False
         if not isinstance(closed.get("chainHead"), str):
             self.problem("format", f"bundle.json: closing chainHead must be a string, "
-                                   f"got {closed.get('chainHead')!r}")
+                                   f"got {closed.get('chainHead')!r}"[:300])
             well_typed = False
+        if self.format >= 2:
+            end = closed.get("end")
+            if end not in (END_CLOSED, END_ABRUPT):
+                self.problem("format", f'bundle.json: closing end must be "closed" or '
+                                       f'"abrupt", got {end!r}'[:300])
+                well_typed = False
+            elif end == END_ABRUPT and (type(closed.get("inflight")) is not int
+                                        or closed["inflight"] < 0):
+                self.problem("format", "bundle.json: an abrupt end needs an integer "
+                                       f"inflight >= 0, got {closed.get('inflight')!r}"[:300])
+                well_typed = False
         return well_typed
 
+    def lost(self) -> int:
+        closed = self.closed or {}
+        stated = closed.get("lost")
+        return max(self.gap_lost, stated if type(stated) is int and stated > 0 else 0)
 
-def verify_bundle(path: str | Path) -> VerifyReport:
+
+def verify_bundle(
+    path: str | Path, *, trusted_keys: Sequence[bytes] = (), require_signed: bool = False
+) -> VerifyReport:
     """Check the bundle at ``path`` and return every problem found.
 
-    Raises :class:`InputError` if ``path`` is not a readable bundle and
-    :class:`BundleFormatError` if its format version is unknown.
+    ``trusted_keys`` (raw Ed25519 public keys): the bundle must be signed by one of them,
+    which also makes an unclosed bundle an error. ``require_signed`` without keys fails
+    unsigned bundles and accepts any key whose signatures verify. Raises
+    :class:`InputError` if ``path`` is not a readable bundle and :class:`BundleFormatError`
+    if its format version is unknown.
     """
     root = Path(path)
     bundle_format, meta = read_bundle_meta(root)
-    verifier = _Verifier(root, bundle_format, meta)
+    verifier = _Verifier(root, bundle_format, meta, trusted_keys, require_signed)
     verifier.run()
+    signer = (verifier.public_key.hex()
+              if verifier.public_key is not None and verifier.signatures_ok else None)
+    closed = verifier.closed or {}
+    end = closed.get("end", END_CLOSED if verifier.closed is not None else None)
+    inflight = closed.get("inflight")
     return VerifyReport(
         path=str(root),
         format=bundle_format,
@@ -424,4 +490,36 @@ def verify_bundle(path: str | Path) -> VerifyReport:
         records=verifier.records,
         segments=verifier.segment_files,
         problems=verifier.problems,
+        chain_head=verifier.head,
+        bundle_id=verifier.bundle_id,
+        signer=signer,
+        signed=meta.get(SIGNING) is not None,
+        lost=verifier.lost(),
+        exchanges=verifier.exchanges,
+        end=end if isinstance(end, str) else None,
+        inflight=inflight if type(inflight) is int else 0,
     )
+
+
+def _verify_one(args: tuple[Path, tuple[bytes, ...], bool]) -> VerifyReport:
+    path, keys, require_signed = args
+    return verify_bundle(path, trusted_keys=keys, require_signed=require_signed)
+
+
+def verify_bundles(
+    paths: Sequence[Path],
+    *,
+    trusted_keys: Sequence[bytes] = (),
+    require_signed: bool = False,
+    jobs: int | None = None,
+) -> list[VerifyReport]:
+    """:func:`verify_bundle` for every path, in order, one process per bundle in parallel.
+
+    ``jobs`` defaults to the number of usable cores; one bundle (or ``jobs=1``) runs here.
+    """
+    work = [(Path(p), tuple(trusted_keys), require_signed) for p in paths]
+    workers = min(len(work), jobs or len(os.sched_getaffinity(0)))
+    if workers <= 1:
+        return [_verify_one(item) for item in work]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(_verify_one, work))

@@ -4,17 +4,26 @@ Why a thread and not an asyncio task: every file operation (write, fsync, readin
 segment back to hash it, the manifest) is blocking, and one plain ``threading.Thread`` fed by
 a ``queue.Queue(maxsize)`` keeps all of them off the event loop with no per-record hop
 through ``asyncio.to_thread``. :meth:`EvidenceWriter.submit` is ``put_nowait`` under a short
-lock, so the proxy's request path never waits for the disk.
+lock, so the proxy's request path never waits for the disk; :meth:`EvidenceWriter.submit_many`
+queues a whole batch as one item, which the writer thread writes with one ``write`` call.
 
-Losses are counted, logged and written down, never silent:
+Losses are counted, logged and written down, never silent; ``lost_total`` is every record
+stated lost, and equals the sum of the bundle's gap records once they reached the disk:
 
 * queue full -> ``lost`` + a rate-limited ``evidence.lost`` warning; the next record that
   fits is preceded by ``{"kind": "gap", "lost": n, "reason": "queue full"}`` (so the marker
   sits where the loss happened), or the writer adds it itself once it goes idle or closes;
-* disk error -> ``lost_disk`` + ``evidence.disk_error``; a partly written line is cut off
-  again (so the segment stays parsable), and a ``"disk error"`` gap record is written as soon
-  as a write succeeds. If even the cut fails, the segment is abandoned without a manifest
-  (``verify`` reports it) and the next record opens a new one;
+* disk error (ENOSPC, an unwritable directory) -> ``lost_disk`` + ``evidence.disk_error``; a
+  partly written line is cut off again (so the segment stays parsable), and a ``"disk
+  error"`` gap record is written as soon as a write succeeds. At close the writer frees its
+  space reserve (:mod:`mcp_tap.evidence.disk`) so the gap and the closing summary fit even
+  on a disk that never freed up. If even the cut fails, the segment is abandoned without a
+  manifest (``verify`` reports it) and the next record opens a new one;
+* the evidence directory deleted (or the open segment unlinked) while running: records
+  already written there are gone; the writer notices (the open segment's link count is 0),
+  counts them in ``lost_deleted``, and starts a fresh bundle in the same place whose first
+  record is the gap that says so (``"evidence directory deleted"``, or ``"segment file
+  deleted"`` when only the segment went);
 * a record orjson cannot encode -> ``lost_invalid`` + a ``"unserialisable record"`` gap.
 
 ``seq``/``prev``/``digest`` are assigned by the writer thread at the moment a record reaches
@@ -24,51 +33,63 @@ larger, and when they are ``max_segment_age_s`` old (checked before each write a
 writer is idle, so a quiet segment still gets its manifest). A segment is fsynced and
 manifested when it closes, not per record. Shutdown (SIGTERM in the proxy): stop accepting,
 let in-flight exchanges submit, then ``await writer.aclose()``, which drains the queue, writes
-pending gap records, closes the segment and adds the ``closed`` summary to ``bundle.json``.
+pending gap records, closes the segment and adds the ``closed`` summary to ``bundle.json``
+(``end: "closed"``). A recording process whose forwarder vanished calls
+``close(abrupt=True, reason=..., inflight=n)`` instead: the ``n`` exchanges it knew were in
+flight become a gap record and the summary says ``end: "abrupt"``.
+
+With a ``signing_key`` every manifest and every version of ``bundle.json`` is signed
+(:mod:`mcp_tap.evidence.signing`); without one ``bundle.json`` says ``"signing": null``.
 
 Records must already be redacted; the writer's own records (gaps) and log lines carry only
 counts, reasons and OS error strings, never record content. A submitted record belongs to the
 writer from then on: the caller must not mutate it.
-
-``fileSha256`` is computed by reading the closed segment back, because
-:mod:`mcp_tap.core.hashing` (the only hashing helper) hashes whole byte strings; segments are
-bounded by ``max_segment_bytes`` plus one record, so that costs one segment of memory once
-per rotation, on the writer thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
-import io
-import math
 import os
 import queue
+import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
-import orjson
 import structlog
 
 from mcp_tap import __version__
 from mcp_tap.core.hashing import sha256_hex
 from mcp_tap.errors import InputError
+from mcp_tap.evidence.disk import (
+    Every,
+    Opener,
+    SegmentFile,
+    make_reserve,
+    open_segment,
+    release_reserve,
+    write_all,
+    write_json_atomically,
+)
 from mcp_tap.evidence.format import (
     BUNDLE_FILE,
+    END_ABRUPT,
+    END_CLOSED,
     FORMAT_VERSION,
+    SIGNING,
     TOOL_NAME,
+    encode_record,
     manifest_name,
     manifest_number,
-    record_digest,
     segment_name,
     segment_number,
 )
+from mcp_tap.evidence.signing import Signer
 
 DEFAULT_MAX_SEGMENT_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_MAX_SEGMENT_AGE_S: Final = 300.0
@@ -79,95 +100,18 @@ REASON_QUEUE_FULL: Final = "queue full"
 REASON_DISK: Final = "disk error"
 REASON_INVALID: Final = "unserialisable record"
 REASON_CLOSED: Final = "writer closed"
+REASON_DIR_DELETED: Final = "evidence directory deleted"
+REASON_SEGMENT_DELETED: Final = "segment file deleted"
+REASON_ABRUPT: Final = "forwarder ended abruptly"
 
 # How long the writer thread waits for a record before doing its idle work (age rotation,
-# writing gap records nobody else will trigger).
+# writing gap records nobody else will trigger, noticing a deleted directory).
 _POLL_S: Final = 0.25
 _LOG_EVERY_S: Final = 1.0
-# orjson writes dataclasses in field order even with OPT_SORT_KEYS, and canonical_json sorts
-# nothing else differently, so a dataclass would hash differently once read back as a dict.
-# Refusing them keeps "digest of what was written == digest of what is read" true.
-_LINE_OPTIONS: Final = orjson.OPT_PASSTHROUGH_DATACLASS
 
 log = structlog.get_logger("mcp_tap.evidence")
 
-
-class SegmentFile(Protocol):
-    """What the writer needs from an open segment file (``io.FileIO`` in append mode)."""
-
-    def write(self, data: bytes, /) -> int | None:
-        """Write ``data``; return how many bytes were written."""
-
-    def truncate(self, size: int | None = ..., /) -> int:
-        """Cut the file to ``size`` bytes."""
-
-    def flush(self) -> None:
-        """Push buffered bytes to the OS."""
-
-    def fileno(self) -> int:
-        """Return the OS file descriptor (for fsync)."""
-
-    def close(self) -> None:
-        """Close the file."""
-
-
-Opener = Callable[[Path], SegmentFile]
-
-
-def open_segment(path: Path) -> SegmentFile:
-    """Open a new segment file unbuffered for appending: a record is in the OS once written."""
-    return io.FileIO(path, "ab")
-
-
-def _fsync_dir(directory: Path) -> None:
-    # Makes the rename of a manifest durable; not every platform can open a directory.
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _write_json_atomically(path: Path, value: dict[str, Any]) -> None:
-    """Write ``value`` to ``path`` via a fsynced temporary file and a rename."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _write_all(file: SegmentFile, data: bytes) -> None:
-    while data:
-        written = file.write(data)
-        if not written:
-            # A regular file that accepts nothing would loop forever; call it an I/O error.
-            raise OSError(errno.EIO, "short write")
-        data = data[written:]
-
-
-class _Every:
-    """Rate limit for log lines: due at most once per ``interval`` seconds (monotonic)."""
-
-    def __init__(self, interval: float) -> None:
-        self._interval = interval
-        self._last = -math.inf
-        self.suppressed = 0
-
-    def due(self) -> bool:
-        now = time.monotonic()
-        if now - self._last >= self._interval:
-            self._last = now
-            return True
-        self.suppressed += 1
-        return False
-
-    def take_suppressed(self) -> int:
-        count, self.suppressed = self.suppressed, 0
-        return count
+__all__ = ["EvidenceWriter", "Opener", "SegmentFile", "open_segment"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,17 +132,25 @@ class _OpenSegment:
     prev_head: str
     offset: int = 0
     count: int = 0
+    gaps: int = 0  # ... of which gap records
+    stated: int = 0  # the losses those gap records state
+
+
+_Item = dict[str, Any] | list[dict[str, Any]] | _Gap | None
 
 
 class EvidenceWriter:
     """Write redacted records to an evidence bundle without ever blocking the caller.
 
     ``start()`` creates the bundle (the directory must not already hold one) and the writer
-    thread; ``submit(record)`` queues; ``close()``/``aclose()`` drain and finish. Also usable
-    as a (sync or async) context manager. Counters for metrics, readable from any thread:
-    ``written`` (records on disk, gap records included), ``lost`` (queue full or submitted
-    after close), ``lost_disk``, ``lost_invalid``, ``bytes_written``, ``segments`` (segment
-    files opened) and ``disk_errors`` (failed disk operations).
+    thread; ``submit(record)`` / ``submit_many(records)`` queue; ``close()``/``aclose()``
+    drain and finish. Also usable as a (sync or async) context manager. Counters for
+    metrics, readable from any thread: ``written`` (records on disk, gap records included),
+    ``lost`` (queue full, submitted after close, or reported with :meth:`report_lost`),
+    ``lost_disk``, ``lost_invalid``, ``lost_deleted``, ``lost_total`` (all of them),
+    ``bytes_written``, ``segments`` (segment files opened),
+    ``disk_errors`` (failed disk operations) and ``failing`` (1 while the last disk
+    operation failed: not ready).
     """
 
     def __init__(
@@ -210,13 +162,16 @@ class EvidenceWriter:
         queue_size: int = DEFAULT_QUEUE_SIZE,
         clock: Callable[[], float] = time.time,
         opener: Opener = open_segment,
+        signing_key: bytes | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> None:
         """Configure a writer for ``directory``; nothing touches the disk before ``start()``.
 
         ``clock`` gives the timestamps and segment ages (tests pass a controllable one);
-        ``opener`` opens segment files (tests inject failing files); ``meta`` adds keys to
-        ``bundle.json`` (e.g. ``derivedFrom``; the format keys and ``closed`` stay the writer's).
+        ``opener`` opens segment files (tests inject failing files); ``signing_key`` is a raw
+        32-byte Ed25519 private key, or None for an unsigned bundle; ``meta`` adds keys to
+        ``bundle.json`` (e.g. ``derivedFrom``; the format, signing and end keys stay the
+        writer's).
         """
         if max_segment_bytes <= 0 or max_segment_age_s <= 0 or queue_size <= 0:
             raise ValueError("segment size, segment age and queue size must be positive")
@@ -225,8 +180,9 @@ class EvidenceWriter:
         self._max_age = max_segment_age_s
         self._clock = clock
         self._opener = opener
+        self._signer = Signer(signing_key) if signing_key is not None else None
         self._extra_meta = {k: v for k, v in (meta or {}).items() if k != "closed"}
-        self._queue: queue.Queue[dict[str, Any] | _Gap | None] = queue.Queue(maxsize=queue_size)
+        self._queue: queue.Queue[_Item] = queue.Queue(maxsize=queue_size)
 
         # Shared between submitters, close() and the writer thread.
         self._lock = threading.Lock()
@@ -238,16 +194,19 @@ class EvidenceWriter:
         self._enqueued = 0
         self._processed = 0
         self._pending_lost = 0  # queue-full losses no gap marker carries yet
-        self._lost_at_close = 0
-        self._lost_log = _Every(_LOG_EVERY_S)
+        self._pending_reported: dict[str, int] = {}  # report_lost() that found the queue full
+        self._lost_log = Every(_LOG_EVERY_S)
+        self._end: dict[str, Any] = {"end": END_CLOSED}
 
         self.written = 0
         self.lost = 0
         self.lost_disk = 0
         self.lost_invalid = 0
+        self.lost_deleted = 0
         self.bytes_written = 0
         self.segments = 0
         self.disk_errors = 0
+        self.failing = False
 
         # Writer-thread state (touched by no other thread once started).
         self._meta: dict[str, Any] = {}
@@ -256,8 +215,20 @@ class EvidenceWriter:
         self._next_segment = 1
         self._segment: _OpenSegment | None = None
         self._unrecorded: dict[str, int] = {}  # reason -> losses without a gap record on disk
+        self._stated = 0  # losses of this bundle that are on disk as gap records
+        self._gap_records = 0  # how many records of this bundle are gap records
         self._last_disk_error = ""
-        self._disk_log = _Every(_LOG_EVERY_S)
+        self._disk_log = Every(_LOG_EVERY_S)
+
+    @property
+    def lost_total(self) -> int:
+        """Every record stated lost, whatever the reason."""
+        return self.lost + self.lost_disk + self.lost_invalid + self.lost_deleted
+
+    @property
+    def public_key(self) -> str | None:
+        """The hex Ed25519 public key bundles are signed with (None: unsigned)."""
+        return self._signer.public_hex if self._signer is not None else None
 
     # -- caller side ---------------------------------------------------------------------
 
@@ -269,7 +240,12 @@ class EvidenceWriter:
         """
         if self._thread is not None:
             raise RuntimeError("the evidence writer is already started")
-        self._create_bundle()
+        try:
+            self._create_bundle()
+        except OSError as exc:
+            raise InputError(
+                f"{self.directory}: cannot create the evidence bundle: {exc.strerror or exc}"
+            ) from exc
         self._thread = threading.Thread(target=self._run, name="mcp-tap-evidence", daemon=True)
         self._thread.start()
 
@@ -279,12 +255,26 @@ class EvidenceWriter:
         ``record`` needs a string ``kind``; ``seq``, ``prev`` and ``digest`` are the
         writer's and are replaced.
         """
-        kind = record.get("kind")
-        if not isinstance(kind, str) or not kind:
-            raise ValueError("an evidence record needs a non-empty string 'kind'")
+        _check_kind(record)
+        return self._put(record, 1)
+
+    def submit_many(self, records: Sequence[dict[str, Any]]) -> bool:
+        """Queue a batch of redacted records as one item, written with one disk write.
+
+        Returns False if the batch was lost (every record of it counted). Cheaper than a
+        :meth:`submit` per record: one lock, one queue slot, one wake-up of the writer.
+        """
+        batch = list(records)
+        for record in batch:
+            _check_kind(record)
+        if not batch:
+            return True
+        return self._put(batch, len(batch))
+
+    def _put(self, item: dict[str, Any] | list[dict[str, Any]], count: int) -> bool:
         with self._lock:
             if self._closing:
-                self.lost += 1
+                self.lost += count
                 reason = REASON_CLOSED
             else:
                 try:
@@ -292,12 +282,12 @@ class EvidenceWriter:
                         self._queue.put_nowait(_Gap(self._pending_lost, REASON_QUEUE_FULL))
                         self._pending_lost = 0
                         self._enqueued += 1
-                    self._queue.put_nowait(record)
+                    self._queue.put_nowait(item)
                     self._enqueued += 1
                     return True
                 except queue.Full:
-                    self.lost += 1
-                    self._pending_lost += 1
+                    self.lost += count
+                    self._pending_lost += count
                     reason = REASON_QUEUE_FULL
         if self._lost_log.due():
             log.warning(
@@ -316,13 +306,12 @@ class EvidenceWriter:
             return
         with self._lock:
             self.lost += lost
-            if self._closing:
-                return
             try:
                 self._queue.put_nowait(_Gap(lost, reason))
                 self._enqueued += 1
             except queue.Full:
-                self._pending_lost += lost
+                # The writer thread picks these up when it goes idle or finishes.
+                self._pending_reported[reason] = self._pending_reported.get(reason, 0) + lost
 
     def flush(self, timeout: float | None = None) -> bool:
         """Block until every record submitted so far is written or counted lost.
@@ -338,17 +327,28 @@ class EvidenceWriter:
                 lambda: self._processed >= target or self._finished, timeout
             )
 
-    def close(self, timeout: float | None = DEFAULT_CLOSE_TIMEOUT_S) -> bool:
+    def close(
+        self,
+        timeout: float | None = DEFAULT_CLOSE_TIMEOUT_S,
+        *,
+        abrupt: bool = False,
+        reason: str = REASON_ABRUPT,
+        inflight: int = 0,
+    ) -> bool:
         """Stop accepting records, drain the queue, close the segment and the bundle.
 
-        Returns False (and logs ``evidence.close_timeout``) if the writer did not finish
-        within ``timeout``; it keeps finishing in the background. Safe to call twice.
+        ``abrupt``: the proxy did not drain (its pipe ended early); ``inflight`` exchanges
+        it knew of are written as a gap record and the closing summary says
+        ``end: "abrupt"`` with ``reason``. Returns False (and logs
+        ``evidence.close_timeout``) if the writer did not finish within ``timeout``; it
+        keeps finishing in the background. Safe to call twice.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        if abrupt:
+            self._end = {"end": END_ABRUPT, "reason": reason, "inflight": max(0, inflight)}
+            self.report_lost(inflight, reason)
         with self._lock:
-            if not self._closing:
-                self._closing = True
-                self._lost_at_close = self.lost
+            self._closing = True
         thread = self._thread
         if thread is None:
             self._drop_unstarted()
@@ -378,9 +378,12 @@ class EvidenceWriter:
             "lost": self.lost,
             "lost_disk": self.lost_disk,
             "lost_invalid": self.lost_invalid,
+            "lost_deleted": self.lost_deleted,
+            "lost_total": self.lost_total,
             "bytes_written": self.bytes_written,
             "segments": self.segments,
             "disk_errors": self.disk_errors,
+            "failing": int(self.failing),
         }
 
     def __enter__(self) -> EvidenceWriter:
@@ -421,38 +424,44 @@ class EvidenceWriter:
                 break
             if isinstance(item, dict):
                 dropped += 1
+            elif isinstance(item, list):
+                dropped += len(item)
         if dropped:
             self.lost += dropped
             log.warning("evidence.lost", reason=REASON_CLOSED, lost=self.lost, suppressed=0)
 
-    def _create_bundle(self) -> None:
-        meta_path = self.directory / BUNDLE_FILE
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            taken = [
-                entry.name
-                for entry in self.directory.iterdir()
-                if entry.name == BUNDLE_FILE
-                or segment_number(entry.name) is not None
-                or manifest_number(entry.name) is not None
-            ]
-            if taken:
-                raise InputError(
-                    f"{self.directory}: already holds an evidence bundle; "
-                    "give each run its own directory"
-                )
-            self._meta = {
-                **self._extra_meta,
-                "format": FORMAT_VERSION,
-                "createdAt": self._clock(),
-                "tool": TOOL_NAME,
-                "toolVersion": __version__,
-            }
-            _write_json_atomically(meta_path, self._meta)
-        except OSError as exc:
+    def _create_bundle(self, previous: dict[str, Any] | None = None) -> None:
+        """Write a new ``bundle.json`` (OSError propagates; the caller decides what it means)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        taken = [
+            entry.name
+            for entry in self.directory.iterdir()
+            if entry.name == BUNDLE_FILE
+            or segment_number(entry.name) is not None
+            or manifest_number(entry.name) is not None
+        ]
+        if taken:
             raise InputError(
-                f"{self.directory}: cannot create the evidence bundle: {exc.strerror or exc}"
-            ) from exc
+                f"{self.directory}: already holds an evidence bundle; "
+                "give each run its own directory"
+            )
+        meta: dict[str, Any] = {
+            **self._extra_meta,
+            "format": FORMAT_VERSION,
+            "bundleId": secrets.token_hex(16),
+            "createdAt": self._clock(),
+            "tool": TOOL_NAME,
+            "toolVersion": __version__,
+            SIGNING: self._signer.signing() if self._signer is not None else None,
+        }
+        if previous is not None:
+            meta["previous"] = previous
+        self._meta = meta
+        write_json_atomically(self.directory / BUNDLE_FILE, self._signed(meta))
+        make_reserve(self.directory)
+
+    def _signed(self, value: dict[str, Any]) -> dict[str, Any]:
+        return self._signer.sign(value) if self._signer is not None else value
 
     # -- writer thread -------------------------------------------------------------------
 
@@ -482,30 +491,37 @@ class EvidenceWriter:
         except Exception:
             log.exception("evidence.internal_error")
 
-    def _handle(self, item: dict[str, Any] | _Gap) -> None:
+    def _handle(self, item: dict[str, Any] | list[dict[str, Any]] | _Gap) -> None:
         if isinstance(item, _Gap):
             self._unrecorded[item.reason] = self._unrecorded.get(item.reason, 0) + item.lost
+            self._check_deleted()
             self._record_gaps()
             return
+        records = item if isinstance(item, list) else [item]
+        self._check_deleted()
         if self._segment_expired():
             self._close_segment()
         # Keep the order: a gap must reach the disk before anything written after the loss.
         if not self._record_gaps():
-            self._lose(REASON_DISK)
+            self._lose(REASON_DISK, len(records))
             return
-        failure = self._append(item)
-        if failure is not None:
-            self._lose(failure)
-            if failure == REASON_INVALID:
-                self._record_gaps()
+        refused = self._write(records)
+        if refused:
+            self._lose(REASON_DISK, refused)
+        elif self._unrecorded:
+            self._record_gaps()
 
     def _idle(self) -> None:
         with self._lock:
             pending, self._pending_lost = self._pending_lost, 0
+            reported, self._pending_reported = self._pending_reported, {}
+        for reason, lost in reported.items():
+            self._unrecorded[reason] = self._unrecorded.get(reason, 0) + lost
         if pending:
             self._unrecorded[REASON_QUEUE_FULL] = (
                 self._unrecorded.get(REASON_QUEUE_FULL, 0) + pending
             )
+        self._check_deleted()
         if self._unrecorded:
             self._record_gaps()
         if self._segment_expired():
@@ -514,15 +530,20 @@ class EvidenceWriter:
     def _finish(self) -> None:
         # close() set _closing before queueing the stop marker, so nothing follows it.
         self._idle()
+        if self._unrecorded and release_reserve(self.directory):
+            # The disk is (still) full: the reserve makes room for the gap and the summary.
+            self._record_gaps()
         self._close_segment()
-        self._write_closed_summary()
+        if not self._write_closed_summary() and release_reserve(self.directory):
+            self._write_closed_summary()
+        release_reserve(self.directory)
 
-    def _lose(self, reason: str) -> None:
+    def _lose(self, reason: str, count: int = 1) -> None:
         if reason == REASON_INVALID:
-            self.lost_invalid += 1
+            self.lost_invalid += count
         else:
-            self.lost_disk += 1
-        self._unrecorded[reason] = self._unrecorded.get(reason, 0) + 1
+            self.lost_disk += count
+        self._unrecorded[reason] = self._unrecorded.get(reason, 0) + count
 
     def _record_gaps(self) -> bool:
         """Write a gap record per reason with unrecorded losses; False if the disk refused."""
@@ -531,7 +552,7 @@ class EvidenceWriter:
             gap: dict[str, Any] = {"kind": "gap", "lost": lost, "reason": reason}
             if reason == REASON_DISK and self._last_disk_error:
                 gap["error"] = self._last_disk_error
-            if self._append(gap) is not None:
+            if self._write([gap]):
                 # The losses stay unrecorded and are retried with the next write.
                 return False
             del self._unrecorded[reason]
@@ -545,35 +566,112 @@ class EvidenceWriter:
             and self._clock() - segment.created_at >= self._max_age
         )
 
-    def _append(self, record: dict[str, Any]) -> str | None:
-        """Chain, encode and write one record; return None, or the reason it was lost."""
-        full = {**record, "seq": self._seq, "prev": self._prev}
-        full.pop("digest", None)
-        try:
-            record_hash = record_digest(full)
-            full["digest"] = record_hash
-            line = orjson.dumps(full, option=_LINE_OPTIONS) + b"\n"
-        except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
-            log.error("evidence.invalid_record", kind=record.get("kind"), error=str(exc))
-            return REASON_INVALID
+    def _write(self, records: list[dict[str, Any]]) -> int:
+        """Chain, encode and write ``records`` with one write; how many the disk refused.
+
+        A record orjson cannot encode is counted and skipped; the caller counts the records
+        the disk refused (a gap record the disk refused is retried, not lost).
+        """
+        lines: list[bytes] = []
+        seq, prev = self._seq, self._prev
+        for record in records:
+            full = {**record, "seq": seq, "prev": prev}
+            full.pop("digest", None)
+            try:
+                line, record_hash = encode_record(full)
+            except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
+                log.error("evidence.invalid_record", kind=record.get("kind"), error=str(exc))
+                self._lose(REASON_INVALID)
+                continue
+            lines.append(line)
+            seq, prev = seq + 1, record_hash
+        if not lines:
+            return 0
+        data = b"".join(lines)
         segment = self._segment or self._open_segment()
         if segment is None:
-            return REASON_DISK
+            return len(lines)
         try:
-            _write_all(segment.file, line)
+            write_all(segment.file, data)
         except OSError as exc:
             self._disk_failed("write", exc)
             self._repair(segment)
-            return REASON_DISK
-        self._seq += 1
-        self._prev = record_hash
-        segment.offset += len(line)
-        segment.count += 1
-        self.written += 1
-        self.bytes_written += len(line)
+            return len(lines)
+        self.failing = False
+        self._seq, self._prev = seq, prev
+        gaps = [r for r in records if r.get("kind") == "gap"]
+        if gaps:
+            stated = sum(r["lost"] for r in gaps if isinstance(r.get("lost"), int))
+            segment.gaps += len(gaps)
+            segment.stated += stated
+            self._gap_records += len(gaps)
+            self._stated += stated
+        segment.offset += len(data)
+        segment.count += len(lines)
+        self.written += len(lines)
+        self.bytes_written += len(data)
         if segment.offset >= self._max_bytes:
             self._close_segment()
-        return None
+        return 0
+
+    def _check_deleted(self) -> None:
+        """Notice a deleted segment or directory and start over where the records were lost."""
+        segment = self._segment
+        if segment is None:
+            if not (self.directory / BUNDLE_FILE).exists():
+                self._restart(REASON_DIR_DELETED)
+            return
+        try:
+            linked = os.fstat(segment.file.fileno()).st_nlink > 0
+        except OSError:
+            linked = False
+        if linked:
+            return
+        self._segment = None
+        with contextlib.suppress(OSError):
+            segment.file.close()
+        if (self.directory / BUNDLE_FILE).exists():
+            # Only the open segment went: its records are lost, the chain goes on, and the
+            # losses its gap records stated are stated again.
+            gone = segment.count - segment.gaps
+            self._note_deleted(gone, REASON_SEGMENT_DELETED)
+            self._stated -= segment.stated
+            self._gap_records -= segment.gaps
+            self._unrecorded[REASON_SEGMENT_DELETED] = (
+                self._unrecorded.get(REASON_SEGMENT_DELETED, 0) + gone + segment.stated)
+            return
+        self._restart(REASON_DIR_DELETED)
+
+    def _note_deleted(self, count: int, reason: str) -> None:
+        self.lost_deleted += count
+        log.error("evidence.deleted", reason=reason, lost=count, bundle=str(self.directory))
+
+    def _restart(self, reason: str) -> None:
+        """The bundle is gone: count what it held and open a fresh one in its place.
+
+        The fresh bundle goes where the old one was, or, when something else is left there
+        (only ``bundle.json`` was deleted), into the first free sibling ``<name>.<n>``.
+        """
+        gone = self._seq - self._gap_records
+        # Losses the old bundle had stated on disk went with it: the new one states them.
+        carried = self._stated
+        previous = {"bundleId": self._meta.get("bundleId"), "reason": reason,
+                    "records": self._seq}
+        self._note_deleted(gone, reason)
+        self._seq, self._prev, self._stated, self._gap_records = 0, "", 0, 0
+        self._next_segment = 1
+        self._unrecorded[reason] = self._unrecorded.get(reason, 0) + gone + carried
+        base, suffix = self.directory, 0
+        while True:
+            try:
+                self._create_bundle(previous)
+            except InputError:
+                suffix += 1
+                self.directory = base.with_name(f"{base.name}.{suffix}")
+                continue
+            except OSError as exc:
+                self._disk_failed("bundle.json", exc)
+            return
 
     def _open_segment(self) -> _OpenSegment | None:
         number = self._next_segment
@@ -635,6 +733,7 @@ class EvidenceWriter:
                 )
             manifest = {
                 "format": FORMAT_VERSION,
+                "bundleId": self._meta.get("bundleId"),
                 "segment": segment.number,
                 "firstSeq": segment.first_seq,
                 "lastSeq": segment.first_seq + segment.count - 1,
@@ -646,27 +745,35 @@ class EvidenceWriter:
                 "createdAt": segment.created_at,
                 "closedAt": self._clock(),
             }
-            _write_json_atomically(self.directory / manifest_name(segment.number), manifest)
+            write_json_atomically(
+                self.directory / manifest_name(segment.number), self._signed(manifest))
         except OSError as exc:
             self._disk_failed("manifest", exc)
             log.error("evidence.manifest_failed", segment=segment.path.name)
 
-    def _write_closed_summary(self) -> None:
+    def _write_closed_summary(self) -> bool:
+        unstated = sum(self._unrecorded.values())
         closed = {
             "at": self._clock(),
-            "segments": self.segments,
-            "records": self.written,
+            "segments": self._next_segment - 1,
+            "records": self._seq,
             "lastSeq": self._seq - 1,
             "chainHead": self._prev,
-            "lost": self._lost_at_close + self.lost_disk + self.lost_invalid,
+            # What this bundle states lost: its gap records, plus losses no gap could hold.
+            "lost": self._stated + unstated,
+            **self._end,
         }
         try:
-            _write_json_atomically(self.directory / BUNDLE_FILE, {**self._meta, "closed": closed})
+            write_json_atomically(
+                self.directory / BUNDLE_FILE, self._signed({**self._meta, "closed": closed}))
         except OSError as exc:
             self._disk_failed("bundle.json", exc)
+            return False
+        return True
 
     def _disk_failed(self, operation: str, exc: OSError) -> None:
         self.disk_errors += 1
+        self.failing = True
         self._last_disk_error = f"{operation}: {exc.strerror or exc}"
         if self._disk_log.due():
             log.error(
@@ -676,3 +783,9 @@ class EvidenceWriter:
                 lost_disk=self.lost_disk,
                 suppressed=self._disk_log.take_suppressed(),
             )
+
+
+def _check_kind(record: dict[str, Any]) -> None:
+    kind = record.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise ValueError("an evidence record needs a non-empty string 'kind'")

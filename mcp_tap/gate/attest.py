@@ -69,6 +69,14 @@ def attest_ed25519(
 
 def load_ed25519_private_key(path: Path) -> bytes:
     """Read an Ed25519 private key file (unencrypted PKCS#8 PEM, or 64 hex digits) as raw bytes."""
+    return parse_ed25519_private_key(read_file(path, "Ed25519 key"), str(path))
+
+
+def parse_ed25519_private_key(data: bytes, where: str) -> bytes:
+    """Parse an Ed25519 private key (unencrypted PKCS#8 PEM, or 64 hex digits) as raw bytes.
+
+    ``where`` names the key's source (a path, an environment variable) in the error.
+    """
     from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from cryptography.hazmat.primitives.serialization import (
@@ -78,17 +86,16 @@ def load_ed25519_private_key(path: Path) -> bytes:
         load_pem_private_key,
     )
 
-    data = read_file(path, "Ed25519 key")
     text = data.strip()
     if _HEX64.fullmatch(text.decode("ascii", "replace")):
         return bytes.fromhex(text.decode("ascii"))
     try:
         key = load_pem_private_key(data, password=None)
     except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
-        raise InputError(f"{path} is neither an unencrypted PEM private key nor 64 hex "
+        raise InputError(f"{where} is neither an unencrypted PEM private key nor 64 hex "
                          "digits (a raw Ed25519 seed)") from exc
     if not isinstance(key, Ed25519PrivateKey):
-        raise InputError(f"{path} is not an Ed25519 private key")
+        raise InputError(f"{where} is not an Ed25519 private key")
     return key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
 
 

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.hashing import digest
-from mcp_tap.gate.policy import ConformancePolicy, HopPolicy
+from mcp_tap.gate.policy import ConformancePolicy, EvidencePolicy, HopPolicy
 from mcp_tap.gate.tally import ConformanceTally, HopTally
 from mcp_tap.gate.tally import record_digest as record_digest  # re-exported: moved to tally
 from mcp_tap.gate.tally import rule_strength as rule_strength  # re-exported: moved to tally
@@ -364,7 +364,11 @@ class BundleCheck:
     """One bundle's verification outcome, reduced to what the decision needs.
 
     ``role`` is ``candidate`` or ``baseline``; ``problems`` are ``(kind, severity, message)``;
-    ``head`` is the digest of the bundle's last record ("" when unknown).
+    ``head`` is the bundle's chain head (the digest of its last record, "" when unknown:
+    :attr:`~mcp_tap.evidence.VerifyReport.chain_head`); ``signer`` the hex Ed25519 key whose
+    signatures all verified (None: unsigned or forged); ``lost`` the records it states lost
+    and ``exchanges`` the exchange records it holds; ``end`` ``"closed"``, ``"abrupt"`` or
+    None (no closing summary).
     """
 
     role: str
@@ -373,17 +377,47 @@ class BundleCheck:
     records: int = 0
     head: str = ""
     gaps: tuple[tuple[int, str], ...] = ()
+    signer: str | None = None
+    lost: int = 0
+    exchanges: int = 0
+    end: str | None = "closed"
+
+    @property
+    def lost_records(self) -> int:
+        """What the bundle states lost: the verifier's count or the gap records', if larger."""
+        return max(self.lost, sum(lost for lost, _ in self.gaps))
+
+    @property
+    def loss_ratio(self) -> float:
+        """The share of the bundle's exchanges stated lost."""
+        lost = self.lost_records
+        return lost / (self.exchanges + lost) if lost else 0.0
 
 
-def integrity_source(bundles: Sequence[BundleCheck]) -> SourceResult:
-    """Verification first: any problem, failed bundle or gap record means incomplete evidence."""
+# Problem kinds that state lost evidence; a policy may allow a bounded share of it.
+_LOSS_KINDS = frozenset({"gap", "abrupt"})
+
+
+def integrity_source(
+    bundles: Sequence[BundleCheck], policy: EvidencePolicy | None = None
+) -> SourceResult:
+    """Verification first: any problem, failed bundle, stated loss above the policy's
+    ``max_loss_ratio``, or (when the policy demands it) a bundle not signed by a trusted key
+    means incomplete or unproven evidence.
+    """
+    policy = policy or EvidencePolicy()
+    trusted = {key.hex() for key in policy.trusted_keys}
     reasons: list[Reason] = []
     if not bundles:
         reasons.append(Reason("gate.integrity", "no evidence bundle was given"))
     for index, bundle in enumerate(bundles):
         where = {"bundle": index, "role": bundle.role}
-        # `ok` is the verifier's verdict; the problems of a bundle it passed are notes.
-        for kind, severity, message in () if bundle.ok else bundle.problems:
+        losing = bundle.loss_ratio > policy.max_loss_ratio
+        # `ok` is the verifier's verdict; the problems of a bundle it passed are notes. A
+        # stated loss within the policy's ratio is not a reason on its own.
+        counted = [p for p in bundle.problems if not (p[0] in _LOSS_KINDS and not losing)]
+        failing = not bundle.ok and any(severity == "error" for _, severity, _ in counted)
+        for kind, severity, message in counted if failing else ():
             reasons.append(Reason(
                 "gate.integrity", f"bundle {index}: {kind}: {message}",
                 details={**where, "kind": kind, "severity": severity},
@@ -394,19 +428,51 @@ def integrity_source(bundles: Sequence[BundleCheck]) -> SourceResult:
         # The verifier reports gap records itself; these are only counted again when it
         # did not, so one lost stretch gives one reason.
         reported_gaps = any(kind == "gap" for kind, _, _ in bundle.problems)
-        for lost, why in () if reported_gaps else bundle.gaps:
+        for lost, why in () if reported_gaps or not losing else bundle.gaps:
             reasons.append(Reason(
                 "gate.integrity", f"bundle {index}: {lost} record(s) lost ({why})",
                 details={**where, "kind": "gap", "lost": lost},
             ))
+        if losing and policy.max_loss_ratio:
+            reasons.append(Reason(
+                "gate.integrity",
+                f"bundle {index}: {bundle.lost_records} record(s) lost, "
+                f"{bundle.loss_ratio:.4%} of its exchanges, above evidence.max_loss_ratio "
+                f"{policy.max_loss_ratio:g}",
+                details={**where, "kind": "loss", "lost": bundle.lost_records},
+            ))
+        reasons += _signature_reasons(index, bundle, policy, trusted, where)
     summary = {
         "bundles": [
             {"role": b.role, "ok": b.ok, "records": b.records, "head": b.head,
-             "problems": len(b.problems), "lost": sum(lost for lost, _ in b.gaps)}
+             "problems": len(b.problems), "lost": b.lost_records, "signer": b.signer,
+             "end": b.end}
             for b in bundles
         ],
+        "maxLossRatio": policy.max_loss_ratio,
+        "requireSigned": policy.require_signed,
     }
     return SourceResult("integrity", tuple(reasons), summary)
+
+
+def _signature_reasons(
+    index: int, bundle: BundleCheck, policy: EvidencePolicy, trusted: set[str],
+    where: dict[str, Any],
+) -> list[Reason]:
+    reasons: list[Reason] = []
+    if (policy.require_signed or trusted) and bundle.signer is None:
+        reasons.append(Reason(
+            "gate.integrity", f"bundle {index}: not signed (or a signature does not verify); "
+            "the policy requires signed evidence", details={**where, "kind": "signature"}))
+    elif trusted and bundle.signer not in trusted:
+        reasons.append(Reason(
+            "gate.integrity", f"bundle {index}: signed by key {bundle.signer}, which is not "
+            "in evidence.trusted_keys", details={**where, "kind": "signature"}))
+    if (policy.require_signed or trusted) and bundle.end is None:
+        reasons.append(Reason(
+            "gate.integrity", f"bundle {index}: no closing summary, so nothing proves the "
+            "bundle is complete", details={**where, "kind": "unclosed"}))
+    return reasons
 
 
 def gaps_of(records: Iterable[Mapping[str, Any]]) -> tuple[tuple[int, str], ...]:

@@ -155,7 +155,12 @@ def scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
     problems = tuple((str(p.kind), str(p.severity), str(p.message)) for p in report.problems)
     ok = bool(report.ok)
     candidate = role == "candidate"
-    scan = _empty_scan(role, ok, problems, policy, candidate)
+    # What verification established about the whole bundle (signature, loss, end), carried
+    # into the check whether or not its records can be read.
+    stated: dict[str, Any] = {"signer": report.signer, "lost": report.lost,
+                              "exchanges": report.exchanges,
+              "end": report.end}
+    scan = _empty_scan(role, ok, problems, policy, candidate, stated)
     records = 0
     last: Mapping[str, Any] | None = None
     gaps: list[tuple[int, str]] = []
@@ -185,21 +190,21 @@ def scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
         # what was counted before the damage is dropped, so the bundle counts no record.
         # The decision evidence must not depend on where the bundle sits on this machine.
         problem = ("unreadable", "error", str(exc).replace(str(path), path.name))
-        scan = _empty_scan(role, ok, (*problems, problem), policy, candidate)
+        scan = _empty_scan(role, ok, (*problems, problem), policy, candidate, stated)
         return scan
-    head = record_digest(last) if last is not None else ""
+    head = report.chain_head or (record_digest(last) if last is not None else "")
     scan.check = BundleCheck(role=role, ok=ok, problems=problems, records=records, head=head,
-                             gaps=tuple(gaps))
+                             gaps=tuple(gaps), **stated)
     return scan
 
 
 def _empty_scan(
     role: str, ok: bool, problems: tuple[tuple[str, str, str], ...], policy: Policy,
-    candidate: bool,
+    candidate: bool, stated: Mapping[str, Any],
 ) -> BundleScan:
     examples = policy.conformance.examples
     return BundleScan(
-        check=BundleCheck(role=role, ok=ok, problems=problems),
+        check=BundleCheck(role=role, ok=ok, problems=problems, **stated),
         window=WindowTally(policy.health.counting, policy.health.hop),
         conformance=ConformanceTally(examples) if candidate else None,
         hop=HopTally(examples) if candidate else None,
@@ -274,7 +279,7 @@ def evaluate(request: GateRequest, *, workers: int | None = None) -> Decision:
         sdk=(sdk_source(None, allowlist, unavailable=sdk.unavailable) if sdk.unavailable
              else sdk_source(sdk, allowlist)),
         hop=judge_hop(hop, policy.hop),
-        integrity=integrity_source([s.check for s in scans]),
+        integrity=integrity_source([s.check for s in scans], policy.evidence),
         health=evaluate_health(window.window(), policy.health, baseline_window),
         rollback=rollback,
         policy_digest=policy.digest,

@@ -122,6 +122,21 @@ class RollbackPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class EvidencePolicy:
+    """What the integrity source demands of evidence bundles (the ``[evidence]`` section).
+
+    ``trusted_keys`` are raw 32-byte Ed25519 public keys; a bundle signed by any other key
+    fails. ``require_signed`` (default: true when ``trusted_keys`` is set) fails unsigned
+    bundles. ``max_loss_ratio`` is the share of a bundle's exchanges that may be stated lost
+    (gap records, an abrupt end's in-flight count) before integrity fails; 0 by default.
+    """
+
+    trusted_keys: tuple[bytes, ...] = ()
+    require_signed: bool = False
+    max_loss_ratio: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Policy:
     """A whole gate policy; ``digest`` is the SHA-256 of the policy file's bytes."""
 
@@ -131,6 +146,7 @@ class Policy:
     health: HealthPolicy = field(default_factory=HealthPolicy)
     rollback: RollbackPolicy = field(default_factory=RollbackPolicy)
     digest: str = ""
+    evidence: EvidencePolicy = field(default_factory=EvidencePolicy)
 
 
 def _matches_any(rule_id: str, patterns: tuple[str, ...]) -> bool:
@@ -155,7 +171,7 @@ def parse_policy(raw: bytes, *, base_dir: Path, source: str = "policy") -> Polic
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"{source}: not valid TOML: {exc}") from exc
     reader = _Reader(source)
-    sections = {"conformance", "sdk", "hop", "health", "rollback"}
+    sections = {"conformance", "sdk", "hop", "health", "rollback", "evidence"}
     reader.no_unknown(data, sections, "")
     policy = Policy(
         conformance=_conformance(reader, reader.table(data, "conformance")),
@@ -164,6 +180,7 @@ def parse_policy(raw: bytes, *, base_dir: Path, source: str = "policy") -> Polic
         health=_health(reader, reader.table(data, "health")),
         rollback=_rollback(reader, reader.table(data, "rollback"), base_dir),
         digest=sha256_hex(raw),
+        evidence=_evidence(reader, reader.table(data, "evidence"), base_dir),
     )
     return policy
 
@@ -392,7 +409,7 @@ def _rollback(reader: _Reader, table: dict[str, Any], base_dir: Path) -> Rollbac
                              "rollback.trusted_signers")
         if not isinstance(value, str) or not value:
             raise reader.fail(name, "64 hex digits or a PEM file path", value)
-        keys[signer] = _ed25519_public_key(value, base_dir, reader.source, name)
+        keys[signer] = ed25519_public_key(value, base_dir, reader.source, name)
     return RollbackPolicy(
         trusted_signers=signers,
         algorithms=frozenset(algorithms),
@@ -402,7 +419,21 @@ def _rollback(reader: _Reader, table: dict[str, Any], base_dir: Path) -> Rollbac
     )
 
 
-def _ed25519_public_key(value: str, base_dir: Path, source: str, name: str) -> bytes:
+def _evidence(reader: _Reader, table: dict[str, Any], base_dir: Path) -> EvidencePolicy:
+    reader.no_unknown(table, {"trusted_keys", "require_signed", "max_loss_ratio"}, "evidence")
+    values = reader.strings(table, "trusted_keys", "evidence.trusted_keys", ())
+    keys = tuple(ed25519_public_key(value, base_dir, reader.source, "evidence.trusted_keys")
+                 for value in values)
+    return EvidencePolicy(
+        trusted_keys=keys,
+        require_signed=reader.boolean(table, "require_signed", "evidence.require_signed",
+                                      bool(keys)),
+        max_loss_ratio=reader.number(table, "max_loss_ratio", "evidence.max_loss_ratio", 0.0,
+                                     high=1.0),
+    )
+
+
+def ed25519_public_key(value: str, base_dir: Path, source: str, name: str) -> bytes:
     """Return a raw 32-byte Ed25519 public key from 64 hex digits or a PEM file."""
     if _HEX64.fullmatch(value):
         return bytes.fromhex(value)

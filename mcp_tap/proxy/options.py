@@ -71,6 +71,10 @@ class EvidenceOptions:
     max_segment_bytes: int = 64 * 1024 * 1024
     max_segment_age_s: float = 300.0
     queue_size: int = 10000
+    # Ed25519 key that signs manifests and bundle.json: a key file (PEM or 64 hex digits),
+    # else the environment variable named here; neither set: bundles are marked unsigned.
+    signing_key_file: str = ""
+    signing_key_env: str = "MCP_TAP_SIGNING_KEY"
 
 
 RECORDING_MODES = ("inline", "process")

@@ -21,6 +21,7 @@ from aiohttp import web
 
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import EvidenceWriter
+from mcp_tap.evidence.signing import load_signing_key
 from mcp_tap.proxy.admin import admin_app
 from mcp_tap.proxy.forward import _NO_AUTO_HEADERS, Forwarder
 from mcp_tap.proxy.metrics import Metrics
@@ -84,6 +85,7 @@ class TapServer:
                 max_segment_age_s=ev.max_segment_age_s,
                 queue_size=ev.queue_size,
                 clock=clock,
+                signing_key=load_signing_key(ev.signing_key_file, ev.signing_key_env, os.environ),
             )
             self.recorder = Recorder(options, self.writer, self.metrics, clock)
         self.addresses: dict[str, tuple[str, int]] = {}
@@ -211,8 +213,9 @@ class TapServer:
             problems.append(f"evidence directory {self.bundle_dir} is not writable")
         if isinstance(self.recorder, ProcessRecorder):
             problems += self.recorder.problems()
-        elif self.writer is not None and self.writer.disk_errors and self.writer.lost_disk:
-            problems.append(f"evidence writer lost {self.writer.lost_disk} records to disk errors")
+        elif self.writer is not None and self.writer.failing:
+            problems.append(f"evidence writer is failing to write (lost "
+                            f"{self.writer.lost_total} records so far)")
         return problems
 
     async def stop(self, drain_timeout: float = 10.0) -> None:

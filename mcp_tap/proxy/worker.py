@@ -40,6 +40,7 @@ import structlog
 from mcp_tap.core.eras import HEADER_SESSION_ID
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import EvidenceWriter
+from mcp_tap.evidence.signing import load_signing_key
 from mcp_tap.logs import configure_logging
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions
@@ -179,11 +180,14 @@ class ProcessRecorder:
     # -- the forwarder's side ----------------------------------------------------------------
 
     def begin(self, cap: Captured) -> None:
-        """Ask the recording process to snapshot the legacy session this request names."""
+        """Tell the recording process an exchange began (and snapshot its legacy session).
+
+        Every exchange is announced, so a recording process whose forwarder dies knows how
+        many were in flight (begun, never handed over) and states them lost.
+        """
+        cap.handover_key = next(self._keys)
         session = cap.request_headers.get(HEADER_SESSION_ID)
-        if session:
-            cap.handover_key = next(self._keys)
-            self._queue(("begin", cap.handover_key, cap.hop, session))
+        self._queue(("begin", cap.handover_key, cap.hop, session))
 
     def record(self, cap: Captured) -> None:
         """Hand the finished capture to the recording process (counted lost if it is full)."""
@@ -192,6 +196,8 @@ class ProcessRecorder:
         if transport is None or transport.is_closing() or full:
             self.lost += 1
             self._pending_lost += 1
+            if transport is not None and not transport.is_closing():
+                self._queue(("drop", cap.handover_key))  # counted here, not in flight
             now = time.monotonic()
             if now - self._last_lost_log >= _LOG_EVERY_S:
                 self._last_lost_log = now
@@ -221,6 +227,7 @@ class ProcessRecorder:
         """The recording process's evidence counters, plus captures not yet marked as lost."""
         counters = dict(self._writer_counters)
         counters["lost"] = counters.get("lost", 0) + self._pending_lost
+        counters["lost_total"] = counters.get("lost_total", 0) + self._pending_lost
         return counters
 
     def problems(self) -> list[str]:
@@ -228,9 +235,9 @@ class ProcessRecorder:
         problems: list[str] = []
         if not self._process.is_alive():
             problems.append(f"the recording process exited (code {self._process.exitcode})")
-        lost_disk = self._writer_counters.get("lost_disk", 0)
-        if self._writer_counters.get("disk_errors") and lost_disk:
-            problems.append(f"evidence writer lost {lost_disk} records to disk errors")
+        if self._writer_counters.get("failing"):
+            lost = self._writer_counters.get("lost_total", 0)
+            problems.append(f"evidence writer is failing to write (lost {lost} records so far)")
         return problems
 
 
@@ -249,18 +256,20 @@ def run_recording_process(
     configure_logging(log_level)
     metrics = Metrics()
     ev = options.evidence
-    writer = EvidenceWriter(
-        bundle_dir,
-        max_segment_bytes=ev.max_segment_bytes,
-        max_segment_age_s=ev.max_segment_age_s,
-        queue_size=ev.queue_size,
-    )
     try:
+        writer = EvidenceWriter(
+            bundle_dir,
+            max_segment_bytes=ev.max_segment_bytes,
+            max_segment_age_s=ev.max_segment_age_s,
+            queue_size=ev.queue_size,
+            signing_key=load_signing_key(ev.signing_key_file, ev.signing_key_env, os.environ),
+        )
         writer.start()
     except InputError as exc:
         reports.send(("error", str(exc)))
         return
-    recorder = Recorder(options, writer, metrics, time.time)
+    batch = _BatchSink(writer)
+    recorder = Recorder(options, batch, metrics, time.time)
     gc.freeze()  # keep full collections from walking the start-up objects (see commands.proxy)
     reports.send(("ready",))
     taken = 0
@@ -282,15 +291,36 @@ def run_recording_process(
             if not chunk:
                 break  # the proxy is gone: finish what was handed over
             buffer += chunk
-            for batch in _frames(buffer):
-                taken_now, stopped = state.handle(batch)
+            for frame in _frames(buffer):
+                taken_now, stopped = state.handle(frame)
                 taken += taken_now
+            batch.flush()
         if time.monotonic() >= next_report:
             report()
             next_report = time.monotonic() + _REPORT_EVERY_S
-    writer.close()
+    # EOF before "stop": the forwarder died; what it had begun is lost, and the bundle says so.
+    writer.close(abrupt=not stopped, inflight=len(state.sessions))
     report()
     reports.close()
+
+
+class _BatchSink:
+    """The recorder's sink in the recording process: one writer submit per handed-over frame."""
+
+    def __init__(self, writer: EvidenceWriter) -> None:
+        self.writer = writer
+        self.records: list[dict[str, Any]] = []
+
+    def submit(self, record: dict[str, Any]) -> bool:
+        """Keep ``record`` for the frame's batch (the writer counts it if the batch is lost)."""
+        self.records.append(record)
+        return True
+
+    def flush(self) -> None:
+        """Hand the frame's records to the writer in one call."""
+        if self.records:
+            records, self.records = self.records, []
+            self.writer.submit_many(records)
 
 
 def _frames(buffer: bytearray) -> list[list[tuple[Any, ...]]]:
@@ -322,10 +352,14 @@ class _Handover:
                 taken += 1
                 self._record(message[1], message[2])
             elif kind == "begin":
+                # Every begun exchange stays here until recorded: the in-flight count.
                 _, key, hop, session = message
-                self.sessions[key] = self.recorder.session_version(hop, session)
+                known = self.recorder.session_version(hop, session) if session else None
+                self.sessions[key] = known
                 if len(self.sessions) > _MAX_PENDING_BEGINS:  # lost records leave theirs
                     self.sessions.pop(next(iter(self.sessions)))
+            elif kind == "drop":
+                self.sessions.pop(message[1], None)
             elif kind == "lost":
                 self.writer.report_lost(message[1], REASON_HANDOVER)
             elif kind == "stop":

@@ -1,0 +1,121 @@
+"""The evidence writer's disk primitives: segment files, atomic JSON files, a log rate limit.
+
+Kept apart from :mod:`mcp_tap.evidence.writer` so the writer holds only its queue, chain and
+loss accounting. A space reserve (:func:`make_reserve`) is a file of zeros written when the
+bundle opens and removed when the disk is full at close, so the gap records and the closing
+summary that state the losses still fit on a disk that never frees up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import math
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+import orjson
+
+RESERVE_FILE: Final = ".reserve"
+RESERVE_BYTES: Final = 256 * 1024
+
+
+class SegmentFile(Protocol):
+    """What the writer needs from an open segment file (``io.FileIO`` in append mode)."""
+
+    def write(self, data: bytes, /) -> int | None:
+        """Write ``data``; return how many bytes were written."""
+
+    def truncate(self, size: int | None = ..., /) -> int:
+        """Cut the file to ``size`` bytes."""
+
+    def flush(self) -> None:
+        """Push buffered bytes to the OS."""
+
+    def fileno(self) -> int:
+        """Return the OS file descriptor (for fsync)."""
+
+    def close(self) -> None:
+        """Close the file."""
+
+
+Opener = Callable[[Path], SegmentFile]
+
+
+def open_segment(path: Path) -> SegmentFile:
+    """Open a new segment file unbuffered for appending: a record is in the OS once written."""
+    return io.FileIO(path, "ab")
+
+
+def fsync_dir(directory: Path) -> None:
+    # Makes the rename of a manifest durable; not every platform can open a directory.
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_json_atomically(path: Path, value: dict[str, Any]) -> None:
+    """Write ``value`` to ``path`` via a fsynced temporary file and a rename."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def write_all(file: SegmentFile, data: bytes) -> None:
+    while data:
+        written = file.write(data)
+        if not written:
+            # A regular file that accepts nothing would loop forever; call it an I/O error.
+            raise OSError(errno.EIO, "short write")
+        data = data[written:]
+
+
+class Every:
+    """Rate limit for log lines: due at most once per ``interval`` seconds (monotonic)."""
+
+    def __init__(self, interval: float) -> None:
+        self._interval = interval
+        self._last = -math.inf
+        self.suppressed = 0
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now - self._last >= self._interval:
+            self._last = now
+            return True
+        self.suppressed += 1
+        return False
+
+    def take_suppressed(self) -> int:
+        count, self.suppressed = self.suppressed, 0
+        return count
+
+
+
+
+def make_reserve(directory: Path) -> None:
+    """Write the space reserve (best effort: a disk already full simply has none)."""
+    with contextlib.suppress(OSError), open(directory / RESERVE_FILE, "wb") as handle:
+        handle.write(bytes(RESERVE_BYTES))
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def release_reserve(directory: Path) -> bool:
+    """Remove the space reserve; whether there was one to remove."""
+    try:
+        os.unlink(directory / RESERVE_FILE)
+    except OSError:
+        return False
+    return True
