@@ -279,6 +279,12 @@ RULES: tuple[Rule, ...] = (
         None,
         "a body exceeded the capture cap; its digest covers every byte, its content is cut",
     ),
+    Rule(
+        "tap.bad-request",
+        Boundary.TAP,
+        None,
+        "the HTTP parser rejected the request; the tap answered 400 and forwarded nothing",
+    ),
     # Gate reasons.
     Rule("gate.conformance", Boundary.GATE, None, "conformance findings block promotion"),
     Rule("gate.conformance.empty", Boundary.GATE, None, "no exchanges were recorded"),

@@ -37,13 +37,13 @@ from typing import Any
 
 import structlog
 
-from mcp_tap.core.eras import HEADER_SESSION_ID
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import EvidenceWriter
 from mcp_tap.logs import configure_logging
+from mcp_tap.proxy.capture import RawExchange
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions
-from mcp_tap.proxy.recorder import Captured, Recorder
+from mcp_tap.proxy.recorder import Recorder
 
 log = structlog.get_logger("mcp_tap.proxy")
 
@@ -178,14 +178,14 @@ class ProcessRecorder:
 
     # -- the forwarder's side ----------------------------------------------------------------
 
-    def begin(self, cap: Captured) -> None:
+    def begin(self, cap: RawExchange) -> None:
         """Ask the recording process to snapshot the legacy session this request names."""
-        session = cap.request_headers.get(HEADER_SESSION_ID)
+        session = cap.session
         if session:
             cap.handover_key = next(self._keys)
             self._queue(("begin", cap.handover_key, cap.hop, session))
 
-    def record(self, cap: Captured) -> None:
+    def record(self, cap: RawExchange) -> None:
         """Hand the finished capture to the recording process (counted lost if it is full)."""
         transport = self._transport
         full = self._sent - self._taken >= self.queue_size
@@ -332,7 +332,7 @@ class _Handover:
                 return taken, True
         return taken, False
 
-    def _record(self, key: int | None, cap: Captured) -> None:
+    def _record(self, key: int | None, cap: RawExchange) -> None:
         if key is not None:
             cap.session_version = self.sessions.pop(key, None)
         try:
