@@ -484,3 +484,102 @@ class TestNoHeadOfLineBlocking:
         saturated = [r for r in records(tap) if (r.get("tapError") or {}).get("phase")
                      == "saturated"]
         assert len(saturated) == 1
+
+
+class TestFlowControl:
+    """A side that does not read makes the tap stop reading the other: nothing piles up."""
+
+    async def test_a_client_that_does_not_read_pauses_the_upstream(
+        self, tmp_path: Path
+    ) -> None:
+        """64 MB offered by the origin, a client that reads nothing: the tap holds at most
+        a few write buffers' worth, then reads it all through once the client reads."""
+        size = 64 << 20
+        sent = asyncio.Event()
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size)
+            block = b"x" * (1 << 20)
+            for _ in range(64):
+                writer.write(block)
+                await writer.drain()
+            sent.set()
+            await reader.read()
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        base = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        async with running_tap(tap_options(tmp_path, upstream=base)) as tap:
+            reader, writer = await asyncio.open_connection("127.0.0.1", _port(tap), limit=1024)
+            writer.transport.pause_reading()  # the client reads nothing
+            writer.write(b"GET /big HTTP/1.1\r\nHost: h\r\n\r\n")
+            await asyncio.sleep(1.0)  # the origin pushes as fast as the tap takes
+            (conn,) = tap.hops[0].connections
+            assert conn.transport is not None
+            held = conn.transport.get_write_buffer_size()
+            assert not sent.is_set()  # the origin is held back ...
+            assert held < 8 << 20  # ... and the tap holds nowhere near the 64 MB
+            writer.transport.resume_reading()
+            got = 0
+            while got < size:
+                chunk = await asyncio.wait_for(reader.read(1 << 20), _TIMEOUT)
+                assert chunk
+                got += len(chunk)
+            writer.close()
+        server.close()
+        (rec,) = exchanges(tap)
+        assert rec["origin"]["bodySize"] == size and rec["origin"]["ended"] is True
+        assert rec["origin"]["truncated"] is True  # past the capture cap, digest still whole
+
+    async def test_an_origin_that_does_not_read_pauses_the_client(
+        self, tmp_path: Path
+    ) -> None:
+        """A 64 MB upload to an origin that reads nothing: the client is held back."""
+        size = 64 << 20
+        go = asyncio.Event()
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.transport.pause_reading()
+            await go.wait()
+            writer.transport.resume_reading()
+            got = 0
+            while got < size:
+                got += len(await reader.read(1 << 20))
+            writer.write(_response(b"done"))
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        base = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        async with running_tap(tap_options(tmp_path, upstream=base)) as tap:
+            reader, writer = await asyncio.open_connection("127.0.0.1", _port(tap))
+            writer.write(b"POST /up HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n" % size)
+            block = b"y" * (1 << 20)
+            pushed = 0
+
+            async def push() -> None:
+                nonlocal pushed
+                for _ in range(64):
+                    writer.write(block)
+                    await writer.drain()
+                    pushed += len(block)
+
+            pushing = asyncio.create_task(push())
+            await asyncio.sleep(1.0)
+            held = sum(
+                c.exchange.upstream.transport.get_write_buffer_size()
+                for c in tap.hops[0].connections
+                if c.exchange is not None and c.exchange.upstream is not None
+                and c.exchange.upstream.transport is not None
+            )
+            assert pushed < size  # the client is held back ...
+            assert held < 8 << 20  # ... and the tap holds nowhere near the 64 MB
+            go.set()
+            await asyncio.wait_for(pushing, _TIMEOUT)
+            answer = await asyncio.wait_for(reader.readuntil(b"done"), _TIMEOUT)
+            writer.close()
+        server.close()
+        assert answer.startswith(b"HTTP/1.1 200 OK")
+        (rec,) = exchanges(tap)
+        assert rec["ingress"]["bodySize"] == size and rec["ingress"]["ended"] is True
