@@ -102,6 +102,7 @@ class ClientConnection(asyncio.Protocol):
         self.peer = ""
         self.buffer = bytearray()  # bytes not yet part of an exchange
         self.exchange: Exchange | None = None
+        self._requests: RequestMessage | None = None  # the connection's request parser
         self.closed = False
         self._paused: set[str] = set()
         self._scheduled = False
@@ -216,7 +217,11 @@ class ClientConnection(asyncio.Protocol):
         self.buffer = bytearray()
         head = parse_head(raw_head)
         body = RawBody(self.hop.options.capture.max_body_bytes)
-        request = RequestMessage(body.feed)
+        request = self._requests
+        if request is None:
+            request = self._requests = RequestMessage(body.feed)
+        else:
+            request.reset(body.feed)
         try:
             request.start(raw_head, head)
         except (ParserError, ValueError) as exc:
@@ -522,29 +527,29 @@ class ClientConnection(asyncio.Protocol):
             head = parse_head(raw_head)
             upgrade = response.upgraded and ex.request.upgrade
             out, changes = rewrite(head, raw_head, upgrade=upgrade)
-            self.transport.write(out)
-            raw.sent_at = self.clock()
             raw.status = raw.egress_status = response.status
             raw.response_pairs = head.pairs()
             if changes:
                 raw.egress_changes = changes
                 raw.egress_pairs = parse_head(out).pairs()
             if response.upgraded:
+                self.transport.write(out + rest if rest else out)
+                raw.sent_at = self.clock()
                 raw.upgraded = upgrade
                 raw.response_framing = "upgrade"
                 if not upgrade:  # a 101 nobody asked for: nothing to tunnel
                     self._cut(ex, "upstream-bad-response", "101 to a request without Upgrade")
                     return
                 ex.tunnel = True
-                if rest:
-                    self.transport.write(rest)
                 return
             self._set_framing(ex, head, response)
-            if response.complete:
+            body = self._slice(ex, rest) if rest and not response.complete else b""
+            self.transport.write(out + body if body else out)  # head and body: one send
+            raw.sent_at = self.clock()
+            if body:
+                self._parse_body(ex, body)
+            elif response.complete:
                 self._response_complete(ex)
-                return
-            if rest:
-                self._response_body(ex, rest)
             return
 
     def _response_message(self, ex: Exchange) -> ResponseMessage:
@@ -568,14 +573,25 @@ class ClientConnection(asyncio.Protocol):
         ex.raw.response_framing = ex.response_framing
 
     def _response_body(self, ex: Exchange, data: bytes) -> None:
-        assert self.transport is not None and ex.response is not None
+        assert self.transport is not None
+        data = self._slice(ex, data)
+        self.transport.write(data)  # to the client first ...
+        self._parse_body(ex, data)  # ... then the copy is parsed
+
+    @staticmethod
+    def _slice(ex: Exchange, data: bytes) -> bytes:
+        """The part of ``data`` that belongs to a length-framed answer (bytes past its end
+        are no one's and are not forwarded)."""
         if ex.remaining >= 0:
             if len(data) > ex.remaining:
-                data = data[: ex.remaining]  # bytes past the answer are no one's
+                data = data[: ex.remaining]
             ex.remaining -= len(data)
-        self.transport.write(data)  # to the client first ...
+        return data
+
+    def _parse_body(self, ex: Exchange, data: bytes) -> None:
+        assert ex.response is not None
         try:
-            ex.response.feed(data)  # ... then the copy is parsed
+            ex.response.feed(data)
         except (ParserError, ValueError) as exc:
             self._abort_upstream(ex)
             self._cut(ex, "upstream-bad-response", _parser_reason(exc))

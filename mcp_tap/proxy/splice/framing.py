@@ -2,7 +2,8 @@
 
 The forwarder never forwards what the parser produces; it forwards the bytes it received and
 asks the parser only where a message ends, what its framing is and what its body payload is
-(for the capture). A new parser per message keeps each one's state simple.
+(for the capture). A connection's requests share one parser (a message is fed exactly its
+own bytes, so the next one starts clean); each exchange's answer gets a new one.
 
 A request must be cut exactly where it ends (the next pipelined request follows in the same
 bytes), so a request's bytes are fed in pieces that cannot run past its end: the head (found
@@ -50,6 +51,10 @@ class RequestMessage:
 
     def __init__(self, body: Callable[[bytes], None]) -> None:
         self._parser = httptools.HttpRequestParser(self)
+        self.reset(body)
+
+    def reset(self, body: Callable[[bytes], None]) -> None:
+        """Ready for the connection's next request (whose body goes to ``body``)."""
         self.body = body
         self.complete = False
         self.upgrade = False

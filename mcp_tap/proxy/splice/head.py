@@ -33,7 +33,8 @@ HOP_BY_HOP = frozenset(
 )
 """Hop-by-hop field names the tap drops (``Transfer-Encoding`` stays: framing is spliced)."""
 
-_UPGRADE_KEPT = frozenset({"connection", "upgrade"})
+_HOP_BY_HOP_BYTES = frozenset(n.encode() for n in HOP_BY_HOP)
+_UPGRADE_KEPT = frozenset({b"connection", b"upgrade"})
 _WHY_HOP = "hop-by-hop (RFC 9110 7.6.1)"
 
 Pairs = tuple[tuple[bytes, bytes], ...]
@@ -96,13 +97,12 @@ def _connection_named(head: Head) -> set[bytes]:
 
 def _dropped(head: Head, upgrade: bool) -> set[bytes]:
     """The lowercase names this head loses as hop-by-hop."""
-    if not any(n.decode("latin-1") in HOP_BY_HOP for n in head.lower):
+    if _HOP_BY_HOP_BYTES.isdisjoint(head.lower):
         return set()
-    drop = {n.encode() for n in HOP_BY_HOP} | _connection_named(head)
-    drop.discard(b"transfer-encoding")  # the framing passes through untouched
-    drop.discard(b"content-length")
+    drop = set(_HOP_BY_HOP_BYTES) | _connection_named(head)
+    drop -= {b"transfer-encoding", b"content-length"}  # the framing passes through untouched
     if upgrade:
-        drop -= {n.encode() for n in _UPGRADE_KEPT}
+        drop -= _UPGRADE_KEPT
     return drop
 
 
