@@ -583,3 +583,40 @@ class TestFlowControl:
         assert answer.startswith(b"HTTP/1.1 200 OK")
         (rec,) = exchanges(tap)
         assert rec["ingress"]["bodySize"] == size and rec["ingress"]["ended"] is True
+
+    async def test_a_client_that_stops_reading_is_cut_after_the_write_timeout(
+        self, tmp_path: Path
+    ) -> None:
+        """Past ``write_timeout_s`` with the tap's writes unread, the exchange is cut and
+        recorded as such (the upstream is let go)."""
+        size = 64 << 20
+        upstream_closed = asyncio.Event()
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size)
+            try:
+                for _ in range(64):
+                    writer.write(b"z" * (1 << 20))
+                    await writer.drain()
+            except ConnectionError:
+                pass
+            upstream_closed.set()
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        base = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        opts = replace(tap_options(tmp_path, upstream=base),
+                       listener=ListenerOptions(write_timeout_s=0.5))
+        async with running_tap(opts) as tap:
+            _, writer = await asyncio.open_connection("127.0.0.1", _port(tap))
+            writer.transport.pause_reading()
+            writer.write(b"GET /big HTTP/1.1\r\nHost: h\r\n\r\n")
+            await asyncio.wait_for(upstream_closed.wait(), _TIMEOUT)
+            counts = dict(tap.hops[0].counts)
+            writer.close()
+        server.close()
+        assert counts["write_stall"] == 1
+        (rec,) = exchanges(tap)
+        assert rec["tapError"]["phase"] == "client-write-timeout"
+        assert rec["origin"]["ended"] is False
