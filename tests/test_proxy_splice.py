@@ -355,6 +355,46 @@ class TestHeadChanges:
         assert rec["origin"]["headChanges"][-1]["header"] == "traceparent"
 
 
+class TestDnsRebindingProtection:
+    """The real SDK server enforces DNS-rebinding protection on Host: the tap keeps its
+    verdict (it forwards the client's Host), unless told to rewrite Host."""
+
+    @staticmethod
+    async def _post(url: str, host: str) -> httpx.Response:
+        headers = {"Host": host, "Accept": "application/json, text/event-stream",
+                   "Content-Type": "application/json"}
+        async with httpx.AsyncClient(timeout=_TIMEOUT) as client:
+            return await client.post(url, headers=headers,
+                                     json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+
+    async def test_a_foreign_host_is_rejected_through_the_tap_as_directly(
+        self, tmp_path: Path, origin_url: str, origin_base: str
+    ) -> None:
+        """``Host: evil.example`` gets the SDK's own 421 both ways."""
+        direct = await self._post(origin_url, "evil.example")
+        async with running_tap(tap_options(tmp_path, upstream=origin_base)) as tap:
+            through = await self._post(f"http://127.0.0.1:{_port(tap)}/mcp", "evil.example")
+        assert direct.status_code == 421
+        assert (through.status_code, through.content) == (direct.status_code, direct.content)
+        (rec,) = exchanges(tap)
+        assert rec["origin"]["status"] == 421
+        # httpx's Connection: keep-alive is hop-by-hop; Host is not touched.
+        assert [c["header"] for c in rec["origin"]["headChanges"]] == ["Connection"]
+
+    async def test_rewrite_makes_the_origin_see_its_own_authority(
+        self, tmp_path: Path, origin_base: str
+    ) -> None:
+        """With ``host = "rewrite"`` the origin sees its own authority (and does not 421)."""
+        opts = tap_options(tmp_path, upstream=origin_base)
+        opts = replace(opts, upstream=replace(opts.upstream, host="rewrite"))
+        async with running_tap(opts) as tap:
+            through = await self._post(f"http://127.0.0.1:{_port(tap)}/mcp", "evil.example")
+        assert through.status_code != 421
+        (rec,) = exchanges(tap)
+        changes = {c["header"]: c["change"] for c in rec["origin"]["headChanges"]}
+        assert changes == {"Host": "rewritten", "Connection": "removed"}
+
+
 class TestBadInput:
     """What the parser rejects gets a 400 from the tap, a counter and a record."""
 
