@@ -716,3 +716,43 @@ async def test_recording_process_closes_the_bundle_when_the_proxy_is_killed(
     capsys.readouterr()
     assert main(["verify", str(evidence)]) == 0  # closed cleanly: no truncated segment
     assert [r["rpcId"] for r in read_bundle(bundle).records] == [1, 2, 3]
+
+
+async def test_a_dead_recording_process_is_replaced_and_the_gap_is_counted(
+    tmp_path: Path, origin_base: str
+) -> None:
+    """SIGKILL the recording process: traffic goes on, a new one starts (a new bundle), and
+    every exchange is either recorded or counted in a gap record with its time span."""
+    opts = tap_options(tmp_path, upstream=origin_base,
+                       recording=RecordingOptions(mode="process"))
+    sent = 0
+    async with running_tap(opts) as tap, httpx.AsyncClient(timeout=_TIMEOUT) as client:
+        recorder = tap.recorder
+        assert isinstance(recorder, ProcessRecorder)
+
+        async def call() -> None:
+            nonlocal sent
+            headers, body = _tools_list(sent + 1)
+            answer = await client.post(hop_url(tap), headers=headers, json=body)
+            assert answer.status_code == 200  # forwarding never waits for recording
+            sent += 1
+
+        for _ in range(3):
+            await call()
+        first_pid = recorder.pid
+        assert first_pid is not None
+        os.kill(first_pid, signal.SIGKILL)
+        await _until(lambda: recorder.restarts == 1)
+        for _ in range(5):  # while no recording process runs (or just after one started)
+            await call()
+        await _until(lambda: recorder.pid != first_pid and recorder._transport is not None)
+        for _ in range(2):
+            await call()
+        bundles = list(recorder.bundle_dirs)
+    assert len(bundles) == 2
+    recs = [r for b in bundles for r in read_bundle(b, lenient=True).records]
+    recorded = [r for r in recs if r["kind"] == "exchange"]
+    gaps = [r for r in recs if r["kind"] == "gap"]
+    assert gaps and all("captures from " in g["reason"] for g in gaps)
+    assert len(recorded) + sum(g["lost"] for g in gaps) == sent  # none unaccounted for
+    assert all(g in read_bundle(bundles[1], lenient=True).records for g in gaps)

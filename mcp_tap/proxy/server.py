@@ -75,7 +75,10 @@ class TapServer:
         self.writer: EvidenceWriter | None = None
         self.recorder: Recorder | ProcessRecorder
         if options.recording.mode == "process":
-            self.recorder = ProcessRecorder(options, self.bundle_dir, self.metrics, log_level)
+            self.recorder = ProcessRecorder(
+                options, self.bundle_dir, self.metrics, log_level,
+                next_bundle=lambda: new_bundle_dir(options.evidence.dir, clock()),
+            )
         else:
             self.writer = EvidenceWriter(
                 self.bundle_dir,
