@@ -702,58 +702,43 @@ def verdicts(report: dict[str, Any]) -> list[str]:
     """The issue's targets, met or not, for each mcp-tap variant measured."""
     lines = []
     rows = report["throughput"]
+
+    def cell(target: str, conns: int, kind: str) -> dict[str, Any] | None:
+        return next(
+            (r for r in rows if (r["target"], r["conns"], r["kind"]) == (target, conns, kind)),
+            None,
+        )
+
+    def verdict(what: str, value: float, target: float, unit: str, at_least: bool) -> str:
+        ok = value >= target if at_least else value <= target
+        sign = "≥" if at_least else "≤"
+        return f"{what} {value:.2f}{unit} (target {sign} {target:g}{unit}): " + (
+            "met" if ok else "NOT met"
+        )
+
     for target in ("tap", "tap-inline", "tap-uvloop"):
-        sse32 = next(
-            (r for r in rows if r["target"] == target and r["conns"] == 32 and r["kind"] == "sse"),
-            None,
-        )
-        if sse32:
-            ok = sse32["ratio"] >= TARGET_RATIO_C32
-            lines.append(
-                f"{target}: SSE c=32 throughput {sse32['ratio']:.2f}x direct "
-                f"(target ≥ {TARGET_RATIO_C32}x): {'met' if ok else 'NOT met'}"
-            )
-        c32 = next(
-            (r for r in rows if r["target"] == target and r["conns"] == 32 and r["kind"] == "json"),
-            None,
-        )
+        c1 = cell(target, 1, "json")
+        c32 = cell(target, 32, "json")
+        sse32 = cell(target, 32, "sse")
+        for kind, row in (("JSON", c32), ("SSE", sse32)):
+            if row:
+                lines.append(verdict(f"{target}: {kind} c=32 throughput", row["ratio"],
+                                     TARGET_RATIO_C32, "x direct", True))
         if c32:
             forward = c32["forward_cpu_us"]
-            recording = c32["proxy_cpu_us"] - forward
-            ok = forward <= TARGET_FORWARD_CPU_US
-            lines.append(
-                f"{target}: forwarding process CPU per JSON request {forward:.0f} µs "
-                f"(target ≤ {TARGET_FORWARD_CPU_US:g} µs): {'met' if ok else 'NOT met'}"
-            )
+            lines.append(verdict(f"{target}: forwarding process CPU per JSON request", forward,
+                                 TARGET_FORWARD_CPU_US, " µs", False))
             if target == "tap":
-                ok = recording <= TARGET_RECORD_CPU_US
-                lines.append(
-                    f"{target}: recording process CPU per exchange {recording:.0f} µs "
-                    f"(target ≤ {TARGET_RECORD_CPU_US:g} µs): {'met' if ok else 'NOT met'}"
-                )
-        c1 = next(
-            (r for r in rows if r["target"] == target and r["conns"] == 1 and r["kind"] == "json"),
-            None,
-        )
-        if c32:
-            ok = c32["ratio"] >= TARGET_RATIO_C32
-            lines.append(
-                f"{target}: JSON c=32 throughput {c32['ratio']:.2f}x direct "
-                f"(target ≥ {TARGET_RATIO_C32}x): {'met' if ok else 'NOT met'}"
-            )
+                lines.append(verdict(f"{target}: recording process CPU per exchange",
+                                     c32["proxy_cpu_us"] - forward, TARGET_RECORD_CPU_US,
+                                     " µs", False))
         if c1:
-            ok = c1["added_p50_ms"] <= TARGET_ADDED_P50_MS
-            lines.append(
-                f"{target}: JSON c=1 added p50 {c1['added_p50_ms']:.3f} ms "
-                f"(target ≤ {TARGET_ADDED_P50_MS} ms): {'met' if ok else 'NOT met'}"
-            )
+            lines.append(verdict(f"{target}: JSON c=1 added p50", c1["added_p50_ms"],
+                                 TARGET_ADDED_P50_MS, " ms", False))
         fe = next((f for f in report.get("first_event", []) if f["target"] == target), None)
         if fe:
-            ok = fe["added_ms"] <= TARGET_ADDED_FIRST_EVENT_MS
-            lines.append(
-                f"{target}: first SSE event added {fe['added_ms']:.3f} ms "
-                f"(target ≤ {TARGET_ADDED_FIRST_EVENT_MS} ms): {'met' if ok else 'NOT met'}"
-            )
+            lines.append(verdict(f"{target}: first SSE event added", fe["added_ms"],
+                                 TARGET_ADDED_FIRST_EVENT_MS, " ms", False))
     for m in report.get("memory", []):
         lines.append(
             f"tap: memory during {m['check']} ({m['what']}): +{m['growth_mib']:.1f} MiB peak "

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from aiohttp import web
 from peers import free_port, modern_meta, parse_sse, raw_modern_request
-from taps import exchanges, hop_url, records, running_tap, tap_options
+from taps import Lines, exchanges, hop_url, records, running_tap, tap_options
 
 from mcp_tap.cli import main
 from mcp_tap.errors import InputError
@@ -219,37 +219,10 @@ def test_cli_proxy_with_bad_config_exits_2_with_one_line(
 # -- the real process ------------------------------------------------------------------------
 
 
-class _Lines:
-    """Collects a pipe's lines on a thread (so the child never blocks on a full pipe)."""
-
-    def __init__(self, stream: Any) -> None:
-        self.lines: list[str] = []
-        self.changed = threading.Condition()
-        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _read(self, stream: Any) -> None:
-        for raw in stream:
-            with self.changed:
-                self.lines.append(raw.decode(errors="replace"))
-                self.changed.notify_all()
-
-    def wait_for(self, text: str, timeout: float) -> str:
-        with self.changed:
-            self.changed.wait_for(lambda: any(text in line for line in self.lines), timeout)
-            found = [line for line in self.lines if text in line]
-        assert found, f"{text!r} not seen in: {''.join(self.lines)}"
-        return found[0]
-
-    def join(self) -> str:
-        self._thread.join(timeout=10)
-        return "".join(self.lines)
-
-
 @pytest.fixture
 def proxy_process(
     tmp_path: Path, origin_base: str, request: pytest.FixtureRequest
-) -> Iterator[tuple[subprocess.Popen[bytes], str, Path, _Lines]]:
+) -> Iterator[tuple[subprocess.Popen[bytes], str, Path, Lines]]:
     """``mcp-tap proxy`` as a real process; the parameter is its recording mode."""
     port = free_port()
     evidence = tmp_path / "evidence"
@@ -279,7 +252,7 @@ def proxy_process(
         stderr=subprocess.PIPE,
     )
     assert proc.stderr is not None
-    stderr = _Lines(proc.stderr)
+    stderr = Lines(proc.stderr)
     try:
         stderr.wait_for("listening on", timeout=_TIMEOUT)
         yield proc, f"http://127.0.0.1:{port}/mcp", evidence, stderr
@@ -294,7 +267,7 @@ def proxy_process(
 
 @pytest.mark.parametrize("proxy_process", ["inline", "process"], indirect=True)
 async def test_proxy_process_drains_an_sse_call_on_sigterm_and_exits_0(
-    proxy_process: tuple[subprocess.Popen[bytes], str, Path, _Lines],
+    proxy_process: tuple[subprocess.Popen[bytes], str, Path, Lines],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     proc, url, evidence, stderr = proxy_process
@@ -689,7 +662,7 @@ def _exited(pid: int) -> bool:
 
 @pytest.mark.parametrize("proxy_process", ["process"], indirect=True)
 async def test_recording_process_closes_the_bundle_when_the_proxy_is_killed(
-    proxy_process: tuple[subprocess.Popen[bytes], str, Path, _Lines],
+    proxy_process: tuple[subprocess.Popen[bytes], str, Path, Lines],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """SIGKILL of the proxy: its recording process writes what it was handed and closes."""

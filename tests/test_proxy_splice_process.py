@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 from peers import free_port
+from taps import Lines
 
 from mcp_tap.evidence import read_bundle
 
@@ -36,37 +36,12 @@ _MALFORMED = (
 )
 
 
-class _Stderr:
-    """Collects the child's stderr lines on a thread (so it never blocks on a full pipe)."""
-
-    def __init__(self, stream: Any) -> None:
-        self.lines: list[str] = []
-        self.changed = threading.Condition()
-        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _read(self, stream: Any) -> None:
-        for raw in stream:
-            with self.changed:
-                self.lines.append(raw.decode(errors="replace"))
-                self.changed.notify_all()
-
-    def wait_for(self, text: str) -> None:
-        with self.changed:
-            self.changed.wait_for(lambda: any(text in ln for ln in self.lines), _TIMEOUT)
-        assert any(text in ln for ln in self.lines), "".join(self.lines)
-
-    def join(self) -> list[str]:
-        self._thread.join(timeout=10)
-        return self.lines
-
-
 @pytest.fixture
 def tap_process(tmp_path: Path) -> Iterator[Any]:
     """Start ``mcp-tap proxy`` against ``upstream`` (a function so the origin comes first)."""
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(upstream: str, **env_extra: str) -> tuple[subprocess.Popen[bytes], int, _Stderr]:
+    def start(upstream: str, **env_extra: str) -> tuple[subprocess.Popen[bytes], int, Lines]:
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TAP_")}
         env.update(PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1", **env_extra)
@@ -77,8 +52,8 @@ def tap_process(tmp_path: Path) -> Iterator[Any]:
             stderr=subprocess.PIPE,
         )
         procs.append(proc)
-        stderr = _Stderr(proc.stderr)
-        stderr.wait_for("listening on")
+        stderr = Lines(proc.stderr)
+        stderr.wait_for("listening on", _TIMEOUT)
         return proc, port, stderr
 
     yield start
@@ -128,7 +103,7 @@ async def test_1000_malformed_requests_leave_no_traceback_and_only_json_lines(
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=_TIMEOUT) == 0
     server.close()
-    lines = stderr.join()
+    lines = stderr.join().splitlines(keepends=True)
     assert all(a.startswith(b"HTTP/1.1 400 ") and b"X-Mcp-Tap-Error: " in a for a in answers)
     assert not any("Traceback" in ln for ln in lines)
     logs = _log_lines(lines)
@@ -165,7 +140,7 @@ async def test_sigterm_with_a_stuck_gzip_bomb_upload_exits_at_the_drain_deadline
     assert proc.wait(timeout=_TIMEOUT) == 0  # a hang guard; the deadline is 1 s
     writer.close()
     server.close()
-    lines = stderr.join()
+    lines = stderr.join().splitlines(keepends=True)
     assert not any("Traceback" in ln for ln in lines)
     events = [json.loads(ln) for ln in _log_lines(lines)]
     assert any(e.get("event") == "proxy.drain-deadline" and e.get("cut") == 1 for e in events)

@@ -145,7 +145,13 @@ def _restored_captured(state: dict[str, Any]) -> Captured:
     return cap
 
 
-def _headers(pairs: tuple[tuple[bytes, bytes], ...]) -> HeaderMap:
+def _headers(
+    pairs: tuple[tuple[bytes, bytes], ...] | None, same: HeaderMap | None = None
+) -> HeaderMap:
+    """The header map of raw pairs; ``same`` when there are none (the head passed as is)."""
+    if pairs is None:
+        assert same is not None
+        return same
     # latin-1 maps every byte, so any header byte survives to evidence and back.
     return HeaderMap(tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in pairs))
 
@@ -166,9 +172,7 @@ def materialize(raw: RawExchange, max_sse_events: int) -> Captured:
         http_method=raw.http_method,
         path=raw.path,
         request_headers=request_headers,
-        forwarded_headers=request_headers
-        if raw.forwarded_pairs is None
-        else _headers(raw.forwarded_pairs),
+        forwarded_headers=_headers(raw.forwarded_pairs, request_headers),
         request=BodyCapture.from_raw(raw.request, request_headers.get("content-encoding") or ""),
         received_at=raw.received_at,
         trace_id=raw.trace_id,
@@ -178,9 +182,7 @@ def materialize(raw: RawExchange, max_sse_events: int) -> Captured:
         first_byte_at=raw.first_byte_at,
         end_at=raw.end_at,
         egress_status=raw.egress_status,
-        egress_headers=response_headers
-        if raw.egress_pairs is None
-        else _headers(raw.egress_pairs),
+        egress_headers=_headers(raw.egress_pairs, response_headers),
         egress_bytes=raw.egress_bytes,
         sent_at=raw.sent_at,
         egress_end_at=raw.egress_end_at,
