@@ -156,6 +156,16 @@ def _headers(
     return HeaderMap(tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in pairs))
 
 
+# Fields a RawExchange hands on to the Captured unchanged.
+_SAME_FIELDS = (
+    "hop", "upstream", "client", "http_method", "path", "received_at", "trace_id",
+    "forwarded_at", "status", "first_byte_at", "end_at", "egress_status", "egress_bytes",
+    "sent_at", "egress_end_at", "client_gone", "tap_error", "session_version", "handover_key",
+    "head_changes", "egress_changes", "request_framing", "response_framing", "upgraded",
+    "interim",
+)
+
+
 def materialize(raw: RawExchange, max_sse_events: int) -> Captured:
     """Turn the forwarder's raw capture into the :class:`Captured` the judge reads.
 
@@ -165,37 +175,13 @@ def materialize(raw: RawExchange, max_sse_events: int) -> Captured:
     request_headers = _headers(raw.request_pairs)
     response_headers = _headers(raw.response_pairs)
     cap = Captured(
-        hop=raw.hop,
-        upstream=raw.upstream,
-        client=raw.client,
         user_agent=request_headers.get("user-agent") or "",
-        http_method=raw.http_method,
-        path=raw.path,
         request_headers=request_headers,
         forwarded_headers=_headers(raw.forwarded_pairs, request_headers),
         request=BodyCapture.from_raw(raw.request, request_headers.get("content-encoding") or ""),
-        received_at=raw.received_at,
-        trace_id=raw.trace_id,
-        forwarded_at=raw.forwarded_at,
-        status=raw.status,
         response_headers=response_headers,
-        first_byte_at=raw.first_byte_at,
-        end_at=raw.end_at,
-        egress_status=raw.egress_status,
         egress_headers=_headers(raw.egress_pairs, response_headers),
-        egress_bytes=raw.egress_bytes,
-        sent_at=raw.sent_at,
-        egress_end_at=raw.egress_end_at,
-        client_gone=raw.client_gone,
-        tap_error=raw.tap_error,
-        session_version=raw.session_version,
-        handover_key=raw.handover_key,
-        head_changes=raw.head_changes,
-        egress_changes=raw.egress_changes,
-        request_framing=raw.request_framing,
-        response_framing=raw.response_framing,
-        upgraded=raw.upgraded,
-        interim=raw.interim,
+        **{name: getattr(raw, name) for name in _SAME_FIELDS},
     )
     if raw.response is not None:
         encoding = response_headers.get("content-encoding") or ""
