@@ -217,7 +217,7 @@ class ProcessRecorder:
         if not self._pending_lost:
             return
         reason = self._lost_reason
-        if self._lost_from is not None and self._lost_to is not None:
+        if reason != REASON_HANDOVER and self._lost_from is not None and self._lost_to is not None:
             span = (_utc(self._lost_from), _utc(self._lost_to))
             reason = f"{reason}; captures from {span[0]} to {span[1]}"
         self._queue(("lost", self._pending_lost, reason))
