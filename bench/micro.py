@@ -92,7 +92,7 @@ def captured(call: Call) -> RawExchange:
     body.feed(call.body)
     body.ended = True
     raw = RawExchange("tap", "http://127.0.0.1:9001", "127.0.0.1", "POST", "/mcp",
-                      head.pairs(), body, time.time())
+                      head_raw, body, time.time())
     out_raw, chunks = _origin_answer(call)
     raw.response_pairs = out_raw
     raw.status = raw.egress_status = 200

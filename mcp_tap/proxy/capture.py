@@ -11,6 +11,7 @@ forwarder ever does. Every body digest is made by :func:`new_body_hash`.
 from __future__ import annotations
 
 import hashlib
+import operator
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -166,10 +167,11 @@ class BodyCapture:
 
 
 Pairs = tuple[tuple[bytes, bytes], ...]
+Head = Pairs | bytes  # header byte pairs, or a whole raw head (the recorder splits it)
 
 
 class RawExchange:
-    """Everything the forwarder saw of one exchange, raw: header byte pairs, raw bodies, time
+    """Everything the forwarder saw of one exchange, raw: heads as received, raw bodies, time
     stamps. The recorder turns it into a judged record (see ``recorder.materialize``)."""
 
     __slots__ = (
@@ -210,24 +212,24 @@ class RawExchange:
 
     def __init__(
         self, hop: str, upstream: str, client: str, http_method: str, path: str,
-        request_pairs: Pairs, request: RawBody, received_at: float,
+        request_pairs: Head, request: RawBody, received_at: float,
     ) -> None:
         self.hop, self.upstream, self.client = hop, upstream, client
         self.http_method, self.path = http_method, path
         self.request_pairs = request_pairs
-        self.forwarded_pairs: Pairs | None = None  # None: forwarded as received
+        self.forwarded_pairs: Head | None = None  # None: forwarded as received
         self.head_changes: list[dict[str, str]] = []
         self.request = request
         self.received_at = received_at
         self.trace_id = ""
         self.forwarded_at: float | None = None
         self.status: int | None = None
-        self.response_pairs: Pairs = ()
+        self.response_pairs: Head = ()
         self.response: RawBody | None = None
         self.first_byte_at: float | None = None
         self.end_at: float | None = None
         self.egress_status: int | None = None
-        self.egress_pairs: Pairs | None = None  # None: the origin's, as received
+        self.egress_pairs: Head | None = None  # None: the origin's, as received
         self.egress_changes: list[dict[str, str]] = []
         self.egress_body: bytes | None = None  # the tap's own answer (502/503/504/400)
         self.egress_bytes = 0
@@ -244,7 +246,10 @@ class RawExchange:
         self.session: str | None = None  # the Mcp-Session-Id the request named
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_exchange_restored, tuple(getattr(self, n) for n in self.__slots__))
+        return (_exchange_restored, _STATE(self))
+
+
+_STATE = operator.attrgetter(*RawExchange.__slots__)  # every field at once, in C
 
 
 def _exchange_restored(*values: Any) -> RawExchange:

@@ -31,6 +31,7 @@ from mcp_tap.proxy.capture import BodyCapture, RawExchange, new_body_hash
 from mcp_tap.proxy.correlate import Correlator, Pending
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions
+from mcp_tap.proxy.splice.head import parse_head
 
 log = structlog.get_logger("mcp_tap.proxy")
 
@@ -146,12 +147,15 @@ def _restored_captured(state: dict[str, Any]) -> Captured:
 
 
 def _headers(
-    pairs: tuple[tuple[bytes, bytes], ...] | None, same: HeaderMap | None = None
+    pairs: tuple[tuple[bytes, bytes], ...] | bytes | None, same: HeaderMap | None = None
 ) -> HeaderMap:
-    """The header map of raw pairs; ``same`` when there are none (the head passed as is)."""
+    """The header map of raw pairs or a raw head; ``same`` when there are none (the head
+    passed as is)."""
     if pairs is None:
         assert same is not None
         return same
+    if isinstance(pairs, bytes):
+        pairs = parse_head(pairs).pairs()
     # latin-1 maps every byte, so any header byte survives to evidence and back.
     return HeaderMap(tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in pairs))
 

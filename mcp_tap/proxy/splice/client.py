@@ -109,6 +109,9 @@ class ClientConnection(asyncio.Protocol):
         listener = hop.options.listener
         self.head_timer = Timer(self.loop, listener.head_timeout_s, self._head_timeout)
         self.stall_timer = Timer(self.loop, listener.write_timeout_s, self._write_stalled)
+        # The upstream idle timer of the exchange in flight (one per connection, reused).
+        self.idle_timer = Timer(self.loop, hop.options.upstream.idle_timeout_s,
+                                self._upstream_idle_now)
 
     # -- asyncio.Protocol ----------------------------------------------------------------
 
@@ -165,8 +168,9 @@ class ClientConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         """The client is gone: whatever is in flight is cut (and recorded)."""
         self.closed = True
-        self.head_timer.stop()
-        self.stall_timer.stop()
+        self.head_timer.cancel()
+        self.stall_timer.cancel()
+        self.idle_timer.cancel()
         self.hop.connections.discard(self)
         ex = self.exchange
         if ex is not None and not ex.finished:
@@ -235,7 +239,7 @@ class ClientConnection(asyncio.Protocol):
         hop = self.hop
         raw = RawExchange(
             hop.name, hop.target.url, self.peer, method.decode("latin-1"),
-            target.decode("latin-1"), head.pairs(), body, received,
+            target.decode("latin-1"), raw_head, body, received,
         )
         raw.request_framing = "upgrade" if request.upgrade else request.framing
         session = head.first(b"mcp-session-id")
@@ -256,7 +260,7 @@ class ClientConnection(asyncio.Protocol):
         )
         if changes:
             raw.head_changes = changes
-            raw.forwarded_pairs = parse_head(forward).pairs()
+            raw.forwarded_pairs = forward
         ex = Exchange(raw, request)
         ex.skip_body = method == b"HEAD"
         self.exchange = ex
@@ -377,9 +381,7 @@ class ClientConnection(asyncio.Protocol):
         ex.waiting_size = 0
         conn.write(data)
         self._resume("connecting")
-        if ex.idle is None:
-            ex.idle = Timer(self.loop, self.hop.options.upstream.idle_timeout_s,
-                            lambda: self._upstream_idle(ex))
+        ex.idle = self.idle_timer
         ex.idle.start()
 
     def _retry(self, ex: Exchange) -> None:
@@ -473,6 +475,10 @@ class ClientConnection(asyncio.Protocol):
         """Whether the answer ends with the connection (no length, not chunked)."""
         return ex.response_framing == "close"
 
+    def _upstream_idle_now(self) -> None:
+        if self.exchange is not None:
+            self._upstream_idle(self.exchange)
+
     def _upstream_idle(self, ex: Exchange) -> None:
         if ex.finished:
             return
@@ -528,10 +534,10 @@ class ClientConnection(asyncio.Protocol):
             upgrade = response.upgraded and ex.request.upgrade
             out, changes = rewrite(head, raw_head, upgrade=upgrade)
             raw.status = raw.egress_status = response.status
-            raw.response_pairs = head.pairs()
+            raw.response_pairs = raw_head
             if changes:
                 raw.egress_changes = changes
-                raw.egress_pairs = parse_head(out).pairs()
+                raw.egress_pairs = out
             if response.upgraded:
                 self.transport.write(out + rest if rest else out)
                 raw.sent_at = self.clock()
