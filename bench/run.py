@@ -113,7 +113,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 90.0) -> None:
     """Wait until ``port`` accepts connections (bounded); fail if ``proc`` died."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
