@@ -456,15 +456,20 @@ class TestNoHeadOfLineBlocking:
             except asyncio.IncompleteReadError:  # /readyz only connects
                 writer.close()
                 return
-            if head.startswith(b"GET /sse"):
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                             b"Transfer-Encoding: chunked\r\n\r\n" + b"8\r\n: open\n\n\r\n")
-                writers.append(writer)
-                await reader.read()  # open until the tap hangs up
-            else:
-                writer.write(_response(b"quick"))
-            await writer.drain()
-            writer.close()
+            try:
+                if head.startswith(b"GET /sse"):
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                                 b"Transfer-Encoding: chunked\r\n\r\n"
+                                 b"8\r\n: open\n\n\r\n")
+                    writers.append(writer)
+                    await reader.read()  # open until the tap hangs up
+                else:
+                    writer.write(_response(b"quick"))
+                await writer.drain()
+            except ConnectionError:
+                pass
+            finally:
+                writer.close()
 
         return handle, writers
 

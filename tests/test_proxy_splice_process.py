@@ -70,9 +70,13 @@ async def _silent_origin() -> tuple[asyncio.Server, str, list[int]]:
     got: list[int] = []
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while data := await reader.read(65536):
-            got.append(len(data))
-        writer.close()
+        try:
+            while data := await reader.read(65536):
+                got.append(len(data))
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", got
