@@ -1,10 +1,12 @@
 """Per-exchange CPU cost of the tap's recording steps, in-process (no sockets).
 
-Builds the ``Captured`` the forwarder makes for the benchmark's JSON and SSE exchanges and
-times, in CPU time of this thread (so a noisy machine disturbs it little), each step the
-request path pays after the answer went out: ``Recorder.record`` as a whole and its parts
-(judge, build, log line), plus the evidence writer thread's work per record (canonical JSON,
-digest, line). Prints CPU microseconds per exchange, the best of ``--repeat`` batches.
+Builds the ``RawExchange`` the forwarding core makes for the benchmark's JSON and SSE
+exchanges (the same head parsing, head rewrite and raw body capture, bodies read to their
+end) and times, in CPU time of this thread (so a noisy machine disturbs it little), the
+forwarder's share and each step the recorder pays per exchange: ``Recorder.record`` as a
+whole and its parts (materialize: header maps, digests, SSE decoding; judge; build; log
+line), plus the evidence writer thread's work per record (canonical JSON, digest, line).
+Prints CPU microseconds per exchange, the best of ``--repeat`` batches.
 
 Run: ``.venv/bin/python bench/micro.py`` (about 10 s).
 """
@@ -23,15 +25,13 @@ from typing import Any
 import orjson
 import structlog
 
-from mcp_tap.core.headers import HeaderMap
-from mcp_tap.core.sse import SSEDecoder
 from mcp_tap.evidence.format import record_digest
 from mcp_tap.logs import configure_logging
-from mcp_tap.proxy.capture import BodyCapture
-from mcp_tap.proxy.forward import _decode_raw, _traceparent, end_to_end
+from mcp_tap.proxy.capture import RawBody, RawExchange
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import load_options
-from mcp_tap.proxy.recorder import Captured, Recorder, TimedEvent
+from mcp_tap.proxy.recorder import Recorder, materialize
+from mcp_tap.proxy.splice.head import parse_head, rewrite
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from workload import JSON_CALL, SSE_CALL, Call
@@ -79,46 +79,33 @@ def _origin_answer(call: Call) -> tuple[tuple[tuple[bytes, bytes], ...], list[by
     return ORIGIN_JSON_HEADERS, [orjson.dumps(body)]
 
 
-def captured(call: Call, recorder: Recorder) -> Captured:
-    """What the forwarder hands the recorder for one exchange of ``call``."""
-    raw = (
-        *((k.encode(), v.encode()) for k, v in call.headers),
-        (b"Host", b"127.0.0.1:9002"),
-        (b"Content-Length", str(len(call.body)).encode()),
-    )
-    headers = _decode_raw(raw)
-    trace_id, new = _traceparent(headers)
-    forwarded = end_to_end(headers).without(("host",))
-    forwarded = HeaderMap((("Host", "127.0.0.1:9001"), *forwarded.pairs, ("traceparent", new)))
-    cap = Captured(
-        hop="tap",
-        upstream="http://127.0.0.1:9001",
-        client="127.0.0.1",
-        user_agent="",
-        http_method="POST",
-        path="/mcp",
-        request_headers=headers,
-        forwarded_headers=forwarded,
-        request=BodyCapture(1 << 20, ""),
-        received_at=time.time(),
-        trace_id=trace_id,
-    )
-    cap.request.feed(call.body)
+def captured(call: Call) -> RawExchange:
+    """What the forwarding core hands the recorder for one exchange of ``call``."""
+    head_raw = b"POST /mcp HTTP/1.1\r\n" + b"".join(
+        k.encode() + b": " + v.encode() + b"\r\n"
+        for k, v in (*call.headers, ("Host", "127.0.0.1:9002"),
+                     ("Content-Length", str(len(call.body))))
+    ) + b"\r\n"
+    head = parse_head(head_raw)
+    rewrite(head, head_raw)  # nothing to change for this request: the head goes as it came
+    body = RawBody(1 << 20)
+    body.feed(call.body)
+    body.ended = True
+    raw = RawExchange("tap", "http://127.0.0.1:9001", "127.0.0.1", "POST", "/mcp",
+                      head_raw, body, time.time())
     out_raw, chunks = _origin_answer(call)
-    cap.response_headers = _decode_raw(out_raw)
-    cap.status = 200
-    cap.response = BodyCapture(1 << 20, "")
-    decoder = SSEDecoder() if call.sse else None
+    raw.response_pairs = out_raw
+    raw.status = raw.egress_status = 200
+    response = RawBody(1 << 20)
     for chunk in chunks:
-        cap.response.feed(chunk)
-        if decoder is not None:
-            cap.sse.extend(TimedEvent(time.time(), e) for e in decoder.feed(chunk))
-    cap.egress_status = 200
-    cap.egress_headers = end_to_end(cap.response_headers)
-    cap.first_byte_at = cap.sent_at = cap.end_at = cap.egress_end_at = time.time()
-    cap.egress_digest = cap.response.digest
-    cap.egress_bytes = cap.response.size
-    return cap
+        response.feed(chunk, time.time())
+    response.ended = True
+    raw.response = response
+    raw.request_framing = "length"
+    raw.response_framing = "chunked" if call.sse else "length"
+    raw.first_byte_at = raw.sent_at = raw.end_at = raw.egress_end_at = time.time()
+    raw.egress_bytes = response.size
+    return raw
 
 
 def per_call(fn: Callable[[], Any], n: int, repeat: int) -> float:
@@ -140,11 +127,15 @@ def steps(call: Call, opts: Any) -> dict[str, Callable[[], Any]]:
     """The steps to time for ``call``, each a no-argument callable."""
     recorder = Recorder(opts, _NullSink(), Metrics(), time.time)
     # Teach the recorder the tool schemas, as the JSON run does through the tap.
-    recorder.record(captured(JSON_CALL, recorder))
-    cap = captured(call, recorder)
+    recorder.record(captured(JSON_CALL))
+    raw = captured(call)
+    cap = materialize(raw, opts.capture.max_sse_events)
     state = recorder._state(cap.hop)
     judgement = recorder._judge(cap, state)
     found = list(judgement.findings)
+    # The bodies are whole and judged: the figures are those of every rule running.
+    assert cap.request.complete and cap.response is not None and cap.response.complete
+    assert judgement.method == orjson.loads(call.body)["method"] and judgement.response_messages
     record = recorder._build(cap, judgement, found)
     line_log = structlog.get_logger("mcp_tap.proxy")
 
@@ -154,8 +145,11 @@ def steps(call: Call, opts: Any) -> dict[str, Callable[[], Any]]:
         orjson.dumps(r, option=orjson.OPT_PASSTHROUGH_DATACLASS)
 
     return {
-        "forwarder bookkeeping (headers, digests, SSE)": lambda: captured(call, recorder),
-        "recorder.record (all)": lambda: recorder.record(cap),
+        "forwarder bookkeeping (head, raw chunks)": lambda: captured(call),
+        "recorder.record (all)": lambda: recorder.record(raw),
+        "  materialize (header maps, digests, SSE)": lambda: materialize(
+            raw, opts.capture.max_sse_events
+        ),
         "  judge (core rules + schema)": lambda: recorder._judge(cap, state),
         "  build record (redaction)": lambda: recorder._build(cap, judgement, found),
         "  metrics + exchange log line": lambda: recorder._account(cap, judgement, found, None),

@@ -34,15 +34,18 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
-from mcp_tap.proxy.forward import HOP_BY_HOP
-
 __all__ = ["Fault", "Gateway"]
 
 Fault = Literal[
     "none", "collapse-errors", "rewrite-name", "drop-name", "buffer-sse", "drop-traceparent"
 ]
 
-_HOP_BY_HOP = HOP_BY_HOP  # the same hop-by-hop set as the tap: a gateway forwards like one
+# RFC 9110 7.6.1 hop-by-hop fields, Transfer-Encoding included: this gateway re-frames the
+# bodies it forwards (aiohttp writes its own framing), unlike the tap, which splices them.
+_HOP_BY_HOP = frozenset({
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+    "trailers", "transfer-encoding", "upgrade", "proxy-connection",
+})
 GENERIC_500 = b"Internal Server Error"
 """The body a collapsing gateway answers with."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -78,3 +79,32 @@ def records(server: TapServer) -> list[dict[str, Any]]:
 def exchanges(server: TapServer) -> list[dict[str, Any]]:
     """The exchange records of the tap's bundle."""
     return [r for r in records(server) if r.get("kind") == "exchange"]
+
+
+class Lines:
+    """Collects a pipe's lines on a thread (so a child process never blocks on a full pipe)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.lines: list[str] = []
+        self.changed = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: Any) -> None:
+        for raw in stream:
+            with self.changed:
+                self.lines.append(raw.decode(errors="replace"))
+                self.changed.notify_all()
+
+    def wait_for(self, text: str, timeout: float) -> str:
+        """The first line holding ``text``, waiting up to ``timeout`` seconds for it."""
+        with self.changed:
+            self.changed.wait_for(lambda: any(text in line for line in self.lines), timeout)
+            found = [line for line in self.lines if text in line]
+        assert found, f"{text!r} not seen in: {''.join(self.lines)}"
+        return found[0]
+
+    def join(self) -> str:
+        """Everything read, once the pipe is closed."""
+        self._thread.join(timeout=10)
+        return "".join(self.lines)

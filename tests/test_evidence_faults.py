@@ -19,8 +19,9 @@ from typing import Any
 
 import httpx
 import pytest
+from taps import Lines as _Lines
 from taps import hop_url, running_tap, tap_options
-from test_proxy_ops import _exited, _Lines, _tools_list, _until
+from test_proxy_ops import _exited, _tools_list, _until
 from test_proxy_ops import proxy_process as proxy_process  # the fixture, re-exported
 
 from mcp_tap.cli import main

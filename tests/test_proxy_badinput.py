@@ -333,8 +333,9 @@ class TestEnvironmentOverrides:
         assert _one_error(done) == (
             "environment variable MCP_TAP_UPSTREAM_VERIFYTLS names no [upstream] option; "
             "known: MCP_TAP_UPSTREAM_CA_FILE, MCP_TAP_UPSTREAM_CONNECT_TIMEOUT_S, "
-            "MCP_TAP_UPSTREAM_IDLE_TIMEOUT_S, MCP_TAP_UPSTREAM_POOL_SIZE, "
-            "MCP_TAP_UPSTREAM_VERIFY_TLS"
+            "MCP_TAP_UPSTREAM_HOST, MCP_TAP_UPSTREAM_IDLE_TIMEOUT_S, "
+            "MCP_TAP_UPSTREAM_KEEPALIVE_S, MCP_TAP_UPSTREAM_MAX_CONNECTIONS, "
+            "MCP_TAP_UPSTREAM_POOL_SIZE, MCP_TAP_UPSTREAM_VERIFY_TLS"
         )
 
     def test_other_variables_are_left_alone(self) -> None:

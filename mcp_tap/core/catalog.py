@@ -601,6 +601,12 @@ RULES: tuple[Rule, ...] = (
         None,
         "a body exceeded the capture cap; its digest covers every byte, its content is cut",
          MUST, _TOOL),
+    Rule(
+        "tap.bad-request",
+        Boundary.TAP,
+        None,
+        "the HTTP parser rejected the request; the tap answered 400 and forwarded nothing",
+        MUST, _TOOL),
     # Gate reasons.
     Rule("gate.conformance", Boundary.GATE, None, "conformance findings block promotion",
          MUST, _TOOL),

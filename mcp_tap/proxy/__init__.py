@@ -1,7 +1,8 @@
-"""The recording proxy: a thin aiohttp shell around the conformance core.
+"""The recording proxy: a byte-splicing forwarding core around the conformance core.
 
-``forward`` moves bytes, ``capture`` keeps bounded copies and digests, ``recorder`` judges
-finished exchanges with the core, redacts them and hands them to the evidence writer,
-``correlate`` pairs exchanges across hops, ``admin`` serves health and metrics, ``server``
-wires it together and drains on SIGTERM.
+``splice`` moves bytes (an ``asyncio.Protocol`` per connection, httptools reading a copy for
+message boundaries), ``capture`` keeps bounded raw copies, ``recorder`` turns them into judged,
+redacted records for the evidence writer (inline or in the recording process, ``worker``),
+``correlate`` pairs exchanges across hops, ``admin`` serves health and metrics (aiohttp),
+``server`` wires it together and drains on SIGTERM.
 """

@@ -1,19 +1,109 @@
-"""Bounded capture of a body that streams past: digest over every byte, a capped copy.
+"""Bounded capture of what streams past: raw chunks in the forwarder, decoded in the recorder.
 
-Compressed bodies are forwarded as they are; the judge needs the decoded bytes, so a
-decoded copy (also capped) is kept for ``gzip``/``deflate`` content encodings.
+The forwarding process keeps only raw chunks and their arrival times (:class:`RawBody`), at
+most ``cap`` bytes of each body. Digests, header maps, decoding (gzip, deflate, SSE) and JSON
+parsing happen in the recorder (:class:`BodyCapture` is built there from a :class:`RawBody`).
+The digest still covers every byte: a body that grows past the cap starts an incremental hash
+in the forwarder (over the kept part first, then every later byte), the only hashing the
+forwarder ever does. Every body digest is made by :func:`new_body_hash`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import operator
 import zlib
 from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class BodyHash(Protocol):
+    """An incremental digest of a body's bytes."""
+
+    def update(self, data: bytes, /) -> None:
+        """Take in more bytes."""
+        ...
+
+    def hexdigest(self) -> str:
+        """The hex digest of every byte taken in."""
+        ...
+
+
+def new_body_hash() -> BodyHash:
+    """The one place a body digest starts (SHA-256 of the bytes on the wire)."""
+    return hashlib.sha256()
+
+
+class RawBody:
+    """One body as it passed: the first ``cap`` bytes as chunks (with arrival times), size,
+    whether its end was seen, and (only past the cap) a running digest."""
+
+    __slots__ = ("_hash", "cap", "chunks", "digest", "ended", "kept", "size", "times")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.chunks: list[bytes] = []
+        self.times: list[float] = []
+        self.size = 0
+        self.kept = 0
+        self.ended = False
+        self.digest = ""  # set once past the cap (at finish); otherwise the recorder makes it
+        self._hash: BodyHash | None = None
+
+    def feed(self, chunk: bytes, at: float = 0.0) -> None:
+        """Account for one chunk that passed through (``at``: its arrival time)."""
+        self.size += len(chunk)
+        if self._hash is not None:
+            self._hash.update(chunk)
+            return
+        room = self.cap - self.kept
+        if len(chunk) <= room:
+            self.chunks.append(chunk)
+            self.times.append(at)
+            self.kept += len(chunk)
+            return
+        # Past the cap: keep what fits, and hash from the first byte on from here.
+        if room:
+            self.chunks.append(chunk[:room])
+            self.times.append(at)
+            self.kept = self.cap
+        digest = new_body_hash()
+        for kept in self.chunks:
+            digest.update(kept)
+        digest.update(chunk[room:])
+        self._hash = digest
+
+    def finish(self) -> None:
+        """Freeze the running digest (if any) into :attr:`digest` before the hand-over."""
+        if self._hash is not None:
+            self.digest = self._hash.hexdigest()
+            self._hash = None
+
+    @property
+    def truncated(self) -> bool:
+        """Whether bytes past the cap were not kept."""
+        return self.size > self.kept
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        self.finish()
+        return (_raw_restored, (self.cap, self.chunks, self.times, self.size, self.ended,
+                                self.digest))
+
+
+def _raw_restored(
+    cap: int, chunks: list[bytes], times: list[float], size: int, ended: bool, digest: str
+) -> RawBody:
+    body = RawBody(cap)
+    body.chunks, body.times, body.size, body.ended, body.digest = (
+        chunks, times, size, ended, digest)
+    body.kept = sum(len(c) for c in chunks)
+    return body
 
 
 @dataclass(slots=True)
 class BodyCapture:
-    """Accumulates one body: SHA-256 and size of all bytes, a copy of at most ``cap`` bytes."""
+    """One body as the recorder judges it: digest and size of all bytes, a decoded copy of at
+    most ``cap`` bytes (``gzip``/``deflate`` decoded; other encodings are unreadable)."""
 
     cap: int
     encoding: str = ""
@@ -21,59 +111,47 @@ class BodyCapture:
     truncated: bool = False
     decode_failed: bool = False
     ended: bool = False  # the body's end was seen (not cut short by a client or upstream)
-    _hash: hashlib._Hash = field(default_factory=hashlib.sha256)
+    digest: str = ""
     _chunks: list[bytes] = field(default_factory=list)
-    _kept: int = 0
-    _inflater: zlib._Decompress | None = None
-    _final_digest: str = ""  # set on a copy that crossed a process boundary (no hash object)
 
-    def __post_init__(self) -> None:
-        enc = self.encoding.strip().lower()
+    @classmethod
+    def from_raw(cls, raw: RawBody, encoding: str) -> BodyCapture:
+        """Decode a forwarded body's kept chunks (bounded by the cap, even for a gzip bomb)."""
+        capture = cls(raw.cap, encoding, raw.size, raw.truncated, ended=raw.ended)
+        if raw.digest:
+            capture.digest = raw.digest
+        else:
+            digest = new_body_hash()
+            for chunk in raw.chunks:
+                digest.update(chunk)
+            capture.digest = digest.hexdigest()
+        enc = encoding.strip().lower()
+        if enc in ("", "identity"):
+            capture._chunks = list(raw.chunks)
+            return capture
         if enc in ("gzip", "x-gzip"):
-            self._inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
         elif enc == "deflate":
-            self._inflater = zlib.decompressobj()
-        elif enc not in ("", "identity"):
-            self.decode_failed = True  # br, zstd: forwarded untouched, judged as unreadable
-
-    def feed(self, chunk: bytes) -> None:
-        """Account for one chunk that passed through."""
-        self.size += len(chunk)
-        self._hash.update(chunk)
-        if self.truncated or self.decode_failed:
-            return
-        data = chunk
-        if self._inflater is not None:
+            inflater = zlib.decompressobj()
+        else:
+            capture.decode_failed = True  # br, zstd: forwarded untouched, judged as unreadable
+            return capture
+        kept = 0
+        for chunk in raw.chunks:
             try:
-                data = self._inflater.decompress(chunk, max(0, self.cap - self._kept) + 1)
+                data = inflater.decompress(chunk, max(0, raw.cap - kept) + 1)
             except zlib.error:
-                self.decode_failed = True
-                return
-        room = self.cap - self._kept
-        if len(data) > room:
-            data = data[:room]
-            self.truncated = True
-        if data:
-            self._chunks.append(data)
-            self._kept += len(data)
-
-    def end(self) -> None:
-        """Mark the body as read to its end (EOF seen)."""
-        self.ended = True
-
-    def __reduce__(self) -> tuple[object, ...]:
-        # Hash and inflater objects do not pickle; what was captured so far does.
-        state = (self.size, self.truncated, self.decode_failed, self.ended, self.body, self.digest)
-        return (_restored, (self.cap, self.encoding, *state))
-
-    @property
-    def digest(self) -> str:
-        """SHA-256 hex of every byte fed (the bytes on the wire, compressed or not).
-
-        Never recorded as it is: the recorder seals it with the bundle's key
-        (:func:`mcp_tap.core.hashing.seal_hex`), so evidence holds only keyed digests.
-        """
-        return self._final_digest or self._hash.hexdigest()
+                capture.decode_failed = True
+                return capture
+            if kept + len(data) > raw.cap:
+                data = data[: raw.cap - kept]
+                capture.truncated = True
+            if data:
+                capture._chunks.append(data)
+                kept += len(data)
+            if capture.truncated:
+                break
+        return capture
 
     @property
     def body(self) -> bytes:
@@ -88,21 +166,94 @@ class BodyCapture:
         return self.ended and not self.truncated and not self.decode_failed
 
 
-def _restored(
-    cap: int,
-    encoding: str,
-    size: int,
-    truncated: bool,
-    decode_failed: bool,
-    ended: bool,
-    body: bytes,
-    digest: str,
-) -> BodyCapture:
-    """A finished capture rebuilt from its pickled state (it takes no more bytes)."""
-    capture = BodyCapture(cap)
-    capture.encoding = encoding
-    capture.size, capture.truncated, capture.decode_failed = size, truncated, decode_failed
-    capture.ended, capture._final_digest = ended, digest
-    capture._chunks = [body] if body else []
-    capture._kept = len(body)
-    return capture
+Pairs = tuple[tuple[bytes, bytes], ...]
+Head = Pairs | bytes  # header byte pairs, or a whole raw head (the recorder splits it)
+
+
+class RawExchange:
+    """Everything the forwarder saw of one exchange, raw: heads as received, raw bodies, time
+    stamps. The recorder turns it into a judged record (see ``recorder.materialize``)."""
+
+    __slots__ = (
+        "client",
+        "client_gone",
+        "egress_body",
+        "egress_bytes",
+        "egress_changes",
+        "egress_end_at",
+        "egress_pairs",
+        "egress_status",
+        "end_at",
+        "first_byte_at",
+        "forwarded_at",
+        "forwarded_pairs",
+        "handover_key",
+        "head_changes",
+        "hop",
+        "http_method",
+        "interim",
+        "path",
+        "received_at",
+        "request",
+        "request_framing",
+        "request_pairs",
+        "response",
+        "response_framing",
+        "response_pairs",
+        "sent_at",
+        "session",
+        "session_version",
+        "status",
+        "tap_error",
+        "trace_id",
+        "upgraded",
+        "upstream",
+    )
+
+    def __init__(
+        self, hop: str, upstream: str, client: str, http_method: str, path: str,
+        request_pairs: Head, request: RawBody, received_at: float,
+    ) -> None:
+        self.hop, self.upstream, self.client = hop, upstream, client
+        self.http_method, self.path = http_method, path
+        self.request_pairs = request_pairs
+        self.forwarded_pairs: Head | None = None  # None: forwarded as received
+        self.head_changes: list[dict[str, str]] = []
+        self.request = request
+        self.received_at = received_at
+        self.trace_id = ""
+        self.forwarded_at: float | None = None
+        self.status: int | None = None
+        self.response_pairs: Head = ()
+        self.response: RawBody | None = None
+        self.first_byte_at: float | None = None
+        self.end_at: float | None = None
+        self.egress_status: int | None = None
+        self.egress_pairs: Head | None = None  # None: the origin's, as received
+        self.egress_changes: list[dict[str, str]] = []
+        self.egress_body: bytes | None = None  # the tap's own answer (502/503/504/400)
+        self.egress_bytes = 0
+        self.sent_at: float | None = None
+        self.egress_end_at: float | None = None
+        self.client_gone = False
+        self.tap_error: dict[str, Any] | None = None
+        self.session_version: str | None = None
+        self.handover_key: int | None = None
+        self.request_framing = ""  # "length", "chunked", "none"
+        self.response_framing = ""  # "length", "chunked", "close", "none"
+        self.upgraded = False
+        self.interim: list[int] = []  # 1xx statuses forwarded before the final answer
+        self.session: str | None = None  # the Mcp-Session-Id the request named
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_exchange_restored, _STATE(self))
+
+
+_STATE = operator.attrgetter(*RawExchange.__slots__)  # every field at once, in C
+
+
+def _exchange_restored(*values: Any) -> RawExchange:
+    raw = RawExchange.__new__(RawExchange)
+    for name, value in zip(RawExchange.__slots__, values, strict=True):
+        setattr(raw, name, value)
+    return raw

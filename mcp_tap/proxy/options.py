@@ -110,14 +110,33 @@ class UpstreamOptions:
     idle_timeout_s: float = 300.0
     verify_tls: bool = True
     ca_file: str = ""
-    pool_size: int = 100
+    pool_size: int = 100  # idle connections kept for reuse
+    # Connections to the upstream at once (each bound to one exchange in flight); at the cap
+    # the tap answers 503 with ``X-Mcp-Tap-Error: saturated``.
+    max_connections: int = 1024
+    keepalive_s: float = 2.0  # how long an idle upstream connection is kept for reuse
+    host: str = "preserve"  # or "rewrite": the origin sees the upstream's authority as Host
+
+
+HOST_MODES = ("preserve", "rewrite")
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerOptions:
+    """The client side of each hop: limits and timeouts of the forwarding core."""
+
+    head_timeout_s: float = 10.0  # a request head must arrive whole within this (slowloris)
+    max_head_bytes: int = 65536  # a larger head gets 431
+    write_timeout_s: float = 30.0  # a client that reads nothing for this long is cut
+    drain_timeout_s: float = 10.0  # on SIGTERM, exchanges still running after this are cut
 
 
 @dataclass(frozen=True, slots=True)
 class TracingOptions:
     """W3C trace context: add a ``traceparent`` when the client sent none."""
 
-    add_traceparent: bool = True
+    add_traceparent: bool = True  # only where hop correlation needs it (two hops or more)
+    sampled: bool = False  # the sampled flag of a traceparent the tap adds (never a client's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +195,7 @@ class TapOptions:
     capture: CaptureOptions = field(default_factory=CaptureOptions)
     recording: RecordingOptions = field(default_factory=RecordingOptions)
     upstream: UpstreamOptions = field(default_factory=UpstreamOptions)
+    listener: ListenerOptions = field(default_factory=ListenerOptions)
     tracing: TracingOptions = field(default_factory=TracingOptions)
     eras: EraOptions = field(default_factory=EraOptions)
     admin: AdminOptions = field(default_factory=AdminOptions)
@@ -190,6 +210,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "capture": CaptureOptions,
     "recording": RecordingOptions,
     "upstream": UpstreamOptions,
+    "listener": ListenerOptions,
     "tracing": TracingOptions,
     "eras": EraOptions,
     "admin": AdminOptions,
@@ -208,6 +229,8 @@ _POSITIVE = frozenset(
         "evidence.max_segment_age_s",
         "evidence.queue_size",
         "recording.queue_size",
+        "upstream.max_connections",
+        "listener.max_head_bytes",
     }
 )
 _MAX_COUNT = 10_000_000  # queue sizes, SSE events, connections
@@ -461,6 +484,11 @@ def load_options(
         raise InputError(
             f"[recording] mode must be one of {', '.join(RECORDING_MODES)}, "
             f"got {sections['recording'].mode!r}"
+        )
+    if sections["upstream"].host not in HOST_MODES:
+        raise InputError(
+            f"[upstream] host must be one of {', '.join(HOST_MODES)}, "
+            f"got {sections['upstream'].host!r}"
         )
     hops = _hops(data.get("hop"))
     if listen == "":

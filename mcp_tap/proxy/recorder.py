@@ -29,11 +29,12 @@ from mcp_tap.core.jsonrpc import Kind
 from mcp_tap.core.redaction import Redacted, Redactor
 from mcp_tap.core.resume import Parked, ResumeTracker, last_event_id, resumable
 from mcp_tap.core.selection import ClientEvent, ClientTracker
-from mcp_tap.core.sse import SSEEvent
-from mcp_tap.proxy.capture import BodyCapture
+from mcp_tap.core.sse import SSEDecoder, SSEError, SSEEvent
+from mcp_tap.proxy.capture import BodyCapture, RawExchange, new_body_hash
 from mcp_tap.proxy.correlate import Correlator, Pending
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions
+from mcp_tap.proxy.splice.head import parse_head
 
 log = structlog.get_logger("mcp_tap.proxy")
 
@@ -56,11 +57,11 @@ class RecordSink(Protocol):
 class ExchangeRecorder(Protocol):
     """What the forwarder hands exchanges to: :class:`Recorder` or the recording process."""
 
-    def begin(self, cap: Captured) -> None:
+    def begin(self, cap: RawExchange) -> None:
         """Called at ingress, before the request is forwarded."""
         ...
 
-    def record(self, cap: Captured) -> object:
+    def record(self, cap: RawExchange) -> object:
         """Called once the exchange is over (answered, failed or abandoned)."""
         ...
 
@@ -117,6 +118,12 @@ class Captured:
     tap_error: dict[str, Any] | None = None
     session_version: str | None = None  # the legacy session's version, as known at ingress
     handover_key: int | None = None  # pairs begin and record in the recording process
+    head_changes: list[dict[str, str]] = field(default_factory=list)  # request head, upstream
+    egress_changes: list[dict[str, str]] = field(default_factory=list)  # response head
+    request_framing: str = ""
+    response_framing: str = ""
+    upgraded: bool = False
+    interim: list[int] = field(default_factory=list)
 
     def __reduce__(self) -> tuple[object, ...]:
         # The hand-over to the recording process pickles every capture on the event loop.
@@ -145,6 +152,84 @@ def _restored_captured(state: dict[str, Any]) -> Captured:
     cap = Captured.__new__(Captured)
     cap.__dict__.update(state)
     return cap
+
+
+def _headers(
+    pairs: tuple[tuple[bytes, bytes], ...] | bytes | None, same: HeaderMap | None = None
+) -> HeaderMap:
+    """The header map of raw pairs or a raw head; ``same`` when there are none (the head
+    passed as is)."""
+    if pairs is None:
+        assert same is not None
+        return same
+    if isinstance(pairs, bytes):
+        pairs = parse_head(pairs).pairs()
+    # latin-1 maps every byte, so any header byte survives to evidence and back.
+    return HeaderMap(tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in pairs))
+
+
+# Fields a RawExchange hands on to the Captured unchanged.
+_SAME_FIELDS = (
+    "hop", "upstream", "client", "http_method", "path", "received_at", "trace_id",
+    "forwarded_at", "status", "first_byte_at", "end_at", "egress_status", "egress_bytes",
+    "sent_at", "egress_end_at", "client_gone", "tap_error", "session_version", "handover_key",
+    "head_changes", "egress_changes", "request_framing", "response_framing", "upgraded",
+    "interim",
+)
+
+
+def materialize(raw: RawExchange, max_sse_events: int) -> Captured:
+    """Turn the forwarder's raw capture into the :class:`Captured` the judge reads.
+
+    Header maps, digests, decoding and SSE events are made here, in the recording process,
+    not on the forwarding path.
+    """
+    request_headers = _headers(raw.request_pairs)
+    response_headers = _headers(raw.response_pairs)
+    cap = Captured(
+        user_agent=request_headers.get("user-agent") or "",
+        request_headers=request_headers,
+        forwarded_headers=_headers(raw.forwarded_pairs, request_headers),
+        request=BodyCapture.from_raw(raw.request, request_headers.get("content-encoding") or ""),
+        response_headers=response_headers,
+        egress_headers=_headers(raw.egress_pairs, response_headers),
+        **{name: getattr(raw, name) for name in _SAME_FIELDS},
+    )
+    if raw.response is not None:
+        encoding = response_headers.get("content-encoding") or ""
+        cap.response = BodyCapture.from_raw(raw.response, encoding)
+        if response_headers.content_type() == "text/event-stream" and encoding in (
+            "", "identity"
+        ):
+            _decode_sse(cap, raw, max_sse_events)
+    if raw.egress_body is not None:
+        digest = new_body_hash()
+        digest.update(raw.egress_body)
+        cap.egress_digest = digest.hexdigest()
+    elif cap.response is not None:
+        cap.egress_digest = cap.response.digest  # spliced: the client got the origin's bytes
+    return cap
+
+
+def _decode_sse(cap: Captured, raw: RawExchange, max_events: int) -> None:
+    """The SSE events of the kept response chunks, stamped with their chunk's arrival."""
+    assert raw.response is not None
+    decoder = SSEDecoder()
+    body = raw.response
+    try:
+        for chunk, at in zip(body.chunks, body.times, strict=True):
+            for event in decoder.feed(chunk):
+                if len(cap.sse) < max_events:
+                    cap.sse.append(TimedEvent(at, event))
+                else:
+                    cap.sse_dropped += 1
+        if body.ended and not body.truncated:
+            end = cap.end_at or 0.0
+            for event in decoder.close():
+                cap.sse.append(TimedEvent(end, event))
+            cap.sse_incomplete = decoder.pending_incomplete and not cap.sse
+    except SSEError:
+        cap.sse_incomplete = True
 
 
 @dataclass
@@ -181,13 +266,13 @@ class Recorder:
     def _state(self, hop: str) -> _HopState:
         return self._hops.setdefault(hop, _HopState())
 
-    def begin(self, cap: Captured) -> None:
+    def begin(self, cap: RawExchange) -> None:
         """Snapshot, at ingress, the per-hop state the judgement depends on (its session).
 
         A legacy GET stream ends after the DELETE that closes its session; judged only at its
         end it would lose its era.
         """
-        session = cap.request_headers.get(HEADER_SESSION_ID)
+        session = cap.session
         if session:
             cap.session_version = self.session_version(cap.hop, session)
 
@@ -196,14 +281,24 @@ class Recorder:
         version: str | None = self._state(hop).sessions.get(session)
         return version
 
-    def record(self, cap: Captured) -> dict[str, Any]:
+    def record(self, raw: RawExchange | Captured) -> dict[str, Any]:
         """Judge, redact and submit one exchange; returns the record (for tests and logs)."""
+        cap = (
+            materialize(raw, self.options.capture.max_sse_events)
+            if isinstance(raw, RawExchange)
+            else raw
+        )
         state = self._state(cap.hop)
         try:
+            if cap.tap_error is not None and cap.tap_error["status"] in (400, 431):
+                raise _Unparsed  # nothing was parsed, so nothing is judged
             judgement = self._judge(cap, state)
             found = self._follow(cap, judgement, list(judgement.findings), state)
             self._learn(cap, judgement, state)
             found += self._client(cap, judgement, state)
+        except _Unparsed:
+            judgement = Judgement(Era.UNKNOWN, None, (), None, ())
+            found = []
         except Exception as exc:  # noqa: BLE001 - a check must never break the proxy
             self.metrics.check_errors.inc(hop=cap.hop)
             log.warning("check.failed", hop=cap.hop, error=type(exc).__name__)
@@ -321,6 +416,9 @@ class Recorder:
         found: list[Finding] = []
         if cap.tap_error is not None:
             reason = self.redactor.redact_reason(str(cap.tap_error["reason"]))
+        if cap.tap_error is not None and cap.tap_error["status"] in (400, 431):
+            found.append(finding("tap.bad-request", f"{cap.tap_error['phase']}: {reason}", "tap"))
+        elif cap.tap_error is not None:
             found.append(
                 finding("tap.upstream-failure", f"{cap.tap_error['phase']}: {reason}", "tap")
             )
@@ -418,9 +516,14 @@ class Recorder:
                 "sse": self._sse_json(cap) if is_sse else None,
                 "firstByteAt": cap.first_byte_at,
                 "endAt": cap.end_at,
+                "framing": cap.response_framing or None,
+                # What the origin received differs from what the client sent only by these.
+                "headChanges": cap.head_changes,
             }
             if note is not None:
                 origin["bodyNote"] = note
+            if cap.interim:
+                origin["interim"] = cap.interim
         request_body, request_note = self._body_json(cap.request, j.request_message)
         tap_error = cap.tap_error
         if tap_error is not None:
@@ -450,6 +553,7 @@ class Recorder:
                 "body": request_body,
                 "receivedAt": cap.received_at,
                 "forwardedAt": cap.forwarded_at,
+                "framing": cap.request_framing or None,
             },
             "origin": origin,
             "egress": {
@@ -460,12 +564,14 @@ class Recorder:
                 "sentAt": cap.sent_at,
                 "endAt": cap.egress_end_at,
                 "clientGone": cap.client_gone,
+                "headChanges": cap.egress_changes,
                 # Same bytes and status as the origin view: the origin's findings hold here too.
                 "sameAsOrigin": response is not None
                 and cap.egress_status == cap.status
                 and cap.egress_digest == response.digest,
             },
             "tapError": tap_error,
+            "upgraded": cap.upgraded,
             "findings": self._findings_json(found, self._secrets(cap, j) if found else []),
             "digests": self._digests,
         }
@@ -536,6 +642,10 @@ class Recorder:
             hop_findings=sorted({f["rule"] for f in (pair or {}).get("findings", [])}),
             tap_error=cap.tap_error["phase"] if cap.tap_error else None,
         )
+
+
+class _Unparsed(Exception):
+    """The request never parsed (the tap answered 400/431): there is nothing to judge."""
 
 
 def _response_unjudgeable(cap: Captured) -> bool:

@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import aiohttp
 import structlog
 from aiohttp import web
 
@@ -23,10 +22,10 @@ from mcp_tap.errors import InputError
 from mcp_tap.evidence import EvidenceWriter
 from mcp_tap.evidence.signing import load_signing_key
 from mcp_tap.proxy.admin import admin_app
-from mcp_tap.proxy.forward import _NO_AUTO_HEADERS, Forwarder
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions, parse_listen
 from mcp_tap.proxy.recorder import Recorder
+from mcp_tap.proxy.splice.hop import COUNTED, HopCore
 from mcp_tap.proxy.worker import ProcessRecorder
 
 log = structlog.get_logger("mcp_tap.proxy")
@@ -77,7 +76,10 @@ class TapServer:
         self.writer: EvidenceWriter | None = None
         self.recorder: Recorder | ProcessRecorder
         if options.recording.mode == "process":
-            self.recorder = ProcessRecorder(options, self.bundle_dir, self.metrics, log_level)
+            self.recorder = ProcessRecorder(
+                options, self.bundle_dir, self.metrics, log_level,
+                next_bundle=lambda: new_bundle_dir(options.evidence.dir, clock()),
+            )
         else:
             self.writer = EvidenceWriter(
                 self.bundle_dir,
@@ -90,14 +92,27 @@ class TapServer:
             self.recorder = Recorder(options, self.writer, self.metrics, clock)
         self.addresses: dict[str, tuple[str, int]] = {}
         self.admin_address: tuple[str, int] | None = None
-        self._runners: list[web.AppRunner] = []
         self._admin_runner: web.AppRunner | None = None
-        self._forwarders: list[Forwarder] = []
-        self._session: aiohttp.ClientSession | None = None
+        self.hops: list[HopCore] = []
         self.metrics.gauge(
             "mcptap_evidence_records",
             "Evidence records written and lost.",
             lambda: {k: float(v) for k, v in self._evidence_counters().items()},
+        )
+        self.metrics.gauge(
+            "mcptap_forwarder_events",
+            "Events of the forwarding core: bad requests (400/431), saturated (503), head "
+            "timeouts (408), client write stalls, exchanges cut.",
+            lambda: {k: float(sum(h.counts[k] for h in self.hops)) for k in COUNTED},
+        )
+        self.metrics.gauge(
+            "mcptap_upstream_connections",
+            "Upstream connections bound to an exchange, the cap, and 1 when at the cap.",
+            lambda: {
+                "bound": float(sum(h.pool.bound for h in self.hops)),
+                "max": float(sum(h.pool.max_connections for h in self.hops)),
+                "saturated": float(any(h.pool.at_cap for h in self.hops)),
+            },
         )
 
     def _evidence_counters(self) -> dict[str, int]:
@@ -135,39 +150,16 @@ class TapServer:
             await self.recorder.start()
         elif self.writer is not None:
             self.writer.start()
-        connector = aiohttp.TCPConnector(
-            limit=up.pool_size,
-            limit_per_host=up.pool_size,
-            ssl=tls,
-            keepalive_timeout=60,
-        )
-        # auto_decompress=False: compressed bodies pass through compressed.
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            auto_decompress=False,
-            cookie_jar=aiohttp.DummyCookieJar(),
-            skip_auto_headers=_NO_AUTO_HEADERS,  # the forwarder adds no header of its own
-        )
         for hop in self.options.hops:
-            forwarder = Forwarder(
-                hop.name, hop.upstream, self.options, self._session, self.recorder, self.clock
-            )
-            self._forwarders.append(forwarder)
-            app = web.Application(client_max_size=0)
-            app.router.add_route("*", "/{tail:.*}", forwarder.handle)
-            runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
-            await runner.setup()
-            self._runners.append(runner)
+            core = HopCore(hop.name, hop.upstream, self.options, self.recorder, tls, self.clock)
+            self.hops.append(core)
             host, port = parse_listen(hop.listen)
-            site = web.TCPSite(runner, host, port, reuse_address=True)
             try:
-                await site.start()
+                self.addresses[hop.name] = await core.listen(host, port)
             except OSError as exc:
                 raise InputError(
                     f"hop {hop.name}: cannot listen on {hop.listen} ({exc.strerror or exc})"
                 ) from None
-            bound = runner.addresses[0]
-            self.addresses[hop.name] = (bound[0], bound[1])
         if self.options.admin.listen:
             canary = None
             if self.options.gate.policy:
@@ -209,6 +201,12 @@ class TapServer:
                 writer.close()
             except (OSError, TimeoutError):
                 problems.append(f"hop {hop.name}: upstream {hop.upstream} is not reachable")
+        problems += [
+            f"hop {h.name}: upstream connections at the cap ({h.pool.max_connections}); "
+            "new requests get 503 saturated"
+            for h in self.hops
+            if h.pool.at_cap
+        ]
         if not os.access(self.bundle_dir, os.W_OK):
             problems.append(f"evidence directory {self.bundle_dir} is not writable")
         if isinstance(self.recorder, ProcessRecorder):
@@ -218,28 +216,33 @@ class TapServer:
                             f"{self.writer.lost_total} records so far)")
         return problems
 
-    async def stop(self, drain_timeout: float = 10.0) -> None:
-        """Stop accepting, let in-flight exchanges finish (bounded), flush the evidence."""
+    async def stop(self, drain_timeout: float | None = None) -> None:
+        """Stop accepting, let in-flight exchanges finish until the drain deadline (then cut
+        them, recorded as cut), flush the evidence."""
         await self._shutdown(drain_timeout)
         log.info("proxy.stopped", bundle=str(self.bundle_dir), **self._evidence_counters())
 
-    async def _shutdown(self, drain_timeout: float = 10.0) -> None:
-        for runner in self._runners:
-            for site in list(runner.sites):
-                await site.stop()
-        in_flight = [t for f in self._forwarders for t in f.in_flight]
+    async def _shutdown(self, drain_timeout: float | None = None) -> None:
+        if drain_timeout is None:
+            drain_timeout = self.options.listener.drain_timeout_s
+        for hop in self.hops:
+            hop.stop_accepting()
+        in_flight = sum(h.in_flight for h in self.hops)
         if in_flight:
-            log.info("proxy.draining", in_flight=len(in_flight))
-            await asyncio.wait(in_flight, timeout=drain_timeout)
-        for runner in self._runners:
-            await runner.cleanup()
-        self._runners.clear()
+            log.info("proxy.draining", in_flight=in_flight)
+            deadline = time.monotonic() + drain_timeout
+            while sum(h.in_flight for h in self.hops) and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+        cut = sum(h.cut_all() for h in self.hops)
+        if cut:
+            log.warning("proxy.drain-deadline", cut=cut)
+        for hop in self.hops:
+            if hop.server is not None:
+                await hop.server.wait_closed()
+        await asyncio.sleep(0)  # let the cut transports report their loss
         if self._admin_runner is not None:
             await self._admin_runner.cleanup()
             self._admin_runner = None
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
         if isinstance(self.recorder, ProcessRecorder):
             await self.recorder.aclose()
         elif self.writer is not None:

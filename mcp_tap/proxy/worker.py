@@ -31,20 +31,22 @@ import select
 import signal
 import threading
 import time
+from collections.abc import Callable
+from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from mcp_tap.core.eras import HEADER_SESSION_ID
 from mcp_tap.errors import InputError
-from mcp_tap.evidence import EvidenceWriter
+from mcp_tap.evidence import EvidenceWriter, read_bundle
 from mcp_tap.evidence.signing import load_signing_key
 from mcp_tap.logs import configure_logging
+from mcp_tap.proxy.capture import RawExchange
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions
-from mcp_tap.proxy.recorder import Captured, Recorder
+from mcp_tap.proxy.recorder import Recorder
 
 log = structlog.get_logger("mcp_tap.proxy")
 
@@ -54,7 +56,10 @@ _STOP_TIMEOUT_S = 30.0
 _LOG_EVERY_S = 5.0
 _MAX_PENDING_BEGINS = 10000
 _FRAME_HEADER = 4  # big-endian length of the pickled batch that follows
+_WATCH_EVERY_S = 0.5  # how often the forwarder checks its recording process is alive
 REASON_HANDOVER = "recording queue full"
+REASON_DIED = "the recording process died"
+_WRITER_QUEUE_FULL = "queue full"  # the reason of the writer's own gap records
 
 
 class ProcessRecorder:
@@ -66,22 +71,26 @@ class ProcessRecorder:
     """
 
     def __init__(
-        self, options: TapOptions, bundle_dir: Path, metrics: Metrics, log_level: str = "info"
+        self,
+        options: TapOptions,
+        bundle_dir: Path,
+        metrics: Metrics,
+        log_level: str = "info",
+        next_bundle: Callable[[], Path] | None = None,
     ) -> None:
-        ctx = multiprocessing.get_context("spawn")  # fork would copy the loop and its threads
-        self._captures_in, self._captures_out = ctx.Pipe(duplex=False)
-        self._reports, self._reports_out = ctx.Pipe(duplex=False)
-        self._process = ctx.Process(
-            target=run_recording_process,
-            args=(options, str(bundle_dir), self._captures_in, self._reports_out, log_level),
-            name="mcp-tap-recorder",
-            daemon=True,
-        )
+        self._options, self._log_level = options, log_level
+        self._next_bundle = next_bundle  # where a restarted recording process writes
+        self._spawn(bundle_dir)
         self.metrics = metrics
         self.bundle_dir = bundle_dir
+        self.bundle_dirs = [bundle_dir]  # one per recording process this proxy ran
+        self.restarts = 0
         self.queue_size = options.recording.queue_size
         self.lost = 0  # captures that never reached the recording process
         self._pending_lost = 0  # ... of which no gap record has been handed over yet
+        self._lost_from: float | None = None  # wall-clock span of the pending losses
+        self._lost_to: float | None = None
+        self._lost_reason = REASON_HANDOVER
         self._sent = 0  # captures handed over
         self._taken = 0  # ... of which the recording process has taken (as last reported)
         self._writer_counters: dict[str, int] = {}
@@ -91,6 +100,21 @@ class ProcessRecorder:
         self._reader: threading.Thread | None = None
         self._last_lost_log = 0.0
         self._keys = itertools.count()
+        self._closing = False
+        self._watcher: asyncio.TimerHandle | None = None
+        self._restarting: asyncio.Task[None] | None = None
+
+    def _spawn(self, bundle_dir: Path) -> None:
+        ctx = multiprocessing.get_context("spawn")  # fork would copy the loop and its threads
+        self._captures_in, self._captures_out = ctx.Pipe(duplex=False)
+        self._reports, self._reports_out = ctx.Pipe(duplex=False)
+        self._process = ctx.Process(
+            target=run_recording_process,
+            args=(self._options, str(bundle_dir), self._captures_in, self._reports_out,
+                  self._log_level),
+            name="mcp-tap-recorder",
+            daemon=True,
+        )
 
     @property
     def pid(self) -> int | None:
@@ -100,7 +124,16 @@ class ProcessRecorder:
     # -- life cycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Spawn the recording process; raise :class:`InputError` if it cannot record."""
+        """Spawn the recording process; raise :class:`InputError` if it cannot record.
+
+        From then on it is supervised: when it dies, a new one is started (writing a new
+        bundle, see ``next_bundle``), and the captures the dead one did not confirm plus
+        those made while none ran become one gap record there, with their count and span.
+        """
+        await self._start_process()
+        self._watch()
+
+    async def _start_process(self) -> None:
         self._process.start()
         self._captures_in.close()
         self._reports_out.close()
@@ -115,18 +148,96 @@ class ProcessRecorder:
         pipe = os.fdopen(fd, "wb", buffering=0)
         self._transport, _ = await loop.connect_write_pipe(asyncio.Protocol, pipe)
         self._reader = threading.Thread(
-            target=self._read_reports, name="mcp-tap-recorder-reports", daemon=True
+            target=self._read_reports, args=(self._reports,), name="mcp-tap-recorder-reports",
+            daemon=True,
         )
         self._reader.start()
+
+    # -- supervision ---------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        if not self._closing and self._loop is not None and self._next_bundle is not None:
+            self._watcher = self._loop.call_later(_WATCH_EVERY_S, self._check)
+
+    def _check(self) -> None:
+        """Every ``_WATCH_EVERY_S``: is the recording process still there?"""
+        self._watcher = None
+        if self._closing or self._restarting is not None:
+            return
+        if self._process.is_alive():
+            self._watch()
+            return
+        self._batch = []  # its captures were counted as handed over: see _restart
+        log.error("recorder.died", exitcode=self._process.exitcode)
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+        if self._reader is not None:
+            self._reader.join(1.0)  # at EOF already: its last report must land before the reset
+        self.restarts += 1
+        handed, self._sent, self._taken = self._sent, 0, 0
+        assert self._loop is not None
+        self._restarting = self._loop.create_task(self._restart(self.bundle_dir, handed))
+
+    async def _restart(self, old_bundle: Path, handed: int) -> None:
+        assert self._next_bundle is not None and self._loop is not None
+        # Exact: what the dead process was handed, minus what its bundle shows it recorded
+        # (an exchange record, or a loss its writer already stated there).
+        confirmed = await self._loop.run_in_executor(None, _accounted_in, old_bundle)
+        self._count_lost(max(0, handed - confirmed), REASON_DIED)
+        while not self._closing:
+            bundle = self._next_bundle()
+            self._spawn(bundle)
+            try:
+                await self._start_process()
+            except InputError as exc:
+                log.error("recorder.restart_failed", error=str(exc))
+                await asyncio.sleep(1.0)
+                continue
+            self.bundle_dir = bundle
+            self.bundle_dirs.append(bundle)
+            log.warning("recorder.restarted", bundle=str(bundle), lost=self._pending_lost)
+            self._hand_over_lost()
+            break
+        self._restarting = None
+        self._watch()
+
+    def _count_lost(self, n: int, reason: str) -> None:
+        if not n:
+            return
+        now = time.time()
+        self.lost += n
+        self._pending_lost += n
+        self._lost_from = self._lost_from or now
+        self._lost_to = now
+        if reason != REASON_HANDOVER:
+            self._lost_reason = reason
+
+    def _hand_over_lost(self) -> None:
+        """Queue the gap record of the pending losses (count, span and why)."""
+        if not self._pending_lost:
+            return
+        reason = self._lost_reason
+        if reason != REASON_HANDOVER and self._lost_from is not None and self._lost_to is not None:
+            span = (_utc(self._lost_from), _utc(self._lost_to))
+            reason = f"{reason}; captures from {span[0]} to {span[1]}"
+        self._queue(("lost", self._pending_lost, reason))
+        self._pending_lost = 0
+        self._lost_from = self._lost_to = None
+        self._lost_reason = REASON_HANDOVER
 
     async def aclose(self, timeout: float = _STOP_TIMEOUT_S) -> None:
         """Hand over what is left, let the process drain and stop, take its last report."""
         deadline = time.monotonic() + timeout
+        self._closing = True
+        if self._watcher is not None:
+            self._watcher.cancel()
+        if self._restarting is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._restarting), timeout / 2)
         transport = self._transport
         if transport is not None and not transport.is_closing():
-            if self._pending_lost:
-                self._batch.append(("lost", self._pending_lost))
-                self._pending_lost = 0
+            self._hand_over_lost()
             self._batch.append(("stop",))
             self._flush()
             while transport.get_write_buffer_size() and time.monotonic() < deadline:
@@ -167,11 +278,12 @@ class ProcessRecorder:
         if self._reader is not None:
             self._reader.join(5)
 
-    def _read_reports(self) -> None:
+    def _read_reports(self, reports: Connection) -> None:
         while True:
             try:
-                message = self._reports.recv()
+                message = reports.recv()
             except (EOFError, OSError):
+                reports.close()  # the process is gone: this pipe is done with
                 return
             if message[0] == "report":
                 _, snapshot, self._writer_counters, self._taken = message
@@ -179,23 +291,21 @@ class ProcessRecorder:
 
     # -- the forwarder's side ----------------------------------------------------------------
 
-    def begin(self, cap: Captured) -> None:
+    def begin(self, cap: RawExchange) -> None:
         """Tell the recording process an exchange began (and snapshot its legacy session).
 
         Every exchange is announced, so a recording process whose forwarder dies knows how
         many were in flight (begun, never handed over) and states them lost.
         """
         cap.handover_key = next(self._keys)
-        session = cap.request_headers.get(HEADER_SESSION_ID)
-        self._queue(("begin", cap.handover_key, cap.hop, session))
+        self._queue(("begin", cap.handover_key, cap.hop, cap.session))
 
-    def record(self, cap: Captured) -> None:
+    def record(self, cap: RawExchange) -> None:
         """Hand the finished capture to the recording process (counted lost if it is full)."""
         transport = self._transport
         full = self._sent - self._taken >= self.queue_size
         if transport is None or transport.is_closing() or full:
-            self.lost += 1
-            self._pending_lost += 1
+            self._count_lost(1, REASON_HANDOVER if full else REASON_DIED)
             if transport is not None and not transport.is_closing():
                 self._queue(("drop", cap.handover_key))  # counted here, not in flight
             now = time.monotonic()
@@ -204,8 +314,7 @@ class ProcessRecorder:
                 log.warning("evidence.lost", reason=REASON_HANDOVER, lost=self.lost)
             return
         if self._pending_lost:
-            self._queue(("lost", self._pending_lost))
-            self._pending_lost = 0
+            self._hand_over_lost()
         self._sent += 1
         self._queue(("record", cap.handover_key, cap))
 
@@ -239,6 +348,23 @@ class ProcessRecorder:
             lost = self._writer_counters.get("lost_total", 0)
             problems.append(f"evidence writer is failing to write (lost {lost} records so far)")
         return problems
+
+
+def _accounted_in(bundle: Path) -> int:
+    """How many handed-over captures a (dead) recording process's bundle accounts for."""
+    try:
+        records = read_bundle(bundle, lenient=True).records
+    except (OSError, InputError):
+        return 0
+    exchanges = sum(1 for r in records if r.get("kind") == "exchange")
+    lost = sum(int(r.get("lost", 0)) for r in records
+               if r.get("kind") == "gap" and r.get("reason") == _WRITER_QUEUE_FULL)
+    return exchanges + lost
+
+
+def _utc(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z")
 
 
 def run_recording_process(
@@ -361,12 +487,13 @@ class _Handover:
             elif kind == "drop":
                 self.sessions.pop(message[1], None)
             elif kind == "lost":
-                self.writer.report_lost(message[1], REASON_HANDOVER)
+                self.writer.report_lost(message[1], message[2] if len(message) > 2
+                                        else REASON_HANDOVER)
             elif kind == "stop":
                 return taken, True
         return taken, False
 
-    def _record(self, key: int | None, cap: Captured) -> None:
+    def _record(self, key: int | None, cap: RawExchange) -> None:
         if key is not None:
             cap.session_version = self.sessions.pop(key, None)
         try:

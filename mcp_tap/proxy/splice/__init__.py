@@ -1,0 +1,8 @@
+"""The forwarding core: bytes spliced between client and upstream as received.
+
+One concept per module: :mod:`.head` (raw heads and the few rewrites a feature needs),
+:mod:`.framing` (message boundaries from httptools reading a copy), :mod:`.upstream`
+(upstream connections and their capped pool), :mod:`.client` (the client-side protocol and
+its exchanges), :mod:`.timeouts`, :mod:`.tracing`, :mod:`.answers` (the tap's own answers),
+:mod:`.hop` (one hop's listener and drain).
+"""

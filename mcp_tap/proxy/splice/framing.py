@@ -1,0 +1,172 @@
+"""Message boundaries from a C parser (httptools, llhttp) reading a copy of the bytes.
+
+The forwarder never forwards what the parser produces; it forwards the bytes it received and
+asks the parser only where a message ends, what its framing is and what its body payload is
+(for the capture). A connection's requests share one parser (a message is fed exactly its
+own bytes, so the next one starts clean); each exchange's answer gets a new one.
+
+A request must be cut exactly where it ends (the next pipelined request follows in the same
+bytes), so a request's bytes are fed in pieces that cannot run past its end: the head (found
+by :data:`~mcp_tap.proxy.splice.head.HEAD_END`), then at most the ``Content-Length`` still
+due, or, for a chunked body, up to each LF (a chunked message can only end at one). A response
+is only ever followed by the answer to the next request the tap sends, so it is fed whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httptools
+
+from mcp_tap.proxy.splice.head import Head
+
+ParserError = httptools.HttpParserError
+Upgrade = httptools.HttpParserUpgrade
+
+
+def _framing(head: Head) -> tuple[str, int]:
+    """``("chunked"|"length"|"none", content length)`` of a head the parser accepted."""
+    if head.has(b"transfer-encoding"):
+        return "chunked", 0
+    length = head.first(b"content-length")
+    if length is not None:
+        return ("length", int(length)) if int(length) else ("none", 0)
+    return "none", 0
+
+
+class RequestMessage:
+    """One request's framing, from its head to the end of its body."""
+
+    __slots__ = (
+        "_parser",
+        "body",
+        "complete",
+        "framing",
+        "keep_alive",
+        "method",
+        "remaining",
+        "upgrade",
+        "version",
+    )
+
+    def __init__(self, body: Callable[[bytes], None]) -> None:
+        self._parser = httptools.HttpRequestParser(self)
+        self.reset(body)
+
+    def reset(self, body: Callable[[bytes], None]) -> None:
+        """Ready for the connection's next request (whose body goes to ``body``)."""
+        self.body = body
+        self.complete = False
+        self.upgrade = False
+        self.keep_alive = True
+        self.framing = "none"
+        self.remaining = 0
+        self.method = b""
+        self.version = ""
+
+    # -- parser callbacks --
+    def on_body(self, data: bytes) -> None:
+        """A piece of the body payload (chunked framing removed): for the capture only."""
+        self.body(data)
+
+    def on_message_complete(self) -> None:
+        """The parser saw the message end."""
+        self.complete = True
+
+    def on_headers_complete(self) -> None:
+        """The head is whole: read what the parser knows about it."""
+        self.keep_alive = self._parser.should_keep_alive()
+        self.method = self._parser.get_method()
+        self.version = self._parser.get_http_version()
+
+    # -- the forwarder's side --
+    def start(self, raw: bytes, head: Head) -> None:
+        """Feed the head; raises :data:`ParserError` when the parser rejects it."""
+        try:
+            self._parser.feed_data(raw)
+        except Upgrade:
+            self.upgrade = True
+            self.complete = True  # what follows is the tunnel's, not HTTP
+            return
+        self.framing, self.remaining = _framing(head)
+        if self.framing == "none":
+            self.complete = True
+
+    def feed(self, data: bytes) -> int:
+        """Feed body bytes; returns how many of them belong to this message."""
+        if self.complete:
+            return 0
+        if self.framing == "length":
+            take = min(self.remaining, len(data))
+            self._parser.feed_data(data[:take])
+            self.remaining -= take
+            if not self.remaining:
+                self.complete = True
+            return take
+        view = memoryview(data)
+        start, size = 0, len(data)
+        while start < size:
+            newline = data.find(b"\n", start)
+            end = size if newline < 0 else newline + 1
+            self._parser.feed_data(view[start:end])
+            start = end
+            if self.complete:
+                break
+        return start
+
+
+class ResponseMessage:
+    """One exchange's answer: interim 1xx answers, then the final one, fed as it comes."""
+
+    __slots__ = (
+        "_parser",
+        "body",
+        "complete",
+        "head_done",
+        "keep_alive",
+        "skip_body",
+        "status",
+        "tunnel_offset",
+        "upgraded",
+    )
+
+    def __init__(self, body: Callable[[bytes], None], skip_body: bool) -> None:
+        self._parser = httptools.HttpResponseParser(self)
+        self.body = body
+        self.skip_body = skip_body  # the answer to a HEAD: no body whatever its headers say
+        self.complete = False
+        self.head_done = False
+        self.keep_alive = True
+        self.status = 0
+        self.upgraded = False
+        self.tunnel_offset = 0
+
+    def on_headers_complete(self) -> None:
+        """A head (interim or final) is whole."""
+        self.status = self._parser.get_status_code()
+        self.keep_alive = self._parser.should_keep_alive()
+        if self.status >= 200 or self.status == 101:
+            self.head_done = True
+            if self.skip_body:
+                self.complete = True
+
+    def on_body(self, data: bytes) -> None:
+        """A piece of the body payload."""
+        if not self.complete:
+            self.body(data)
+
+    def on_message_complete(self) -> None:
+        """A message ended: the final answer if it was not a 1xx."""
+        if self.status >= 200:
+            self.complete = True
+
+    def feed(self, data: bytes) -> None:
+        """Feed response bytes; raises :data:`ParserError` on bytes that are not HTTP."""
+        if self.complete:
+            return
+        try:
+            self._parser.feed_data(data)
+        except Upgrade as exc:
+            self.upgraded = True
+            self.complete = True
+            self.tunnel_offset = int(exc.args[0]) if exc.args else 0

@@ -1,0 +1,233 @@
+"""The upstream leg: one protocol per upstream connection and a capped pool of them.
+
+A connection is bound to one exchange while it is in flight and goes back to the pool
+(idle, for at most ``keepalive_s``) when its answer ended cleanly; a held-open stream holds
+only its own connection, so nothing waits behind it. At ``max_connections`` bound at once,
+:meth:`UpstreamPool.reserve` says no and the tap answers 503 at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from dataclasses import dataclass
+from typing import Protocol
+from urllib.parse import urlsplit
+
+
+class UpstreamOwner(Protocol):
+    """What an upstream connection reports to (the client connection it serves)."""
+
+    def upstream_data(self, data: bytes) -> None:
+        """Bytes from the upstream."""
+
+    def upstream_eof(self) -> None:
+        """The upstream half-closed."""
+
+    def upstream_lost(self, exc: Exception | None) -> None:
+        """The upstream connection is gone."""
+
+    def upstream_paused(self) -> None:
+        """The upstream's write buffer is above its high-water mark."""
+
+    def upstream_resumed(self) -> None:
+        """... and drained again."""
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamTarget:
+    """Where a hop forwards to, parsed once."""
+
+    url: str
+    host: str
+    port: int
+    tls: ssl.SSLContext | None
+    authority: bytes  # host[:port] as in the URL: the Host a rewrite puts in
+    prefix: bytes  # the URL's base path ("" for none), put before each origin-form target
+
+    @classmethod
+    def of(cls, url: str, tls: ssl.SSLContext | bool) -> UpstreamTarget:
+        """Parse an upstream base URL (already validated by the options)."""
+        parts = urlsplit(url)
+        https = parts.scheme == "https"
+        context: ssl.SSLContext | None = None
+        if https:
+            if isinstance(tls, ssl.SSLContext):
+                context = tls
+            else:  # verification turned off explicitly
+                context = ssl.create_default_context()
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+        port = parts.port or (443 if https else 80)
+        return cls(url, parts.hostname or "", port, context,
+                   parts.netloc.rpartition("@")[2].encode("idna"),
+                   parts.path.rstrip("/").encode("latin-1"))
+
+
+class UpstreamConnection(asyncio.Protocol):
+    """One connection to the upstream; reports to its current owner."""
+
+    def __init__(self, pool: UpstreamPool) -> None:
+        self.pool = pool
+        self.transport: asyncio.Transport | None = None
+        self.owner: UpstreamOwner | None = None
+        self.reused = False
+        self.closed = False
+        self._expiry: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Connected."""
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        """Upstream bytes go to the owner; an idle connection that talks is closed."""
+        if self.owner is not None:
+            self.owner.upstream_data(data)
+        else:
+            self.close()
+
+    def eof_received(self) -> bool:
+        """The upstream half-closed: the owner decides (a tunnel may keep writing)."""
+        if self.owner is not None:
+            self.owner.upstream_eof()
+            return True
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Gone: tell the owner, or leave the idle list."""
+        self.closed = True
+        self._cancel_expiry()
+        owner, self.owner = self.owner, None
+        if owner is not None:
+            owner.upstream_lost(exc)
+        else:
+            self.pool.forget(self)
+
+    def pause_writing(self) -> None:
+        """Flow control: the owner stops reading its client."""
+        if self.owner is not None:
+            self.owner.upstream_paused()
+
+    def resume_writing(self) -> None:
+        """Flow control: the owner reads its client again."""
+        if self.owner is not None:
+            self.owner.upstream_resumed()
+
+    def write(self, data: bytes) -> None:
+        """Send bytes upstream."""
+        if self.transport is not None and not self.closed:
+            self.transport.write(data)
+
+    def close(self) -> None:
+        """Close (buffered bytes are still sent)."""
+        self.owner = None
+        if self.transport is not None:
+            self.transport.close()
+
+    def abort(self) -> None:
+        """Close at once."""
+        self.owner = None
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _cancel_expiry(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+
+
+class UpstreamPool:
+    """Connections to one upstream: at most ``max_connections`` bound at once."""
+
+    def __init__(
+        self,
+        target: UpstreamTarget,
+        *,
+        max_connections: int,
+        max_idle: int,
+        keepalive_s: float,
+        connect_timeout_s: float,
+    ) -> None:
+        self.target = target
+        self.max_connections = max_connections
+        self.max_idle = max_idle
+        self.keepalive_s = keepalive_s
+        self.connect_timeout_s = connect_timeout_s
+        self.bound = 0  # connections bound to an exchange (or being opened for one)
+        self.saturated = 0  # requests answered 503 because the cap was reached
+        self._idle: list[UpstreamConnection] = []
+
+    @property
+    def at_cap(self) -> bool:
+        """Whether the next exchange would be refused."""
+        return self.bound >= self.max_connections
+
+    def reserve(self) -> bool:
+        """Bind a slot for one exchange; False (and counted) at the cap."""
+        if self.bound >= self.max_connections:
+            self.saturated += 1
+            return False
+        self.bound += 1
+        return True
+
+    def unreserve(self) -> None:
+        """Give back a slot whose connection never came."""
+        self.bound -= 1
+
+    def take_idle(self) -> UpstreamConnection | None:
+        """The most recently used idle connection, if one is still open."""
+        while self._idle:
+            conn = self._idle.pop()
+            conn._cancel_expiry()
+            if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
+                conn.reused = True
+                return conn
+        return None
+
+    async def connect(self) -> UpstreamConnection:
+        """Open a new connection (raises OSError or TimeoutError)."""
+        loop = asyncio.get_running_loop()
+        target = self.target
+        opening = loop.create_connection(
+            lambda: UpstreamConnection(self),
+            target.host,
+            target.port,
+            ssl=target.tls,
+            server_hostname=target.host if target.tls is not None else None,
+        )
+        if self.connect_timeout_s:
+            _, conn = await asyncio.wait_for(opening, self.connect_timeout_s)
+        else:
+            _, conn = await opening
+        return conn
+
+    def release(self, conn: UpstreamConnection, reusable: bool) -> None:
+        """Unbind a connection: back to the idle list if its last answer ended cleanly."""
+        self.bound -= 1
+        conn.owner = None
+        if not reusable or conn.closed or len(self._idle) >= self.max_idle:
+            conn.close()
+            return
+        self._idle.append(conn)
+        if self.keepalive_s:
+            conn._expiry = asyncio.get_running_loop().call_later(
+                self.keepalive_s, self._expire, conn
+            )
+
+    def _expire(self, conn: UpstreamConnection) -> None:
+        conn._expiry = None
+        self.forget(conn)
+        conn.close()
+
+    def forget(self, conn: UpstreamConnection) -> None:
+        """Drop a connection from the idle list (it closed)."""
+        if conn in self._idle:
+            self._idle.remove(conn)
+
+    def close(self) -> None:
+        """Close every idle connection."""
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn._cancel_expiry()
+            conn.close()
