@@ -78,14 +78,14 @@ async def test_admin_health_readiness_and_metrics(tmp_path: Path, origin_base: s
     assert metrics.status_code == 200
     assert metrics.headers["content-type"].startswith("text/plain")
     lines = metrics.text.splitlines()
-    assert 'mcptap_exchanges_total{era="modern",hop="tap"} 4' in lines
-    assert 'mcptap_findings_total{hop="tap",rule="request.header.mismatch"} 1' in lines
+    assert 'mcptap_exchanges_total{era="modern",hop="tap"} 4.0' in lines
+    assert 'mcptap_findings_total{hop="tap",rule="request.header.mismatch"} 1.0' in lines
     assert [line for line in lines if line.startswith("mcptap_findings_total{")] == [
-        'mcptap_findings_total{hop="tap",rule="request.header.mismatch"} 1'
+        'mcptap_findings_total{hop="tap",rule="request.header.mismatch"} 1.0'
     ]
     assert "# TYPE mcptap_exchanges_total counter" in lines
-    assert 'mcptap_upstream_latency_seconds_count{hop="tap"} 4' in lines
-    assert 'mcptap_evidence_records{kind="lost"} 0' in lines
+    assert 'mcptap_upstream_latency_seconds_count{hop="tap"} 4.0' in lines
+    assert 'mcptap_evidence_records_lost_total{reason="queue"} 0.0' in lines
 
 
 async def test_readiness_names_the_hop_whose_upstream_is_down(
@@ -385,7 +385,7 @@ async def test_evidence_queue_full_is_counted_and_leaves_a_gap_while_traffic_flo
 
     assert [a.status_code for a in answers] == [200] * n  # traffic never waited for the disk
     assert 1 <= lost <= n - 1
-    assert f'mcptap_evidence_records{{kind="lost"}} {lost}' in metrics.splitlines()
+    assert f'mcptap_evidence_records_lost_total{{reason="queue"}} {lost}.0' in metrics.splitlines()
     gaps = [r for r in recs if r["kind"] == "gap"]
     assert gaps and all(g["reason"] == "queue full" for g in gaps)
     assert sum(g["lost"] for g in gaps) == lost
@@ -609,8 +609,8 @@ class TestRecordingProcess:
         ]
         assert recs[1]["findings"][0]["code"] == -32020
         lines = metrics.splitlines()
-        assert 'mcptap_exchanges_total{era="modern",hop="tap"} 2' in lines
-        assert 'mcptap_findings_total{hop="tap",rule="request.header.mismatch"} 1' in lines
+        assert 'mcptap_exchanges_total{era="modern",hop="tap"} 2.0' in lines
+        assert 'mcptap_findings_total{hop="tap",rule="request.header.mismatch"} 1.0' in lines
         assert tap.metrics.findings.value(hop="tap", rule="request.header.mismatch") == 1
 
     async def test_a_full_handover_queue_is_counted_and_leaves_a_gap(

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from mcp_tap.proxy.metrics import Metrics
+from mcp_tap.proxy.metrics import CONTENT_TYPE, Metrics
 
 ReadinessCheck = Callable[[], Awaitable[list[str]]]
 
@@ -29,10 +29,8 @@ def admin_app(metrics: Metrics, readiness: ReadinessCheck) -> web.Application:
 
     async def prometheus(_: web.Request) -> web.Response:
         return web.Response(
-            text=metrics.render(),
-            content_type="text/plain",
-            charset="utf-8",
-            headers={"X-Content-Type-Options": "nosniff"},
+            body=metrics.render().encode(),
+            headers={"Content-Type": CONTENT_TYPE, "X-Content-Type-Options": "nosniff"},
         )
 
     app = web.Application()

@@ -28,6 +28,7 @@ from yarl import URL
 from mcp_tap.core.headers import HeaderMap, media_type
 from mcp_tap.core.sse import SSEDecoder, SSEError
 from mcp_tap.proxy.capture import BodyCapture
+from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions
 from mcp_tap.proxy.recorder import Captured, ExchangeRecorder, TimedEvent
 
@@ -174,8 +175,10 @@ class Forwarder:
         session: aiohttp.ClientSession,
         recorder: ExchangeRecorder,
         clock: Callable[[], float] = time.time,
+        metrics: Metrics | None = None,
     ) -> None:
         self.hop = hop
+        self.metrics = Metrics() if metrics is None else metrics
         self.upstream = upstream
         self.options = options
         self.session = session
@@ -243,6 +246,7 @@ class Forwarder:
         if not request.body_exists:
             cap.request.end()
         try:
+            self.metrics.exchange_began(self.hop)
             self.recorder.begin(cap)
             return await self._forward(request, cap)
         except asyncio.CancelledError:
@@ -250,6 +254,7 @@ class Forwarder:
             raise
         finally:
             _settle_request_body(request, cap.request)
+            self.metrics.exchange_ended(self.hop, cap.egress_status)
             try:
                 self.recorder.record(cap)
             except Exception as exc:  # noqa: BLE001 - evidence must never break traffic

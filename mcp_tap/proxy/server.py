@@ -92,11 +92,7 @@ class TapServer:
         self._admin_runner: web.AppRunner | None = None
         self._forwarders: list[Forwarder] = []
         self._session: aiohttp.ClientSession | None = None
-        self.metrics.gauge(
-            "mcptap_evidence_records",
-            "Evidence records written and lost.",
-            lambda: {k: float(v) for k, v in self._evidence_counters().items()},
-        )
+        self.metrics.evidence(self._evidence_counters)
 
     def _evidence_counters(self) -> dict[str, int]:
         if isinstance(self.recorder, ProcessRecorder):
@@ -148,7 +144,8 @@ class TapServer:
         )
         for hop in self.options.hops:
             forwarder = Forwarder(
-                hop.name, hop.upstream, self.options, self._session, self.recorder, self.clock
+                hop.name, hop.upstream, self.options, self._session, self.recorder, self.clock,
+                metrics=self.metrics,
             )
             self._forwarders.append(forwarder)
             app = web.Application(client_max_size=0)
