@@ -23,6 +23,16 @@ def redact_event(_logger: Any, _method: str, event_dict: MutableMapping[str, Any
     return redacted
 
 
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is at the time (tests and embedders swap it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def _dumps(obj: Any, **_kw: Any) -> str:
     return orjson.dumps(obj, default=str).decode()
 
@@ -61,6 +71,6 @@ def configure_logging(level: str = "info") -> None:
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelNamesMapping()[level.upper()]
         ),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )

@@ -29,8 +29,9 @@ from mcp_tap.core.headers import HeaderMap, media_type
 from mcp_tap.core.sse import SSEDecoder, SSEError
 from mcp_tap.proxy.capture import BodyCapture
 from mcp_tap.proxy.metrics import Metrics
-from mcp_tap.proxy.options import TapOptions
+from mcp_tap.proxy.options import TapOptions, TracingOptions
 from mcp_tap.proxy.recorder import Captured, ExchangeRecorder, TimedEvent
+from mcp_tap.proxy.tracing import root_flags
 
 log = structlog.get_logger("mcp_tap.proxy")
 
@@ -99,7 +100,7 @@ def _as_sent(headers: CIMultiDict[str]) -> HeaderMap:
 _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?")
 
 
-def _traceparent(headers: HeaderMap) -> tuple[str, str | None]:
+def _traceparent(headers: HeaderMap, options: TracingOptions) -> tuple[str, str | None]:
     """The trace id of the request's ``traceparent`` and a header to add when it has none.
 
     A W3C-valid header gives its trace id. An invalid one (bad hex, all-zero ids, version
@@ -116,14 +117,18 @@ def _traceparent(headers: HeaderMap) -> tuple[str, str | None]:
             and m.group(3) != "0" * 16
         )
         return (m.group(2) if valid and m else ""), None
-    return _new_traceparent()
+    return _new_traceparent(options)
 
 
-def _new_traceparent() -> tuple[str, str]:
-    """A fresh trace id and the ``traceparent`` header that carries it."""
+def _new_traceparent(options: TracingOptions) -> tuple[str, str]:
+    """A fresh trace id and the ``traceparent`` header that carries it.
+
+    The sampled flag is set only when the tap itself records the trace (:func:`root_flags`):
+    a parent-based sampler downstream must not be told to keep what nobody chose to keep.
+    """
     ids = secrets.token_hex(24)  # one read of the system's randomness for both ids
     trace_id = ids[:32]
-    return trace_id, f"00-{trace_id}-{ids[32:]}-01"
+    return trace_id, f"00-{trace_id}-{ids[32:]}-{root_flags(options, trace_id)}"
 
 
 _DROP_INGRESS = HOP_BY_HOP | {"host"}  # Host is set for the upstream instead
@@ -217,9 +222,9 @@ class Forwarder:
         pairs = raw_headers.pairs
         lower = [name.lower() for name, _ in pairs]  # every lookup below reads this once
         if "traceparent" in lower:
-            trace_id, new_traceparent = _traceparent(raw_headers)
+            trace_id, new_traceparent = _traceparent(raw_headers, self.options.tracing)
         else:
-            trace_id, new_traceparent = _new_traceparent()
+            trace_id, new_traceparent = _new_traceparent(self.options.tracing)
         kept = (("Host", self._host), *_kept(pairs, lower, _DROP_INGRESS))
         if new_traceparent and self.options.tracing.add_traceparent:
             kept = (*kept, ("traceparent", new_traceparent))

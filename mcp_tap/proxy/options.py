@@ -21,6 +21,7 @@ from mcp_tap.core.hops import HopThresholds
 from mcp_tap.core.redaction import ArgumentPolicy, RedactionPolicy
 from mcp_tap.errors import InputError
 from mcp_tap.files import read_file
+from mcp_tap.proxy.tracing import check_tracing
 from mcp_tap.urls import check_http_url
 
 
@@ -110,9 +111,21 @@ class UpstreamOptions:
 
 @dataclass(frozen=True, slots=True)
 class TracingOptions:
-    """W3C trace context: add a ``traceparent`` when the client sent none."""
+    """W3C trace context and OpenTelemetry spans (:mod:`mcp_tap.proxy.tracing`).
+
+    ``add_traceparent``: add a ``traceparent`` when the client sent none (its sampled flag
+    is set only when the tap records the trace). ``otlp_endpoint``: the OTLP/HTTP traces URL
+    (e.g. ``http://127.0.0.1:4318/v1/traces``) spans are exported to; empty exports none and
+    needs no extra (``pip install 'mcp-tap[otel]'`` otherwise). ``sample_ratio``: the share
+    of traces the tap starts that it records (a parent's sampled flag decides the others).
+    ``export_delay_s``: how long finished spans wait to be sent in one batch.
+    """
 
     add_traceparent: bool = True
+    otlp_endpoint: str = ""
+    service_name: str = "mcp-tap"
+    sample_ratio: float = 1.0
+    export_delay_s: float = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +197,7 @@ _POSITIVE = frozenset(
         "evidence.max_segment_age_s",
         "evidence.queue_size",
         "recording.queue_size",
+        "tracing.export_delay_s",
     }
 )
 _MAX_COUNT = 10_000_000  # queue sizes, SSE events, connections
@@ -192,6 +206,8 @@ _MAX_NUMBER = 1e9  # seconds, milliseconds, ratios (1e9 s is over 30 years)
 _MAXIMUM: dict[str, int | float] = {
     "evidence.max_segment_bytes": _MAX_BYTES,
     "capture.max_body_bytes": _MAX_BYTES,
+    "tracing.sample_ratio": 1,
+    "tracing.export_delay_s": 3600,
 }
 
 
@@ -394,4 +410,5 @@ def load_options(
         opts = replace(opts, admin=AdminOptions(admin))
     if opts.admin.listen:
         parse_listen(opts.admin.listen, "admin listen")
+    check_tracing(opts.tracing)
     return opts
