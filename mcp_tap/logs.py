@@ -1,4 +1,11 @@
-"""structlog set-up: JSON lines on stderr, secrets redacted by a processor before rendering."""
+"""structlog set-up: one JSON object per line on stderr, for the tap's own lines and for every
+standard-library logger (aiohttp, asyncio, the OpenTelemetry exporter) alike.
+
+The processor chain is :func:`processors`, a plain list: extend it with one line. Tracebacks
+are rendered by structlog (``exception``: a list of ``{exc_type, exc_value, frames}``, frame
+locals never included, since they can hold request data). Every field is documented in
+``docs/logging.md``; secrets are redacted by :func:`redact_event` before rendering.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,8 @@ from typing import Any
 
 import orjson
 import structlog
+from structlog.tracebacks import ExceptionDictTransformer
+from structlog.typing import Processor
 
 from mcp_tap.core.redaction import Redactor
 from mcp_tap.errors import InputError
@@ -37,6 +46,23 @@ def _dumps(obj: Any, **_kw: Any) -> str:
     return orjson.dumps(obj, default=str).decode()
 
 
+# ``exc_info`` -> ``exception`` as structured frames; no locals (they can hold secrets).
+render_tracebacks = structlog.processors.ExceptionRenderer(
+    ExceptionDictTransformer(show_locals=False, use_rich=False)
+)
+
+
+def processors() -> list[Processor]:
+    """The processor chain every line runs through before it is rendered as JSON."""
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        render_tracebacks,
+        redact_event,
+    ]
+
+
 # The level names the proxy and the demo accept for --log-level (any case).
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -52,6 +78,27 @@ def add_log_level_option(parser: argparse.ArgumentParser, default: str, what: st
     )
 
 
+def _route_stdlib(level: int) -> None:
+    """Send every standard-library log record through the same chain, as JSON on stderr."""
+    handler = logging.StreamHandler(_CurrentStderr())
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[structlog.stdlib.add_logger_name, *processors()],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.JSONRenderer(serializer=_dumps),
+            ],
+        )
+    )
+    handler.set_name("mcp-tap-json")
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == "mcp-tap-json"]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    # Other libraries' INFO lines (per-request chatter) stay out unless asked for with debug.
+    root.setLevel(level if level <= logging.DEBUG else max(level, logging.WARNING))
+
+
 def configure_logging(level: str = "info") -> None:
     """Configure structlog to print one JSON object per line on stderr.
 
@@ -60,17 +107,11 @@ def configure_logging(level: str = "info") -> None:
     """
     if level.lower() not in LOG_LEVELS:
         raise InputError(f"log level {level!r} is not one of {', '.join(LOG_LEVELS)}")
+    number = logging.getLevelNamesMapping()[level.upper()]
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            redact_event,
-            structlog.processors.JSONRenderer(serializer=_dumps),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelNamesMapping()[level.upper()]
-        ),
+        processors=[*processors(), structlog.processors.JSONRenderer(serializer=_dumps)],
+        wrapper_class=structlog.make_filtering_bound_logger(number),
         logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
+    _route_stdlib(number)

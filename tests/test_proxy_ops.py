@@ -282,7 +282,7 @@ def proxy_process(
     assert proc.stderr is not None
     stderr = _Lines(proc.stderr)
     try:
-        stderr.wait_for("listening on", timeout=_TIMEOUT)
+        stderr.wait_for('"event":"proxy.started"', timeout=_TIMEOUT)
         yield proc, f"http://127.0.0.1:{port}/mcp", evidence, stderr
     finally:
         if proc.poll() is None:
@@ -328,6 +328,8 @@ async def test_proxy_process_drains_an_sse_call_on_sigterm_and_exits_0(
     assert code == 0, log
     assert "Traceback" not in log
     assert log.count('"event":"exchange"') == 2  # one line per exchange, in either mode
+    lines = [json.loads(line) for line in log.splitlines()]  # every stderr line is JSON
+    assert {line["event"] for line in lines} >= {"proxy.started", "exchange", "proxy.stopped"}
 
     capsys.readouterr()
     assert main(["verify", str(evidence)]) == 0
@@ -339,6 +341,8 @@ async def test_proxy_process_drains_an_sse_call_on_sigterm_and_exits_0(
     assert call["egress"]["bodyDigest"] == hashlib.sha256(received).hexdigest()
     assert call["origin"]["sse"][-1]["data"]["result"]["content"][0]["text"] == "counted to 3"
     assert call["findings"] == [] and call["tapError"] is None
+    logged = [(x["exchange_id"], x["trace_id"]) for x in lines if x["event"] == "exchange"]
+    assert sorted(logged) == sorted((r["exchangeId"], r["traceId"]) for r in recs)
 
 
 # -- evidence loss ---------------------------------------------------------------------------

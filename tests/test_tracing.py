@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
@@ -12,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+import structlog
 from aiohttp import web
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from peers import raw_modern_request
@@ -96,6 +98,13 @@ def _options(tmp_path: Path, origin_base: str, receiver: Receiver, **tracing: An
     )
 
 
+def _reset_logging() -> None:
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if h.get_name() == "mcp-tap-json"]:
+        root.removeHandler(handler)
+    structlog.reset_defaults()
+
+
 class TestSpans:
     """One span per exchange, exported with OTLP."""
 
@@ -120,6 +129,7 @@ class TestSpans:
             spans = await receiver.wait_for(2)
         recs = exchanges(tap)
         log_lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+        _reset_logging()
 
         assert (good.status_code, bad.status_code) == (200, 400)
         assert receiver.content_types == ["application/x-protobuf"] * len(receiver.content_types)
