@@ -62,52 +62,59 @@ LATENCY_BUCKETS_S = (
 )
 
 # The tap's own added latency targets well under a millisecond: its buckets start at 50 us.
-ADDED_LATENCY_BUCKETS_S = (
-    0.00005,
-    0.0001,
-    0.00025,
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    1.0,
-)
+ADDED_LATENCY_BUCKETS_S = (0.00005, *(b for b in LATENCY_BUCKETS_S if b <= 1.0))
 
 
 def _key(labels: dict[str, str]) -> LabelKey:
     return tuple(sorted(labels.items()))
 
 
-class Counter:
-    """A monotonically increasing counter with labels (integers stay exact integers)."""
+class _Labelled:
+    """Numbers per label set, exact (what :class:`Counter` and :class:`Gauge` share)."""
 
     def __init__(self, name: str, help_text: str) -> None:
-        """``name`` ends in ``_total``; ``help_text`` is its ``# HELP`` line."""
         self.name, self.help = name, help_text
         self._values: dict[LabelKey, Number] = defaultdict(int)
         self._lock = threading.Lock()
 
-    def inc(self, amount: Number = 1, **labels: str) -> None:
-        """Add ``amount`` (at least 0) to the series with ``labels``."""
-        if amount < 0:
-            raise ValueError("a counter only goes up")
+    def _add(self, amount: Number, labels: dict[str, str]) -> None:
         key = _key(labels)
         with self._lock:
             self._values[key] += amount
 
     def value(self, **labels: str) -> Number:
-        """The current value of one series (0 when never incremented)."""
+        """The current value of one series (0 when never touched)."""
         return self._values.get(_key(labels), 0)
 
     def state(self) -> dict[LabelKey, Number]:
         """A copy of every series (to ship to another process)."""
         with self._lock:
             return dict(self._values)
+
+    def _family(
+        self, kind: type[CounterMetricFamily] | type[GaugeMetricFamily], name: str
+    ) -> Metric:
+        values = self.state()
+        names = sorted({k for key in values for k, _ in key})
+        family = kind(name, self.help, labels=names)
+        for key, value in sorted(values.items()):
+            labels = dict(key)
+            family.add_metric([labels.get(n, "") for n in names], value)
+        return family
+
+
+class Counter(_Labelled):
+    """A monotonically increasing counter with labels (integers stay exact integers)."""
+
+    def __init__(self, name: str, help_text: str) -> None:
+        """``name`` ends in ``_total``; ``help_text`` is its ``# HELP`` line."""
+        super().__init__(name, help_text)
+
+    def inc(self, amount: Number = 1, **labels: str) -> None:
+        """Add ``amount`` (at least 0) to the series with ``labels``."""
+        if amount < 0:
+            raise ValueError("a counter only goes up")
+        self._add(amount, labels)
 
     def load(self, state: dict[LabelKey, Number]) -> None:
         """Replace every series with ``state`` (from :meth:`state` of a counter elsewhere)."""
@@ -116,44 +123,24 @@ class Counter:
 
     def family(self) -> Metric:
         """The series as one ``prometheus_client`` counter family."""
-        names = sorted({k for key in self._values for k, _ in key})
         # prometheus_client appends _total itself and wants the name without it.
-        family = CounterMetricFamily(self.name.removesuffix("_total"), self.help, labels=names)
-        for key, value in sorted(self.state().items()):
-            labels = dict(key)
-            family.add_metric([labels.get(n, "") for n in names], value)
-        return family
+        return self._family(CounterMetricFamily, self.name.removesuffix("_total"))
 
 
-class Gauge:
+class Gauge(_Labelled):
     """A value that goes up and down, with labels (e.g. exchanges in flight)."""
 
     def __init__(self, name: str, help_text: str) -> None:
         """``name`` is in base units; ``help_text`` is its ``# HELP`` line."""
-        self.name, self.help = name, help_text
-        self._values: dict[LabelKey, Number] = defaultdict(int)
-        self._lock = threading.Lock()
+        super().__init__(name, help_text)
 
     def add(self, amount: Number, **labels: str) -> None:
         """Add ``amount`` (negative to lower it) to the series with ``labels``."""
-        key = _key(labels)
-        with self._lock:
-            self._values[key] += amount
-
-    def value(self, **labels: str) -> Number:
-        """The current value of one series (0 when never set)."""
-        return self._values.get(_key(labels), 0)
+        self._add(amount, labels)
 
     def family(self) -> Metric:
         """The series as one ``prometheus_client`` gauge family."""
-        with self._lock:
-            values = dict(self._values)
-        names = sorted({k for key in values for k, _ in key})
-        family = GaugeMetricFamily(self.name, self.help, labels=names)
-        for key, value in sorted(values.items()):
-            labels = dict(key)
-            family.add_metric([labels.get(n, "") for n in names], value)
-        return family
+        return self._family(GaugeMetricFamily, self.name)
 
 
 class Histogram:
