@@ -30,7 +30,7 @@ from mcp_tap.logs import configure_logging
 from mcp_tap.proxy.capture import BodyCapture
 from mcp_tap.proxy.forward import _decode_raw, _traceparent, end_to_end
 from mcp_tap.proxy.metrics import Metrics
-from mcp_tap.proxy.options import load_options
+from mcp_tap.proxy.options import TracingOptions, load_options
 from mcp_tap.proxy.recorder import Captured, Recorder, TimedEvent
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -87,7 +87,7 @@ def captured(call: Call, recorder: Recorder) -> Captured:
         (b"Content-Length", str(len(call.body)).encode()),
     )
     headers = _decode_raw(raw)
-    trace_id, new = _traceparent(headers)
+    trace_id, new = _traceparent(headers, TracingOptions())
     forwarded = end_to_end(headers).without(("host",))
     forwarded = HeaderMap((("Host", "127.0.0.1:9001"), *forwarded.pairs, ("traceparent", new)))
     cap = Captured(
