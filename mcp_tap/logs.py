@@ -94,9 +94,11 @@ def _route_stdlib(level: int) -> None:
     root = logging.getLogger()
     for old in [h for h in root.handlers if h.get_name() == "mcp-tap-json"]:
         root.removeHandler(old)
+    # Other libraries' lines below WARNING stay out even at --log-level debug: they are
+    # per-request chatter, and client libraries log URLs (with their queries) at INFO.
+    handler.setLevel(max(level, logging.WARNING))
     root.addHandler(handler)
-    # Other libraries' INFO lines (per-request chatter) stay out unless asked for with debug.
-    root.setLevel(level if level <= logging.DEBUG else max(level, logging.WARNING))
+    root.setLevel(min(root.level or logging.WARNING, handler.level))
 
 
 def configure_logging(level: str = "info") -> None:

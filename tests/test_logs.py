@@ -79,3 +79,10 @@ class TestLines:
             structlog.get_logger("mcp_tap.test").warning("evidence.lost", lost=1)
         (line,) = lines()
         assert (line["exchange_id"], line["trace_id"], line["lost"]) == ("e1", "t1", 1)
+
+    def test_library_chatter_stays_out_even_at_debug(self, lines: Any) -> None:
+        """A client library's INFO line (URLs with queries) is not written at debug level."""
+        configure_logging("debug")
+        logging.getLogger("httpx").info("HTTP Request: POST http://h/mcp?api_key=s3cr3t")
+        structlog.get_logger("mcp_tap.test").debug("proxy.debug_line")
+        assert [line["event"] for line in lines()] == ["proxy.debug_line"]
