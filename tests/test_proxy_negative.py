@@ -468,5 +468,5 @@ async def test_a_check_that_raises_never_breaks_forwarding(
     assert "RuntimeError" in rec["findings"][0]["message"]
     assert rec["tapError"] is None
     assert rec["egress"]["status"] == 200
-    assert 'mcptap_check_errors_total{hop="tap"} 1\n' in metrics
-    assert 'mcptap_findings_total{hop="tap",rule="tap.internal-error"} 1\n' in metrics
+    assert 'mcptap_check_errors_total{hop="tap"} 1.0\n' in metrics
+    assert 'mcptap_findings_total{hop="tap",rule="tap.internal-error"} 1.0\n' in metrics

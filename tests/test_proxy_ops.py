@@ -78,14 +78,14 @@ async def test_admin_health_readiness_and_metrics(tmp_path: Path, origin_base: s
     assert metrics.status_code == 200
     assert metrics.headers["content-type"].startswith("text/plain")
     lines = metrics.text.splitlines()
-    assert 'mcptap_exchanges_total{era="modern",hop="tap"} 4' in lines
-    assert 'mcptap_findings_total{hop="tap",rule="request.header.mismatch"} 1' in lines
+    assert 'mcptap_exchanges_total{era="modern",hop="tap"} 4.0' in lines
+    assert 'mcptap_findings_total{hop="tap",rule="request.header.mismatch"} 1.0' in lines
     assert [line for line in lines if line.startswith("mcptap_findings_total{")] == [
-        'mcptap_findings_total{hop="tap",rule="request.header.mismatch"} 1'
+        'mcptap_findings_total{hop="tap",rule="request.header.mismatch"} 1.0'
     ]
     assert "# TYPE mcptap_exchanges_total counter" in lines
-    assert 'mcptap_upstream_latency_seconds_count{hop="tap"} 4' in lines
-    assert 'mcptap_evidence_records{kind="lost"} 0' in lines
+    assert 'mcptap_upstream_latency_seconds_count{hop="tap"} 4.0' in lines
+    assert 'mcptap_evidence_records_lost_total{reason="queue"} 0.0' in lines
 
 
 async def test_readiness_names_the_hop_whose_upstream_is_down(
@@ -258,7 +258,7 @@ def proxy_process(
     assert proc.stderr is not None
     stderr = Lines(proc.stderr)
     try:
-        stderr.wait_for("listening on", timeout=_TIMEOUT)
+        stderr.wait_for('"event":"proxy.started"', timeout=_TIMEOUT)
         yield proc, f"http://127.0.0.1:{port}/mcp", evidence, stderr
     finally:
         if proc.poll() is None:
@@ -304,6 +304,8 @@ async def test_proxy_process_drains_an_sse_call_on_sigterm_and_exits_0(
     assert code == 0, log
     assert "Traceback" not in log
     assert log.count('"event":"exchange"') == 2  # one line per exchange, in either mode
+    lines = [json.loads(line) for line in log.splitlines()]  # every stderr line is JSON
+    assert {line["event"] for line in lines} >= {"proxy.started", "exchange", "proxy.stopped"}
 
     capsys.readouterr()
     assert main(["verify", str(evidence)]) == 0
@@ -316,6 +318,8 @@ async def test_proxy_process_drains_an_sse_call_on_sigterm_and_exits_0(
     assert call["digests"] == DigestKey(_DIGEST_KEY, "operator").describe()
     assert call["origin"]["sse"][-1]["data"]["result"]["content"][0]["text"] == "counted to 3"
     assert call["findings"] == [] and call["tapError"] is None
+    logged = [(x["exchange_id"], x["trace_id"]) for x in lines if x["event"] == "exchange"]
+    assert sorted(logged) == sorted((r["exchangeId"], r["traceId"]) for r in recs)
 
 
 # -- evidence loss ---------------------------------------------------------------------------
@@ -362,7 +366,7 @@ async def test_evidence_queue_full_is_counted_and_leaves_a_gap_while_traffic_flo
 
     assert [a.status_code for a in answers] == [200] * n  # traffic never waited for the disk
     assert 1 <= lost <= n - 1
-    assert f'mcptap_evidence_records{{kind="lost"}} {lost}' in metrics.splitlines()
+    assert f'mcptap_evidence_records_lost_total{{reason="queue"}} {lost}.0' in metrics.splitlines()
     gaps = [r for r in recs if r["kind"] == "gap"]
     assert gaps and all(g["reason"] == "queue full" for g in gaps)
     assert sum(g["lost"] for g in gaps) == lost
@@ -559,8 +563,8 @@ class TestRecordingProcess:
         ]
         assert recs[1]["findings"][0]["code"] == -32020
         lines = metrics.splitlines()
-        assert 'mcptap_exchanges_total{era="modern",hop="tap"} 2' in lines
-        assert 'mcptap_findings_total{hop="tap",rule="request.header.mismatch"} 1' in lines
+        assert 'mcptap_exchanges_total{era="modern",hop="tap"} 2.0' in lines
+        assert 'mcptap_findings_total{hop="tap",rule="request.header.mismatch"} 1.0' in lines
         assert tap.metrics.findings.value(hop="tap", rule="request.header.mismatch") == 1
 
     async def test_a_full_handover_queue_is_counted_and_leaves_a_gap(

@@ -524,8 +524,8 @@ class TestNoHeadOfLineBlocking:
         assert refused.headers["X-Mcp-Tap-Error"] == "saturated"
         assert ready.status_code == 503
         assert any("at the cap" in p for p in ready.json()["problems"])
-        assert 'mcptap_upstream_connections{kind="saturated"} 1' in metrics.splitlines()
-        assert 'mcptap_forwarder_events{kind="saturated"} 1' in metrics.splitlines()
+        assert 'mcptap_upstream_connections{kind="saturated"} 1.0' in metrics.splitlines()
+        assert 'mcptap_forwarder_events{kind="saturated"} 1.0' in metrics.splitlines()
         saturated = [r for r in records(tap) if (r.get("tapError") or {}).get("phase")
                      == "saturated"]
         assert len(saturated) == 1

@@ -53,7 +53,7 @@ def tap_process(tmp_path: Path) -> Iterator[Any]:
         )
         procs.append(proc)
         stderr = Lines(proc.stderr)
-        stderr.wait_for("listening on", _TIMEOUT)
+        stderr.wait_for('"event":"proxy.started"', _TIMEOUT)
         return proc, port, stderr
 
     yield start

@@ -233,7 +233,7 @@ class _Stderr:
         for raw in stream:
             line = raw.decode(errors="replace")
             self.lines.append(line)
-            if "listening on" in line:
+            if '"event":"proxy.started"' in line:
                 self.started.set()
 
     def text(self) -> str:

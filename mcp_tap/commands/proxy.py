@@ -8,6 +8,8 @@ import gc
 import importlib
 import sys
 
+import structlog
+
 from mcp_tap.core.redaction import strip_url_secrets
 from mcp_tap.logs import add_log_level_option, configure_logging
 from mcp_tap.proxy.options import load_options
@@ -35,6 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _announce(server: TapServer) -> None:
+    # For a person at a terminal only: a log collector gets the JSON ``proxy.started`` line,
+    # which carries the same addresses.
+    if not sys.stderr.isatty():
+        return
     for hop, (host, port) in server.addresses.items():
         # An upstream URL's userinfo or query may be a credential: shown without them.
         upstream = strip_url_secrets(next(h.upstream for h in server.options.hops if h.name == hop))
@@ -64,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
             # An optional extra: imported by name so type checking works with or without it.
             importlib.import_module("uvloop").install()
         except ImportError:
-            sys.stderr.write("mcp-tap: uvloop is not installed; using asyncio's loop\n")
+            structlog.get_logger("mcp_tap.proxy").warning(
+                "proxy.uvloop_missing", detail="uvloop is not installed; using asyncio's loop"
+            )
     # Start-up leaves ~75,000 long-lived objects (schema models, aiohttp); without this, every
     # full collection walks them all and stalls every stream in flight for tens of ms.
     gc.freeze()

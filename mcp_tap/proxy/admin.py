@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from mcp_tap.proxy.metrics import Metrics
+from mcp_tap.proxy.metrics import CONTENT_TYPE, Metrics
 
 if TYPE_CHECKING:
     from mcp_tap.proxy.canary import CanaryAnalysis
@@ -36,10 +36,8 @@ def admin_app(
 
     async def prometheus(_: web.Request) -> web.Response:
         return web.Response(
-            text=metrics.render(),
-            content_type="text/plain",
-            charset="utf-8",
-            headers={"X-Content-Type-Options": "nosniff"},
+            body=metrics.render().encode(),
+            headers={"Content-Type": CONTENT_TYPE, "X-Content-Type-Options": "nosniff"},
         )
 
     app = web.Application()

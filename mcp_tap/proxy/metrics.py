@@ -1,19 +1,49 @@
-"""Prometheus text-format metrics: counters and histograms, no dependency.
+"""The proxy's metrics, exposed at ``/metrics`` through ``prometheus_client``.
 
-Labels are small and bounded (hop names, rule ids, eras); values never carry request data.
+The tap keeps its own series (exact integer counters, fixed-bucket histograms) because, with
+``[recording] mode = "process"``, the recording process counts exchanges, findings and
+latencies and ships a picklable :meth:`Metrics.snapshot` to the proxy every so often; the
+proxy :meth:`Metrics.restore` s it. A custom collector (:class:`_TapCollector`) turns those
+series into metric families at scrape time, and ``prometheus_client`` renders them (label
+escaping, float formatting that keeps every digit of an integer up to 2**53) next to its
+process and platform collectors. Series the forwarder feeds (in-flight exchanges, answers by
+status class) live only in the proxy and are never part of a snapshot.
+
+Labels are small and bounded (hop names, rule ids, eras, status classes); values never carry
+request data.
 """
 
 from __future__ import annotations
 
 import bisect
+import platform
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector
+
+from mcp_tap import __version__
+
 LabelKey = tuple[tuple[str, str], ...]
+Number = int | float
+
+# What ``/metrics`` answers with: the classic text format every Prometheus 2.x parses (the
+# names are all legacy-valid, so generate_latest's output is that format).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 LATENCY_BUCKETS_S = (
+    0.0001,
+    0.00025,
     0.0005,
     0.001,
     0.0025,
@@ -31,56 +61,93 @@ LATENCY_BUCKETS_S = (
     30.0,
 )
 
-
-def _labels(key: LabelKey) -> str:
-    if not key:
-        return ""
-    inner = ",".join(
-        f'{k}="{v.replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
-        for k, v in key
-    )
-    return "{" + inner + "}"
+# The tap's own added latency targets well under a millisecond: its buckets start at 50 us.
+ADDED_LATENCY_BUCKETS_S = (0.00005, *(b for b in LATENCY_BUCKETS_S if b <= 1.0))
 
 
-class Counter:
-    """A monotonically increasing counter with labels."""
+def _key(labels: dict[str, str]) -> LabelKey:
+    return tuple(sorted(labels.items()))
+
+
+class _Labelled:
+    """Numbers per label set, exact (what :class:`Counter` and :class:`Gauge` share)."""
 
     def __init__(self, name: str, help_text: str) -> None:
         self.name, self.help = name, help_text
-        self._values: dict[LabelKey, float] = defaultdict(float)
+        self._values: dict[LabelKey, Number] = defaultdict(int)
         self._lock = threading.Lock()
 
-    def inc(self, amount: float = 1.0, **labels: str) -> None:
-        """Add ``amount`` to the series with ``labels``."""
-        key = tuple(sorted(labels.items()))
+    def _add(self, amount: Number, labels: dict[str, str]) -> None:
+        key = _key(labels)
         with self._lock:
             self._values[key] += amount
 
-    def value(self, **labels: str) -> float:
-        """The current value of one series (0 when never incremented)."""
-        return self._values.get(tuple(sorted(labels.items())), 0.0)
+    def value(self, **labels: str) -> Number:
+        """The current value of one series (0 when never touched)."""
+        return self._values.get(_key(labels), 0)
 
-    def state(self) -> dict[LabelKey, float]:
+    def state(self) -> dict[LabelKey, Number]:
         """A copy of every series (to ship to another process)."""
         with self._lock:
             return dict(self._values)
 
-    def load(self, state: dict[LabelKey, float]) -> None:
+    def _family(
+        self, kind: type[CounterMetricFamily] | type[GaugeMetricFamily], name: str
+    ) -> Metric:
+        values = self.state()
+        names = sorted({k for key in values for k, _ in key})
+        family = kind(name, self.help, labels=names)
+        for key, value in sorted(values.items()):
+            labels = dict(key)
+            family.add_metric([labels.get(n, "") for n in names], value)
+        return family
+
+
+class Counter(_Labelled):
+    """A monotonically increasing counter with labels (integers stay exact integers)."""
+
+    def __init__(self, name: str, help_text: str) -> None:
+        """``name`` ends in ``_total``; ``help_text`` is its ``# HELP`` line."""
+        super().__init__(name, help_text)
+
+    def inc(self, amount: Number = 1, **labels: str) -> None:
+        """Add ``amount`` (at least 0) to the series with ``labels``."""
+        if amount < 0:
+            raise ValueError("a counter only goes up")
+        self._add(amount, labels)
+
+    def load(self, state: dict[LabelKey, Number]) -> None:
         """Replace every series with ``state`` (from :meth:`state` of a counter elsewhere)."""
         with self._lock:
-            self._values = defaultdict(float, state)
+            self._values = defaultdict(int, state)
 
-    def render(self) -> list[str]:
-        """Prometheus exposition lines."""
-        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} counter"]
-        lines += [f"{self.name}{_labels(k)} {v:g}" for k, v in sorted(self._values.items())]
-        return lines
+    def family(self) -> Metric:
+        """The series as one ``prometheus_client`` counter family."""
+        # prometheus_client appends _total itself and wants the name without it.
+        return self._family(CounterMetricFamily, self.name.removesuffix("_total"))
+
+
+class Gauge(_Labelled):
+    """A value that goes up and down, with labels (e.g. exchanges in flight)."""
+
+    def __init__(self, name: str, help_text: str) -> None:
+        """``name`` is in base units; ``help_text`` is its ``# HELP`` line."""
+        super().__init__(name, help_text)
+
+    def add(self, amount: Number, **labels: str) -> None:
+        """Add ``amount`` (negative to lower it) to the series with ``labels``."""
+        self._add(amount, labels)
+
+    def family(self) -> Metric:
+        """The series as one ``prometheus_client`` gauge family."""
+        return self._family(GaugeMetricFamily, self.name)
 
 
 class Histogram:
     """A cumulative histogram with fixed buckets, per label set."""
 
     def __init__(self, name: str, help_text: str, buckets: Sequence[float] = LATENCY_BUCKETS_S):
+        """``name`` is in base units (seconds); ``buckets`` are the upper bounds."""
         self.name, self.help, self.buckets = name, help_text, tuple(buckets)
         self._counts: dict[LabelKey, list[int]] = {}
         self._sums: dict[LabelKey, float] = defaultdict(float)
@@ -88,7 +155,7 @@ class Histogram:
 
     def observe(self, value: float, **labels: str) -> None:
         """Record one observation."""
-        key = tuple(sorted(labels.items()))
+        key = _key(labels)
         with self._lock:
             counts = self._counts.setdefault(key, [0] * (len(self.buckets) + 1))
             counts[bisect.bisect_left(self.buckets, value)] += 1
@@ -96,7 +163,7 @@ class Histogram:
 
     def count(self, **labels: str) -> int:
         """How many observations one series has."""
-        return sum(self._counts.get(tuple(sorted(labels.items())), []))
+        return sum(self._counts.get(_key(labels), []))
 
     def state(self) -> tuple[dict[LabelKey, list[int]], dict[LabelKey, float]]:
         """A copy of every series' buckets and sums (to ship to another process)."""
@@ -109,25 +176,41 @@ class Histogram:
         with self._lock:
             self._counts, self._sums = dict(counts), defaultdict(float, sums)
 
-    def render(self) -> list[str]:
-        """Prometheus exposition lines."""
-        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
-        for key, counts in sorted(self._counts.items()):
-            running = 0
-            for bound, c in zip((*self.buckets, float("inf")), counts, strict=True):
+    def family(self) -> Metric:
+        """The series as one ``prometheus_client`` histogram family."""
+        counts, sums = self.state()
+        names = sorted({k for key in counts for k, _ in key})
+        family = HistogramMetricFamily(self.name, self.help, labels=names)
+        bounds = [repr(float(b)) for b in self.buckets] + ["+Inf"]  # as Python and Go print
+        for key, series in sorted(counts.items()):
+            labels = dict(key)
+            running, buckets = 0, []
+            for bound, c in zip(bounds, series, strict=True):
                 running += c
-                le = "+Inf" if bound == float("inf") else f"{bound:g}"
-                lines.append(f"{self.name}_bucket{_labels((*key, ('le', le)))} {running}")
-            lines.append(f"{self.name}_sum{_labels(key)} {self._sums[key]:g}")
-            lines.append(f"{self.name}_count{_labels(key)} {running}")
-        return lines
+                buckets.append((bound, float(running)))
+            family.add_metric([labels.get(n, "") for n in names], buckets, sums[key])
+        return family
+
+
+# The evidence writer's counters (EvidenceWriter.counters()) -> (family, reason label).
+_EVIDENCE_RECORDS_LOST = {"lost": "queue", "lost_disk": "disk", "lost_invalid": "invalid",
+                          "lost_deleted": "deleted"}
+_EVIDENCE_FAMILIES = {
+    "written": ("mcptap_evidence_records_written", "Evidence records on disk (gap records too)."),
+    "bytes_written": ("mcptap_evidence_written_bytes", "Bytes written to evidence segments."),
+    "segments": ("mcptap_evidence_segments_opened", "Evidence segment files opened."),
+    "disk_errors": ("mcptap_evidence_disk_errors", "Failed disk operations of the writer."),
+}
+
+EvidenceReader = Callable[[], dict[str, int]]
 
 
 class Metrics:
     """Every metric the proxy exposes at ``/metrics``."""
 
     def __init__(self) -> None:
-        self.exchanges = Counter("mcptap_exchanges_total", "Exchanges forwarded, by hop and era.")
+        """Create every series and a private registry (no global state is touched)."""
+        self.exchanges = Counter("mcptap_exchanges_total", "Exchanges recorded, by hop and era.")
         self.findings = Counter("mcptap_findings_total", "Findings, by hop and rule id.")
         self.tap_errors = Counter(
             "mcptap_tap_errors_total", "Answers the tap made itself (502/504), by hop and reason."
@@ -145,16 +228,48 @@ class Metrics:
             "mcptap_sse_first_event_seconds", "Ingress to the first SSE event, by hop."
         )
         self.added = Histogram(
-            "mcptap_added_latency_seconds", "Time the tap itself spent before forwarding, by hop."
+            "mcptap_added_latency_seconds",
+            "Time the tap itself spent before forwarding, by hop.",
+            ADDED_LATENCY_BUCKETS_S,
+        )
+        # Fed by the forwarder in the proxy process; never in a snapshot.
+        self.in_flight = Gauge(
+            "mcptap_in_flight_exchanges", "Exchanges received and not yet over, by hop."
+        )
+        self.answers = Counter(
+            "mcptap_answers_total",
+            "Exchanges over, by hop and the status class the client got (none: no answer).",
         )
         self._gauges: list[tuple[str, str, Callable[[], dict[str, float]]]] = []
+        self._evidence: list[EvidenceReader] = []
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_TapCollector(self))
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry, platform=platform)
+
+    # -- what the forwarder calls (one line per call site) -------------------------------
+
+    def exchange_began(self, hop: str) -> None:
+        """One exchange was received on ``hop`` (pair with :meth:`exchange_ended`)."""
+        self.in_flight.add(1, hop=hop)
+
+    def exchange_ended(self, hop: str, status: int | None) -> None:
+        """One exchange on ``hop`` is over; ``status`` is what the client got (None: none)."""
+        self.in_flight.add(-1, hop=hop)
+        status_class = "none"
+        if status is not None and 100 <= status < 600:
+            status_class = f"{status // 100}xx"
+        self.answers.inc(hop=hop, status_class=status_class)
+
+    # -- cross-process hand-over ---------------------------------------------------------
 
     def _series(self) -> tuple[tuple[Counter, ...], tuple[Histogram, ...]]:
         counters = (self.exchanges, self.findings, self.tap_errors, self.check_errors)
         return counters, (self.latency, self.first_byte, self.sse_first_event, self.added)
 
     def snapshot(self) -> tuple[list[Any], list[Any]]:
-        """Every counter's and histogram's state, picklable (gauges are read where they live)."""
+        """Every recorded counter's and histogram's state, picklable (the forwarder's series
+        and gauges are read where they live)."""
         counters, histograms = self._series()
         return [c.state() for c in counters], [h.state() for h in histograms]
 
@@ -166,21 +281,71 @@ class Metrics:
         for histogram, hstate in zip(histograms, snapshot[1], strict=True):
             histogram.load(hstate)
 
+    # -- values read at scrape time ------------------------------------------------------
+
     def gauge(self, name: str, help_text: str, read: Callable[[], dict[str, float]]) -> None:
-        """Register a value read at scrape time (e.g. the evidence writer's counters)."""
+        """Register a gauge read at scrape time: ``read`` maps a ``kind`` label to a value
+        ("" for no label)."""
         self._gauges.append((name, help_text, read))
 
+    def evidence(self, read: EvidenceReader) -> None:
+        """Expose the evidence writer's counters (``EvidenceWriter.counters()``), each in its
+        own family: records written, records lost by reason, bytes, segments, disk errors."""
+        self._evidence.append(read)
+
     def render(self) -> str:
-        """The whole exposition text."""
-        lines: list[str] = []
+        """The whole exposition text (Prometheus text format 0.0.4)."""
+        return generate_latest(self.registry).decode()
+
+    def families(self) -> Iterator[Metric]:
+        """Every tap metric family, as the collector hands them to ``prometheus_client``."""
         counters, histograms = self._series()
-        for metric in counters:
-            lines += metric.render()
+        for counter in counters:
+            yield counter.family()
+        yield self.answers.family()
+        yield self.in_flight.family()
         for hist in histograms:
-            lines += hist.render()
+            yield hist.family()
+        build = GaugeMetricFamily(
+            "mcptap_build_info",
+            "Always 1: the version of mcp-tap and the Python running it.",
+            labels=["version", "python"],
+        )
+        build.add_metric([__version__, platform.python_version()], 1)
+        yield build
+        yield from self._evidence_families()
         for name, help_text, read in self._gauges:
-            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
-            for label, value in sorted(read().items()):
-                key: LabelKey = (("kind", label),) if label else ()
-                lines.append(f"{name}{_labels(key)} {value:g}")
-        return "\n".join(lines) + "\n"
+            values = read()
+            family = GaugeMetricFamily(name, help_text, labels=["kind"] if any(values) else [])
+            for label, value in sorted(values.items()):
+                family.add_metric([label] if label else [], value)
+            yield family
+
+    def _evidence_families(self) -> Iterator[Metric]:
+        if not self._evidence:
+            return
+        totals: dict[str, int] = defaultdict(int)
+        for read in self._evidence:
+            for key, value in read().items():
+                totals[key] += value
+        lost = CounterMetricFamily(
+            "mcptap_evidence_records_lost",
+            "Records that never reached the evidence, by reason (each one a counted gap).",
+            labels=["reason"],
+        )
+        for key, reason in _EVIDENCE_RECORDS_LOST.items():
+            lost.add_metric([reason], totals.get(key, 0))
+        yield lost
+        for key, (name, help_text) in _EVIDENCE_FAMILIES.items():
+            yield CounterMetricFamily(name, help_text, value=totals.get(key, 0))
+
+
+class _TapCollector(Collector):
+    """Hands the tap's own series to ``prometheus_client`` at every scrape."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        """Every tap metric family, built from the current series."""
+        return self._metrics.families()

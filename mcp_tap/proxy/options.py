@@ -2,6 +2,9 @@
 
 Precedence: command-line flags > environment (``MCP_TAP_<SECTION>_<KEY>``, e.g.
 ``MCP_TAP_EVIDENCE_DIR``, ``MCP_TAP_UPSTREAM_VERIFY_TLS``) > the config file > defaults.
+The single hop comes from ``--listen``/``--upstream``/``--hop``, else from
+``MCP_TAP_HOP_LISTEN``/``MCP_TAP_HOP_UPSTREAM``/``MCP_TAP_HOP_NAME`` (fields not given there
+come from the file's one ``[[hop]]``), else from the file's ``[[hop]]`` tables.
 A variable that starts with a section's prefix but names none of its options is an error,
 like an unknown key in the file. Numbers are finite and within the ranges in :func:`_number`.
 ``config/tap.toml`` documents every option.
@@ -22,6 +25,7 @@ from mcp_tap.core.hops import HopThresholds
 from mcp_tap.core.redaction import ArgumentPolicy, RedactionPolicy
 from mcp_tap.errors import InputError
 from mcp_tap.files import read_file
+from mcp_tap.proxy.tracing import check_tracing
 from mcp_tap.urls import check_http_url
 
 
@@ -133,10 +137,24 @@ class ListenerOptions:
 
 @dataclass(frozen=True, slots=True)
 class TracingOptions:
-    """W3C trace context: add a ``traceparent`` when the client sent none."""
+    """W3C trace context and OpenTelemetry spans (:mod:`mcp_tap.proxy.tracing`).
+
+    ``add_traceparent``: add a ``traceparent`` when the client sent none and two hops or
+    more run here (hop correlation); ``sampled``: that header's sampled flag when no spans
+    are exported (with ``otlp_endpoint`` set, the tap's own sampling decision sets it).
+    ``otlp_endpoint``: the OTLP/HTTP traces URL
+    (e.g. ``http://127.0.0.1:4318/v1/traces``) spans are exported to; empty exports none and
+    needs no extra (``pip install 'mcp-tap[otel]'`` otherwise). ``sample_ratio``: the share
+    of traces the tap starts that it records (a parent's sampled flag decides the others).
+    ``export_delay_s``: how long finished spans wait to be sent in one batch.
+    """
 
     add_traceparent: bool = True  # only where hop correlation needs it (two hops or more)
     sampled: bool = False  # the sampled flag of a traceparent the tap adds (never a client's)
+    otlp_endpoint: str = ""
+    service_name: str = "mcp-tap"
+    sample_ratio: float = 1.0
+    export_delay_s: float = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +249,7 @@ _POSITIVE = frozenset(
         "recording.queue_size",
         "upstream.max_connections",
         "listener.max_head_bytes",
+        "tracing.export_delay_s",
     }
 )
 _MAX_COUNT = 10_000_000  # queue sizes, SSE events, connections
@@ -239,6 +258,8 @@ _MAX_NUMBER = 1e9  # seconds, milliseconds, ratios (1e9 s is over 30 years)
 _MAXIMUM: dict[str, int | float] = {
     "evidence.max_segment_bytes": _MAX_BYTES,
     "capture.max_body_bytes": _MAX_BYTES,
+    "tracing.sample_ratio": 1,
+    "tracing.export_delay_s": 3600,
 }
 
 
@@ -457,6 +478,59 @@ def _hops(data: Any) -> tuple[HopOptions, ...]:
     return tuple(hops)
 
 
+# The single hop from the environment, in the options module's MCP_TAP_<SECTION>_<KEY> form
+# with "hop" as the section (MCP_TAP_HOP_COMPARISON_* belongs to [hop_comparison]).
+_HOP_ENV = {
+    "MCP_TAP_HOP_NAME": "name",
+    "MCP_TAP_HOP_LISTEN": "listen",
+    "MCP_TAP_HOP_UPSTREAM": "upstream",
+}
+
+
+def _hop_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``MCP_TAP_HOP_NAME/LISTEN/UPSTREAM`` as ``{name, listen, upstream}``; any other
+    ``MCP_TAP_HOP_*`` variable is a typo and an error (it would otherwise do nothing)."""
+    found: dict[str, str] = {}
+    for variable in sorted(env):
+        if not variable.startswith("MCP_TAP_HOP_") or variable.startswith(
+            "MCP_TAP_HOP_COMPARISON_"
+        ):
+            continue
+        if variable not in _HOP_ENV:
+            raise InputError(
+                f"environment variable {variable} names no hop option; "
+                f"known: {', '.join(sorted(_HOP_ENV))}"
+            )
+        if not env[variable]:
+            raise InputError(f"environment variable {variable} is empty")
+        found[_HOP_ENV[variable]] = env[variable]
+    return found
+
+
+def _env_hop(
+    found: dict[str, str], hops: tuple[HopOptions, ...], hop: str | None
+) -> tuple[HopOptions, ...]:
+    """The one hop ``MCP_TAP_HOP_*`` describe: fields not given come from the config file's
+    single ``[[hop]]`` (``--hop`` still names it)."""
+    if len(hops) > 1:
+        raise InputError(
+            f"MCP_TAP_HOP_* describe one hop but the config file has {len(hops)} [[hop]] tables"
+        )
+    base = hops[0] if hops else None
+    listen = found.get("listen", base.listen if base else None)
+    upstream = found.get("upstream", base.upstream if base else None)
+    if listen is None or upstream is None:
+        missing = "MCP_TAP_HOP_UPSTREAM" if upstream is None else "MCP_TAP_HOP_LISTEN"
+        raise InputError(
+            f"{missing} is not set: MCP_TAP_HOP_LISTEN and MCP_TAP_HOP_UPSTREAM go together "
+            "(or give --listen and --upstream)"
+        )
+    name = hop if hop is not None else found.get("name", base.name if base else "tap")
+    name = check_hop_name(name, "--hop" if hop is not None else "MCP_TAP_HOP_NAME")
+    parse_listen(listen, "MCP_TAP_HOP_LISTEN")
+    return (HopOptions(name, listen, check_upstream(upstream, "MCP_TAP_HOP_UPSTREAM")),)
+
+
 def load_options(
     config_file: str | None = None,
     *,
@@ -491,16 +565,23 @@ def load_options(
             f"got {sections['upstream'].host!r}"
         )
     hops = _hops(data.get("hop"))
+    from_env = _hop_env(env)
     if listen == "":
         raise InputError("--listen is empty: give the HOST:PORT to listen on")
     if upstream == "":
         raise InputError("--upstream is empty: give the http(s) URL to forward to")
     if listen is not None or upstream is not None:
+        # A flag wins over its variable; the other half may come from the environment (an
+        # image sets MCP_TAP_HOP_LISTEN, the user passes --upstream).
+        listen = listen if listen is not None else from_env.get("listen")
+        upstream = upstream if upstream is not None else from_env.get("upstream")
         if listen is None or upstream is None:
             raise InputError("--listen and --upstream go together")
         parse_listen(listen, "--listen")
-        name = check_hop_name("tap" if hop is None else hop, "--hop")
+        name = check_hop_name(hop if hop is not None else from_env.get("name", "tap"), "--hop")
         hops = (HopOptions(name, listen, check_upstream(upstream, "--upstream")),)
+    elif from_env:
+        hops = _env_hop(from_env, hops, hop)
     elif hop is not None:
         raise InputError("--hop names the hop of --listen and --upstream; give those too")
     if not hops:
@@ -517,4 +598,5 @@ def load_options(
         opts = replace(opts, admin=AdminOptions(admin))
     if opts.admin.listen:
         parse_listen(opts.admin.listen, "admin listen")
+    check_tracing(opts.tracing)
     return opts

@@ -35,6 +35,7 @@ from mcp_tap.proxy.correlate import Correlator, Pending
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions
 from mcp_tap.proxy.splice.head import parse_head
+from mcp_tap.proxy.tracing import tracing_for
 
 log = structlog.get_logger("mcp_tap.proxy")
 
@@ -256,6 +257,7 @@ class Recorder:
         self.digest_key = options.digest_key or DigestKey.random()
         self._digests = self.digest_key.describe()
         self.redactor = Redactor(options.redaction, pseudonym_key=self.digest_key.secret)
+        self.tracing = tracing_for(options)
         self._hops: dict[str, _HopState] = {h.name: _HopState() for h in options.hops}
         self.correlator = Correlator(
             options.hop_comparison.thresholds(), window_s=options.hop_comparison.window_s
@@ -316,11 +318,13 @@ class Recorder:
             found = [f for f in found if f.rule != "sse.unterminated"]
         found += self._tap_findings(cap)
         record = self._build(cap, judgement, found)
+        ids = self.tracing.export(cap, judgement, record)
         pair = self._correlate(cap, judgement, record["exchangeId"])
-        self.sink.submit(record)
-        if pair is not None:
-            self.sink.submit(pair)
-        self._account(cap, judgement, found, pair)
+        with structlog.contextvars.bound_contextvars(**ids):
+            self.sink.submit(record)
+            if pair is not None:
+                self.sink.submit(pair)
+            self._account(cap, judgement, found, pair)
         return record
 
     # -- judging ------------------------------------------------------------------------

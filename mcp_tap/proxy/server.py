@@ -94,11 +94,7 @@ class TapServer:
         self.admin_address: tuple[str, int] | None = None
         self._admin_runner: web.AppRunner | None = None
         self.hops: list[HopCore] = []
-        self.metrics.gauge(
-            "mcptap_evidence_records",
-            "Evidence records written and lost.",
-            lambda: {k: float(v) for k, v in self._evidence_counters().items()},
-        )
+        self.metrics.evidence(self._evidence_counters)
         self.metrics.gauge(
             "mcptap_forwarder_events",
             "Events of the forwarding core: bad requests (400/431), saturated (503), head "
@@ -151,7 +147,8 @@ class TapServer:
         elif self.writer is not None:
             self.writer.start()
         for hop in self.options.hops:
-            core = HopCore(hop.name, hop.upstream, self.options, self.recorder, tls, self.clock)
+            core = HopCore(hop.name, hop.upstream, self.options, self.recorder, tls, self.clock,
+                           self.metrics)
             self.hops.append(core)
             host, port = parse_listen(hop.listen)
             try:

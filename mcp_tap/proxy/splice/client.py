@@ -252,7 +252,7 @@ class ClientConnection(asyncio.Protocol):
                                                                 strict=True)
                  if name == b"traceparent"])
         elif hop.add_traceparent:
-            raw.trace_id, value = new_traceparent(hop.options.tracing.sampled)
+            raw.trace_id, value = new_traceparent(hop.options.tracing)
             add = ((b"traceparent", value, _WHY_TRACE),)
         forward, changes = rewrite(
             head, raw_head, upgrade=request.upgrade, host=hop.host_rewrite,
@@ -264,6 +264,7 @@ class ClientConnection(asyncio.Protocol):
         ex = Exchange(raw, request)
         ex.skip_body = method == b"HEAD"
         self.exchange = ex
+        hop.metrics.exchange_began(hop.name)
         try:
             hop.recorder.begin(raw)
         except Exception as exc:  # noqa: BLE001 - evidence must never break traffic
@@ -719,6 +720,7 @@ class ClientConnection(asyncio.Protocol):
             if raw.egress_body is None:
                 raw.egress_bytes = raw.response.size  # spliced: what came is what was sent
         self.exchange = None
+        self.hop.metrics.exchange_ended(self.hop.name, raw.egress_status)
         try:
             self.hop.recorder.record(raw)
         except Exception as exc:  # noqa: BLE001 - evidence must never break traffic
@@ -768,6 +770,8 @@ class ClientConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.write(head + body)
         self._close()
+        hop.metrics.exchange_began(hop.name)
+        hop.metrics.exchange_ended(hop.name, status)
         try:
             hop.recorder.record(raw)
         except Exception as exc:  # noqa: BLE001 - evidence must never break traffic

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import structlog
 
+from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions
 from mcp_tap.proxy.recorder import ExchangeRecorder
 from mcp_tap.proxy.splice.client import ClientConnection
@@ -31,8 +32,11 @@ class HopCore:
         recorder: ExchangeRecorder,
         tls: ssl.SSLContext | bool,
         clock: Callable[[], float] = time.time,
+        metrics: Metrics | None = None,
     ) -> None:
         self.name = name
+        # In-flight exchanges and answers by status class live in this process only.
+        self.metrics = Metrics() if metrics is None else metrics
         self.options = options
         self.recorder = recorder
         self.clock = clock

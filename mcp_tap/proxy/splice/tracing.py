@@ -1,7 +1,8 @@
 """W3C trace context for hop correlation: read a client's ``traceparent``, or make one.
 
 A client's header is never changed (its sampled flag included). One the tap adds carries the
-sampled flag the ``[tracing] sampled`` option gives ("00" by default): the tap must not make
+tap's own sampling decision when it exports spans (:func:`mcp_tap.proxy.tracing.root_flags`),
+else the flag the ``[tracing] sampled`` option gives ("00" by default): the tap must not make
 a downstream tracer sample a request nobody asked to sample.
 """
 
@@ -9,6 +10,12 @@ from __future__ import annotations
 
 import re
 import secrets
+from typing import TYPE_CHECKING
+
+from mcp_tap.proxy.tracing import root_flags
+
+if TYPE_CHECKING:
+    from mcp_tap.proxy.options import TracingOptions
 
 _TRACEPARENT = re.compile(rb"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?")
 
@@ -27,9 +34,12 @@ def trace_id_of(values: list[bytes]) -> str:
     return m.group(2).decode()
 
 
-def new_traceparent(sampled: bool) -> tuple[str, bytes]:
+def new_traceparent(options: TracingOptions) -> tuple[str, bytes]:
     """A fresh trace id and the ``traceparent`` value that carries it."""
     ids = secrets.token_hex(24)  # one read of the system's randomness for both ids
     trace_id = ids[:32]
-    flags = "01" if sampled else "00"
+    if options.otlp_endpoint:
+        flags = root_flags(options, trace_id)
+    else:
+        flags = "01" if options.sampled else "00"
     return trace_id, f"00-{trace_id}-{ids[32:]}-{flags}".encode()

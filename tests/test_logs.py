@@ -1,0 +1,89 @@
+"""Logs: every line JSON, tracebacks rendered by structlog, standard-library loggers too."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import structlog
+
+from mcp_tap.logs import configure_logging, processors, redact_event, render_tracebacks
+
+
+@pytest.fixture
+def lines(capsys: pytest.CaptureFixture[str]) -> Iterator[Any]:
+    """Configure logging, yield a reader of the JSON lines on stderr, then reset logging."""
+    configure_logging("info")
+
+    def read() -> list[dict[str, Any]]:
+        err = capsys.readouterr().err
+        return [json.loads(line) for line in err.splitlines()]
+
+    yield read
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if h.get_name() == "mcp-tap-json"]:
+        root.removeHandler(handler)
+    root.setLevel(logging.WARNING)
+    structlog.reset_defaults()
+
+
+class TestChain:
+    """The processor chain is a plain list."""
+
+    def test_the_chain_is_a_list_with_tracebacks_before_redaction(self) -> None:
+        """Tracebacks are rendered before the redactor sees the event."""
+        chain = processors()
+        assert isinstance(chain, list)
+        assert chain.index(render_tracebacks) < chain.index(redact_event)
+
+
+class TestLines:
+    """What reaches stderr."""
+
+    def test_an_exception_is_rendered_not_exc_info_true(self, lines: Any) -> None:
+        """log.exception gives the traceback as structured frames, without locals."""
+        log = structlog.get_logger("mcp_tap.test")
+        secret_local = "s3cr3t-value"  # a local that must never reach the log
+        try:
+            raise ValueError(f"bad {len(secret_local)}")
+        except ValueError:
+            log.exception("evidence.internal_error", authorization="Bearer abc")
+        (line,) = lines()
+        assert "exc_info" not in line
+        (exc,) = line["exception"]
+        assert (exc["exc_type"], exc["exc_value"]) == ("ValueError", "bad 12")
+        assert exc["frames"][-1]["name"] == ("test_an_exception_is_rendered_not_exc_info_true")
+        assert "s3cr3t-value" not in json.dumps(line)
+        assert line["authorization"] == "[REDACTED]"
+        assert (line["level"], line["event"]) == ("error", "evidence.internal_error")
+
+    def test_stdlib_records_are_json_with_their_logger(self, lines: Any) -> None:
+        """An aiohttp error with a traceback is one JSON line naming its logger, its message
+        template and the exception's type, never the traceback (it may quote request bytes)."""
+        try:
+            raise KeyError("k")
+        except KeyError:
+            logging.getLogger("aiohttp.server").exception("Error handling request")
+        logging.getLogger("aiohttp.access").info("per-request chatter stays out")
+        (line,) = lines()
+        assert line["logger"] == "aiohttp.server"
+        assert (line["event"], line["message"]) == ("library.log", "Error handling request")
+        assert line["error"] == "KeyError" and "exception" not in line
+        assert line["timestamp"].endswith("Z")
+
+    def test_context_variables_reach_the_line(self, lines: Any) -> None:
+        """Bound ids (exchange_id, trace_id) are merged into every line."""
+        with structlog.contextvars.bound_contextvars(exchange_id="e1", trace_id="t1"):
+            structlog.get_logger("mcp_tap.test").warning("evidence.lost", lost=1)
+        (line,) = lines()
+        assert (line["exchange_id"], line["trace_id"], line["lost"]) == ("e1", "t1", 1)
+
+    def test_library_chatter_stays_out_even_at_debug(self, lines: Any) -> None:
+        """A client library's INFO line (URLs with queries) is not written at debug level."""
+        configure_logging("debug")
+        logging.getLogger("httpx").info("HTTP Request: POST http://h/mcp?api_key=s3cr3t")
+        structlog.get_logger("mcp_tap.test").debug("proxy.debug_line")
+        assert [line["event"] for line in lines()] == ["proxy.debug_line"]
