@@ -215,12 +215,24 @@ class TestClientScenarioVerdicts:
             if r["scenario"] != "sse-retry"  # the polling close, checked on its own below
             for f in r["findings"]
         ]
-        # sep-2322-client-request-state's server answers its `test_mrtr_no_result_type` tool
-        # without resultType on purpose (does the client cope?); 2026-07-28 basic/index
-        # "Responses": the result MUST include a resultType. A true finding.
-        assert found == [("2026-07-28", "sep-2322-client-request-state", "tools/call",
-                          "response.result-type.missing", -32600)]
-        (rec,) = [r for r in recorded(evidence / "2026-07-28") if r["findings"]]
+        # Each is a true finding against the suite's own test servers, which misbehave on
+        # purpose to see whether the client copes:
+        # - sep-2322-client-request-state answers its `test_mrtr_no_result_type` tool without
+        #   resultType; 2026-07-28 basic/index "Responses": the result MUST include one.
+        # - http-invalid-tool-headers lists tools whose x-mcp-header declarations are invalid
+        #   (an empty one); 2026-07-28 server/tools "x-mcp-header": it MUST NOT be empty.
+        # - json-schema-ref-no-deref answers the client's tools/call with -32601 inside a 200
+        #   SSE stream; 2026-07-28 streamable-http: -32601 MUST be HTTP 404 (issue 11, point 10).
+        assert sorted(found) == [
+            ("2026-07-28", "http-invalid-tool-headers", "tools/list",
+             "response.payload.x-mcp-header", -32600),
+            ("2026-07-28", "json-schema-ref-no-deref", "tools/call", "response.http-status",
+             -32600),
+            ("2026-07-28", "sep-2322-client-request-state", "tools/call",
+             "response.result-type.missing", -32600),
+        ]
+        (rec,) = [r for r in recorded(evidence / "2026-07-28")
+                  if r["scenario"] == "sep-2322-client-request-state" and r["findings"]]
         assert rec["ingress"]["body"]["params"]["name"] == "test_mrtr_no_result_type"
         assert "resultType" not in rec["origin"]["body"]["result"]
         assert all(f.get("strength", "must") == "must" for f in rec["findings"])

@@ -208,20 +208,6 @@ def parse_line(number: int, piece: bytes, complete: bool) -> Line:
     return Line(number, value, None, complete)
 
 
-def iter_lines(path: Path) -> Iterator[Line]:
-    """Yield the lines of the segment file at ``path`` one at a time, as :func:`parse_lines`.
-
-    Holds one line in memory, not the segment: readers of large bundles stay flat.
-    """
-    try:
-        with path.open("rb") as file:
-            for number, raw in enumerate(file, 1):
-                complete = raw.endswith(b"\n")
-                yield parse_line(number, raw[:-1] if complete else raw, complete)
-    except OSError as exc:
-        raise InputError(f"cannot read evidence file {path}: {exc.strerror or exc}") from None
-
-
 def read_manifest(path: Path) -> dict[str, Any]:
     """Return the raw (not upgraded) manifest at ``path``; BundleFormatError if malformed."""
     data = read_file(path, "evidence file")
@@ -247,24 +233,14 @@ def _segment_records(
     path: Path, bundle_format: int, *, lenient: bool
 ) -> Iterator[dict[str, Any]]:
     upgrade = bundle_format != FORMAT_VERSION
-    for number, line, complete in SegmentScan(path).lines():
-        problem = "incomplete last line (truncated segment)"
-        record: Any = None
-        if complete:
-            if not line:
-                problem = "empty line"
-            else:
-                try:
-                    record = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    problem = "not valid JSON"
-                else:
-                    problem = "not a JSON object"
-        if not isinstance(record, dict):
+    for number, piece, complete in SegmentScan(path).lines():
+        line = parse_line(number, piece, complete)
+        if line.record is None or not complete:
             if lenient:
                 continue
+            problem = line.error if complete else "incomplete last line (truncated segment)"
             raise BundleFormatError(f"{path} line {number}: {problem}")
-        yield upgrade_record(record, bundle_format) if upgrade else record
+        yield upgrade_record(line.record, bundle_format) if upgrade else line.record
 
 
 def _segment_info(files: SegmentFiles, bundle_format: int, *, lenient: bool) -> SegmentInfo | None:
@@ -326,7 +302,6 @@ __all__ = [
     "SegmentInfo",
     "SegmentScan",
     "check_manifest_format",
-    "iter_lines",
     "iter_records",
     "list_segments",
     "parse_line",
