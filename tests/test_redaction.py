@@ -373,6 +373,18 @@ class TestRedactorHeaders:
         assert Redactor(pseudonym_key=b"x" * 32).redact_headers(
             [("Mcp-Session-Id", "sess-1234")]) != first
 
+    def test_a_challenge_keeps_its_parameters(self) -> None:
+        """WWW-Authenticate is a challenge: its scheme and parameters stay, the 401 rules
+        judge them; only a parameter under a secret name is hidden."""
+        challenge = ('Bearer error="invalid_token", error_description="Missing Authorization'
+                     ' header", resource_metadata="http://h/.well-known/oauth-protected-resource"')
+        pairs = [("WWW-Authenticate", challenge),
+                 ("Proxy-Authenticate", 'Bearer realm="r", token="s3cr3t"')]
+        assert Redactor().redact_headers(pairs) == [
+            ("WWW-Authenticate", challenge),
+            ("Proxy-Authenticate", f'Bearer realm="r", token="{REDACTED}"'),
+        ]
+
     def test_urls_in_any_header_lose_secret_parameters(self) -> None:
         """A Referer or Location carrying ?token= or ;jsessionid= is redacted in place."""
         pairs = [("Referer", "https://h/p;jsessionid=J1?x=1&access_token=abc"),

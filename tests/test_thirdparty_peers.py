@@ -316,9 +316,20 @@ class TestTypeScriptV1Server:
         assert answers and answers[0]["result"]["content"][0]["text"] == "polled"
 
     async def test_a_polled_stream_gives_no_finding(self, tmp_path: Path) -> None:
-        """The closed-and-resumed stream is the spec's polling, not an unterminated stream."""
+        """The closed-and-resumed stream is the spec's polling, not an unterminated stream.
+
+        One real 1.x fault can show up here: its in-memory event store keeps the priming
+        event as ``{}``, and when the priming and the last seen event share a millisecond
+        (ids sort by their random suffix) the replay after ``Last-Event-ID`` re-sends it as
+        ``data: {}``, which is no JSON-RPC message (``sse.event``, docs/sdk-notes.md 11).
+        """
         _, recs = await self._poll(tmp_path)
-        assert findings(recs) == []
+        replayed_priming = [
+            r for r in recs if header(r["ingress"]["headers"], "last-event-id")
+            and any(e["data"] == {} for e in r["origin"]["sse"] or [])
+        ]
+        expected = [("GET", None, "sse.event", "must")] * len(replayed_priming)
+        assert findings(recs) == expected
 
     async def test_a_probe_without_a_session_is_answered_with_a_null_id(
         self, tmp_path: Path

@@ -41,6 +41,8 @@ from mcp_tap.core.redaction.text import REDACTED, redact_plain_text, strip_url_s
 
 # Credentials in these headers start with an auth scheme that is worth keeping in evidence.
 _AUTH_HEADERS: Final = frozenset({"authorization", "proxyauthorization"})
+# Challenges (RFC 9110 11.6.1, 11.7.1) carry auth parameters, never a credential.
+_CHALLENGE_HEADERS: Final = frozenset({"wwwauthenticate", "proxyauthenticate"})
 # IANA HTTP Authentication Scheme Registry, plus AWS SigV4; only these count as a scheme, so
 # a bare secret that happens to contain a space never has its first word kept.
 _AUTH_SCHEMES: Final = frozenset(
@@ -325,6 +327,12 @@ class Redactor:
             if canonical in _AUTH_HEADERS:
                 return _redact_credentials(value)
             return REDACTED
+        if canonical in _CHALLENGE_HEADERS:
+            # "Bearer error=..., scope=...": the scheme is no key and the word after it no
+            # credential; only parameter values under secret names are hidden.
+            scheme, space, params = value.partition(" ")
+            return scheme + space + redact_plain_text(
+                params, self.matcher.is_secret_key, found, bearer_credentials=False)
         if "=" in value or "earer" in value or "EARER" in value:
             return redact_plain_text(value, self.matcher.is_secret_key, found)
         return value

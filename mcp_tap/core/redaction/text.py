@@ -61,14 +61,22 @@ def unescape_key(key: str) -> str:
 
 
 def redact_plain_text(
-    text: str, is_secret_key: Callable[[str], bool], found: set[str] | None = None
+    text: str,
+    is_secret_key: Callable[[str], bool],
+    found: set[str] | None = None,
+    *,
+    bearer_credentials: bool = True,
 ) -> str:
     """Return ``text`` with bearer credentials and values under secret keys redacted.
 
     ``is_secret_key`` takes a key as spelt (escapes resolved); ``found`` collects what was
-    removed (for scrubbing finding messages that quote it).
+    removed (for scrubbing finding messages that quote it). ``bearer_credentials=False``
+    leaves ``Bearer <word>`` alone: in a challenge (``WWW-Authenticate: Bearer error=...``)
+    the word after the scheme is an auth parameter, not a credential.
     """
-    if found is None:
+    if not bearer_credentials:
+        pass
+    elif found is None:
         text = _BEARER.sub(lambda m: f"{m['scheme']}{m['space']}{REDACTED}", text)
     else:
         def bearer(m: re.Match[str]) -> str:
