@@ -884,11 +884,11 @@ class TestBrowser:
             assert len(plot["labels"]) == 2 and all(plot["labels"])
 
     def test_screenshot(self, rendered: tuple[str, Path], tmp_path: Path) -> None:
-        """A 1280x3000 screenshot is produced (and refreshed in docs/ on request)."""
+        """A 1280x4400 screenshot is produced (and refreshed in docs/ on request)."""
         binary, page = rendered
         shot = tmp_path / "report.png"
         result = _browser(binary, tmp_path / "profile", f"--screenshot={shot}",
-                          "--window-size=1280,3000", page.as_uri())
+                          "--window-size=1280,4400", page.as_uri())
         assert result.returncode == 0, result.stderr[-2000:]
         data = shot.read_bytes()
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000

@@ -27,7 +27,8 @@ def index_section(data: ReportData) -> str:
     if data.exchanges > len(data.rows):
         note = (f'<p class="note">Showing the first {len(data.rows)} of {data.exchanges} '
                 "exchanges; the counts above cover all of them.</p>")
-    return f'<section id="exchanges"><h2>Exchanges</h2>{listing}{note}</section>'
+    return (f'<section id="exchanges"><h2>Exchanges</h2><div class="scroll">{listing}</div>'
+            f"{note}</section>")
 
 
 def _headers(pairs: Sequence[tuple[str, str]]) -> str:

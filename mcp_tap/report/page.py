@@ -101,9 +101,9 @@ svg .p50 line, svg .p50 circle { stroke:#1a7f37; fill:#1a7f37; }
 svg .p95 line, svg .p95 circle { stroke:#b26a00; fill:#b26a00; }
 svg .p99 line, svg .p99 circle { stroke:#c62828; fill:#c62828; }
 .plots { display:grid; grid-template-columns:1fr 1fr; gap:16px; }
-.top { display:grid; grid-template-columns:minmax(0, 3fr) minmax(0, 2fr); gap:18px;
-  align-items:start; }
-@media (max-width: 1000px) { .top, .plots, .xbody { grid-template-columns:1fr; } }
+.scroll { max-height:420px; overflow:auto; border-bottom:1px solid var(--line); }
+.scroll th { position:sticky; top:0; }
+@media (max-width: 1000px) { .plots, .xbody { grid-template-columns:1fr; } }
 td .mono { word-break:break-all; }
 """
 
@@ -170,10 +170,8 @@ def render_report(data: ReportData, *, max_rows: int | None = None) -> str:
         f"bundle(s) \u00b7 {data.exchanges} exchanges \u00b7 mcp-tap {e(data.version)}"
         f"{generated}</p><nav>{nav}</nav></header>"
         "<main>"
-        + '<div class="top">'
         + decision_section(data)
         + summary_section(data)
-        + "</div>"
         + health_section(data)
         + findings_section(data)
         + hops_section(data)
