@@ -94,7 +94,12 @@ def changes(decision: Mapping[str, Any]) -> list[Change]:
         source = _source(rule)
         message = e(reason.get("message"))
         count = _num(details.get("count"))
-        if rule == "gate.conformance" and finding:
+        if rule == "gate.conformance" and "case" in details:
+            measured = f"report {e(details.get('report'))} case {e(details.get('case'))} failed"
+            threshold = "every case passes"
+            change = (f"{rule_link(finding)} stops failing in that case" if finding
+                      else "the case passes")
+        elif rule == "gate.conformance" and finding:
             hops = obj(details.get("hops"))
             split = (" (" + ", ".join(f"{e(h or '?')} {e(n)}" for h, n in hops.items()) + ")"
                      if hops else "")
