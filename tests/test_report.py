@@ -471,6 +471,28 @@ class TestDecisionCard:
         assert "#rule-request.header.mismatch" in page.hrefs()
         assert "rule-request.header.mismatch" in page.ids
 
+    def test_health_thresholds(self, evidence: Path, tmp_path: Path,
+                               gate_files: tuple[Path, Path]) -> None:
+        """Samples, latency and duration reasons each name the measurement and the limit."""
+        strict = tmp_path / "strict.toml"
+        strict.write_text(POLICY.replace("min_samples = 5", "min_samples = 1000").replace(
+            "min_observation_seconds = 0.0",
+            "min_observation_seconds = 3600.0\nmax_latency_ms = 0.001"))
+        report = load_report([evidence], policy=strict, rollback=gate_files[1])
+        assert report.decision is not None
+        window = report.decision["sources"]["health"]["window"]
+        rows = {r.reason: r for r in changes(report.decision)}
+        samples = rows["gate.health.samples"]
+        assert samples.measured == f"{window['samples']} samples"
+        assert samples.threshold == "at least 1000 samples"
+        assert samples.change.startswith(f"{1000 - window['samples']} more requests")
+        latency = rows["gate.health.latency"]
+        assert latency.measured == f"p95 latency {window['latencyMs']['p95']:.1f} ms"
+        assert latency.threshold == "at most 0.0 ms"
+        duration = rows["gate.health.duration"]
+        assert duration.measured == f"{window['observationSeconds']:.1f} s observed"
+        assert duration.threshold == "at least 3600.0 s"
+
     def test_hold(self, evidence: Path, tmp_path: Path, gate_files: tuple[Path, Path],
                   capsys: pytest.CaptureFixture[str]) -> None:
         """An untrusted signer: hold, the target shown unverified, and what it would become."""
