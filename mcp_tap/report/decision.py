@@ -103,11 +103,12 @@ def changes(decision: Mapping[str, Any]) -> list[Change]:
             hops = obj(details.get("hops"))
             split = (" (" + ", ".join(f"{e(h or '?')} {e(n)}" for h, n in hops.items()) + ")"
                      if hops else "")
-            measured, threshold = f"{count} finding(s){split}", "0: the policy blocks this rule"
+            measured = f"{count} finding(s){split}"
+            threshold = "0 findings (the policy blocks the rule)"
             change = f"{rule_link(finding)} stops failing, or the policy allows it"
         elif rule == "gate.hop" and finding:
             measured = f"{count} finding(s) at {e(details.get('box'))}"
-            threshold = "0: every hop.* finding blocks"
+            threshold = "0 findings (every hop.* finding blocks)"
             change = f"the box stops changing what it forwards ({rule_link(finding)})"
         elif rule == "gate.sdk":
             measured = (f"{count} difference(s)" if finding
