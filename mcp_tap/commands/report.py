@@ -1,10 +1,12 @@
 """``mcp-tap report EVIDENCE... --out FILE.html [--policy FILE --rollback FILE]``.
 
-Writes one self-contained HTML page (see :mod:`mcp_tap.report`): the gate's decision and
-reasons when a policy and rollback evidence are given (otherwise conformance verdicts only),
-failing rules with counts, the hops, latency plots, SSE first-event latency and the era of
-every exchange. Exit 0 when the page was written, 2 for bad input (an unreadable bundle,
-policy or rollback file, or an output file that cannot be written).
+Writes one self-contained HTML page (see :mod:`mcp_tap.report`): the gate's decision card
+(policy, rollback target, what would change the decision) when a policy and rollback
+evidence are given (otherwise conformance verdicts only), the health window and its error
+exchanges, findings grouped by rule, the hops, latency plots, SSE first-event latency, an
+exchange index and the exchange view. Records are streamed, so memory does not grow with the
+bundles. Exit 0 when the page was written, 2 for bad input (an unreadable bundle, policy or
+rollback file, or an output file that cannot be written).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import os
 import sys
 import tempfile
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,10 +24,10 @@ import orjson
 from mcp_tap.cli import EXIT_OK
 from mcp_tap.errors import InputError
 from mcp_tap.files import file_argument
-from mcp_tap.report import MAX_ROWS, load_report, render_report
+from mcp_tap.report import DEFAULT_BOUNDS, MAX_ROWS, load_report, render_report
 
 NAME = "report"
-HELP = "write a self-contained HTML report: decision, failing rules, hops, latency plots"
+HELP = "write a self-contained HTML report: decision card, health, findings, exchanges, plots"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rollback", type=file_argument, metavar="FILE",
                         help="attested rollback evidence for the gate decision")
     parser.add_argument("--max-rows", type=int, default=MAX_ROWS, metavar="N",
-                        help=f"rows of the per-exchange table (default {MAX_ROWS})")
+                        help=f"rows of the exchange index (default {MAX_ROWS})")
     parser.add_argument("--json", action="store_true",
                         help="print a one-line JSON summary of what was written")
 
@@ -66,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
                          "(both for the gate's decision, neither for conformance only)")
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
     data = load_report(args.evidence, policy=args.policy, rollback=args.rollback,
-                       generated=generated)
-    write_atomically(args.out, render_report(data, max_rows=args.max_rows))
+                       generated=generated, bounds=replace(DEFAULT_BOUNDS, rows=args.max_rows))
+    write_atomically(args.out, render_report(data))
     action = data.decision.get("action") if data.decision else None
     if args.json:
         summary = {"out": str(args.out), "bundles": len(data.bundles),
@@ -77,6 +80,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         decided = f", decision {action}" if action else ""
         sys.stdout.write(f"report: {args.out} ({len(data.bundles)} bundle(s), "
-                         f"{data.exchanges} exchanges, {len(data.rules)} failing rule(s)"
+                         f"{data.exchanges} exchanges, {len(data.rules)} rule(s) with findings"
                          f"{decided})\n")
     return EXIT_OK
