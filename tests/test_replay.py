@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +37,12 @@ from mcp_tap.replay import (
     Answer,
     Case,
     ReplayOptions,
+    Skipped,
+    bundle_records,
     compare,
     differences,
     fresh_id,
+    iter_replay,
     normalise,
     parse_ignore,
     recorded_answer,
@@ -562,3 +565,89 @@ class TestReplayApi:
             report = replay(_records(evidence), ReplayOptions(origin), client=client)
             assert report.ok and report.results
             assert not client.is_closed
+
+
+def _write_bundle(path: Path, templates: list[dict[str, Any]], exchanges: int) -> Path:
+    """A bundle of ``exchanges`` copies of ``templates`` written by the real EvidenceWriter.
+
+    Segments rotate at 64 KiB, below the reader's 1 MiB read size: both bundles then read
+    in full-size pieces, so a peak that still grew would be records kept, not a read buffer
+    still growing toward its cap.
+    """
+    from mcp_tap.evidence import EvidenceWriter
+
+    with EvidenceWriter(path, queue_size=exchanges + 16,
+                        max_segment_bytes=64 * 1024) as writer:
+        for n in range(exchanges):
+            record = dict(templates[n % len(templates)])
+            record["exchangeId"] = f"stream-{n:06d}"
+            assert writer.submit(record)
+    assert writer.lost_total == 0
+    return path
+
+
+def _peak(work: Callable[[], object]) -> tuple[int, object]:
+    """The tracemalloc peak (bytes) while ``work`` runs, and what it returned."""
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        value = work()
+        return tracemalloc.get_traced_memory()[1], value
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.fixture(scope="module")
+def bundles(evidence: Path, tmp_path_factory: pytest.TempPathFactory
+            ) -> tuple[Path, Path]:
+    """Two bundles of the recorded modern calls, the second ten times the first."""
+    templates = [
+        {k: v for k, v in r.items() if k not in ("seq", "prev", "digest")}
+        for r in _records(evidence)
+        if r.get("kind") == "exchange" and r.get("era") == "modern"
+        and r.get("method") in ("tools/list", "tools/call")
+        and (r.get("origin") or {}).get("status") == 200]
+    assert len(templates) >= 3
+    root = tmp_path_factory.mktemp("streaming")
+    return (_write_bundle(root / "small", templates, 30),
+            _write_bundle(root / "large", templates, 300))
+
+
+def _flat(small_peak: int, large_peak: int) -> bool:
+    """Whether a tenfold bundle peaked within 25% (+128 KiB) of the small one."""
+    return large_peak <= small_peak * 1.25 + 128 * 1024
+
+
+class TestStreaming:
+    """Replay reads the evidence one record at a time: memory is flat in the bundle's size."""
+
+    @staticmethod
+    def _replay(bundle: Path, origin: str) -> Callable[[], object]:
+        def work() -> object:
+            counts = {"same": 0, "changed": 0, "skipped": 0}
+            options = ReplayOptions(target=origin, ignore=(("result", "structuredContent"),))
+            for item in iter_replay(bundle_records([bundle]), options):
+                key = "skipped" if isinstance(item, Skipped) else item.verdict
+                counts[key] += 1  # counted, not kept: the caller decides what to hold
+            return counts
+        return work
+
+    def test_memory_is_flat(self, bundles: tuple[Path, Path], origin: str) -> None:
+        """Replaying ten times the exchanges peaks within the flat bound of the small run."""
+        small, large = bundles
+        self._replay(small, origin)()  # warm-up: imports, caches and the connection pool
+        small_peak, small_counts = _peak(self._replay(small, origin))
+        large_peak, large_counts = _peak(self._replay(large, origin))
+        assert small_counts == {"same": 30, "changed": 0, "skipped": 0}
+        assert large_counts == {"same": 300, "changed": 0, "skipped": 0}
+        assert _flat(small_peak, large_peak), (small_peak, large_peak)
+
+    def test_holding_records_would_show(self, bundles: tuple[Path, Path]) -> None:
+        """The same bound fails when the records are held (the old whole read): it can fail."""
+        small, large = bundles
+        small_peak, _ = _peak(lambda: list(bundle_records([small])()))
+        large_peak, _ = _peak(lambda: list(bundle_records([large])()))
+        assert not _flat(small_peak, large_peak), (small_peak, large_peak)

@@ -124,6 +124,7 @@ class Draft:
 
     @property
     def params(self) -> dict[str, Any]:
+        """The request's ``params`` object (created empty when absent, so adapters can edit it)."""
         params = self.message.get("params")
         if not isinstance(params, dict):
             params = {}

@@ -43,12 +43,14 @@ def final_response(messages: Iterable[Any]) -> dict[str, Any] | None:
 
 
 def error_code(message: dict[str, Any] | None) -> int | None:
+    """The integer error code of a JSON-RPC error response, else ``None``."""
     error = message.get("error") if message else None
     code = error.get("code") if isinstance(error, dict) else None
     return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
 def shown_body(body: bytes) -> str:
+    """A body as the report shows it: text cut at :data:`BODY_LIMIT` characters."""
     text = body.decode("utf-8", "replace")
     if len(text) <= BODY_LIMIT:
         return text
@@ -56,6 +58,7 @@ def shown_body(body: bytes) -> str:
 
 
 def answer_summary(status: int, final: dict[str, Any] | None) -> str:
+    """One phrase for what the server answered (``HTTP 200 with a result``)."""
     if final is None:
         return f"HTTP {status} without a JSON-RPC response"
     if "error" in final:

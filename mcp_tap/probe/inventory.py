@@ -130,6 +130,7 @@ def learn_inventory(http: HttpClient, state: Session, extensions: frozenset[str]
 
 
 def extensions_of(capabilities: Any) -> frozenset[str]:
+    """The extension names a ``capabilities`` object advertises."""
     ext = capabilities.get("extensions") if isinstance(capabilities, dict) else None
     return frozenset(ext) if isinstance(ext, dict) else frozenset()
 

@@ -59,6 +59,7 @@ def is_probeable(case: Case) -> bool:
 
 
 def body_bytes(value: Any) -> bytes:
+    """A corpus request as the bytes to send."""
     # A string request is raw bytes on purpose (the not-JSON negative case).
     return value.encode("utf-8") if isinstance(value, str) else orjson.dumps(value)
 
@@ -127,6 +128,7 @@ def _plan_one(case: Case, inv: Inventory, negotiated: str | None) -> ProbeCase:
 
 
 def is_handshake(case: Case) -> bool:
+    """Whether a case is the legacy handshake (golden ``initialize`` or ``initialized``)."""
     method = case.request.get("method") if isinstance(case.request, dict) else None
     return case.era is Era.LEGACY and case.golden and method in (
         "initialize", "notifications/initialized")

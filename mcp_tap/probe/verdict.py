@@ -95,6 +95,7 @@ def verdict(pc: ProbeCase, answer: Answer, judgement: Judgement,
     notes = "".join(f"; {n}" for n in pc.notes)
 
     def result(passed: bool, rule: str | None, code: int | None, detail: str) -> ProbeResult:
+        """The case's result with the common fields filled in."""
         return ProbeResult(pc.name, pc.era, passed, False, rule, code, answer.status,
                            shown_body(answer.body), detail + notes, found, sent,
                            shown_body(pc.body))
@@ -148,6 +149,7 @@ def verdict(pc: ProbeCase, answer: Answer, judgement: Judgement,
 
 
 def skipped_result(pc: ProbeCase, reason: str | None = None) -> ProbeResult:
+    """The result of a case not sent, with the reason (the plan's, or ``reason``)."""
     return ProbeResult(pc.name, pc.era, False, True, None, None, None, None,
                        f"skipped: {reason or pc.skip}")
 

@@ -42,8 +42,8 @@ from mcp_tap.replay.model import Answer, Case, ReplayOptions
 from mcp_tap.replay.normalise import normalise, parse_ignore
 from mcp_tap.replay.report import CaseResult, Change, ReplayReport, Skipped, iter_lines
 from mcp_tap.replay.rewrite import REPLAYED_HEADERS, fresh_id, replay_headers
-from mcp_tap.replay.run import replay
-from mcp_tap.replay.select import recorded_answer, select_cases
+from mcp_tap.replay.run import RecordSource, collect, iter_replay, replay
+from mcp_tap.replay.select import bundle_records, iter_cases, recorded_answer, select_cases
 from mcp_tap.replay.target import Target
 
 __all__ = [
@@ -52,14 +52,19 @@ __all__ = [
     "Case",
     "CaseResult",
     "Change",
+    "RecordSource",
     "ReplayOptions",
     "ReplayReport",
     "Skipped",
     "Target",
+    "bundle_records",
+    "collect",
     "compare",
     "differences",
     "fresh_id",
+    "iter_cases",
     "iter_lines",
+    "iter_replay",
     "normalise",
     "parse_ignore",
     "recorded_answer",

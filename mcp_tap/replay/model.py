@@ -69,14 +69,17 @@ class Case:
 
 
 def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
     return value if isinstance(value, dict) else {}
 
 
 def encode_json(value: Any) -> bytes:
+    """``value`` as JSON bytes."""
     return orjson.dumps(value)
 
 
 def decode_event_data(data: str) -> Any:
+    """An SSE event's data as JSON (``None`` when blank, the text when not JSON)."""
     if not data.strip():
         return None
     try:

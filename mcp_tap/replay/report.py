@@ -104,20 +104,35 @@ class ReplayReport:
         }
 
 
+def result_lines(result: CaseResult) -> Iterator[str]:
+    """The human lines of one replayed exchange: its verdict, each change, each note."""
+    status = (str(result.recorded_status) if result.recorded_status == result.replayed_status
+              else f"{result.recorded_status}->{result.replayed_status}")
+    yield (f"{result.verdict:7} {result.exchange_id} {result.method or '-'} "
+           f"({result.era}) HTTP {status}")
+    for change in result.changes:
+        yield f"        {change.what}: {change.message}"
+        if len(change.paths) > 1:
+            yield from (f"          {path}" for path in change.paths)
+    for note in result.notes:
+        yield f"        note: {note}"
+
+
+def skipped_line(item: Skipped) -> str:
+    """The human line of one exchange not replayed."""
+    return f"skipped {item.exchange_id} {item.method or '-'}: {item.reason}"
+
+
+def summary_line(replayed: int, changed: int, skipped: int, target: str) -> str:
+    """The last human line: how many exchanges were replayed, changed and skipped."""
+    return (f"replay: {replayed} replayed, {changed} changed, {skipped} skipped "
+            f"against {target}")
+
+
 def iter_lines(report: ReplayReport) -> Iterator[str]:
     """The human report: one line per exchange, one per change, then a summary line."""
     for result in report.results:
-        status = (str(result.recorded_status) if result.recorded_status == result.replayed_status
-                  else f"{result.recorded_status}->{result.replayed_status}")
-        yield (f"{result.verdict:7} {result.exchange_id} {result.method or '-'} "
-               f"({result.era}) HTTP {status}")
-        for change in result.changes:
-            yield f"        {change.what}: {change.message}"
-            if len(change.paths) > 1:
-                yield from (f"          {path}" for path in change.paths)
-        for note in result.notes:
-            yield f"        note: {note}"
-    for item in report.skipped:
-        yield f"skipped {item.exchange_id} {item.method or '-'}: {item.reason}"
-    yield (f"replay: {len(report.results)} replayed, {len(report.changed)} changed, "
-           f"{len(report.skipped)} skipped against {report.target}")
+        yield from result_lines(result)
+    yield from (skipped_line(item) for item in report.skipped)
+    yield summary_line(len(report.results), len(report.changed), len(report.skipped),
+                       report.target)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -15,7 +15,8 @@ from mcp_tap.core.eras import (
     PINNED_LEGACY_VERSION,
 )
 from mcp_tap.core.headers import HeaderMap
-from mcp_tap.errors import InputError, UpstreamError
+from mcp_tap.errors import UpstreamError
+from mcp_tap.probe.client import check_timeout
 from mcp_tap.replay.compare import compare, final_response
 from mcp_tap.replay.model import (
     Answer,
@@ -23,11 +24,11 @@ from mcp_tap.replay.model import (
     ReplayOptions,
     as_dict,
 )
-from mcp_tap.replay.report import CaseResult, ReplayReport
+from mcp_tap.replay.report import CaseResult, ReplayReport, Skipped
 from mcp_tap.replay.rewrite import fresh_id, replay_headers
-from mcp_tap.replay.select import select_cases
+from mcp_tap.replay.select import check_hop, iter_cases, scan
 from mcp_tap.replay.target import Target
-from mcp_tap.urls import shown_url
+from mcp_tap.urls import check_http_url, shown_url
 
 _ACCEPT: Final = "application/json, text/event-stream"
 
@@ -52,10 +53,12 @@ class _Replayer:
         self.opened: list[_Session] = []
 
     def next_id(self, original: Any) -> Any:
+        """A fresh JSON-RPC id of the same type as ``original``."""
         self.counter += 1
         return fresh_id(original, self.counter)
 
     def base_headers(self, version: str | None = None) -> list[tuple[str, str]]:
+        """The transport headers of every request (and the legacy version when given)."""
         headers = [("Accept", _ACCEPT), ("Content-Type", "application/json")]
         if version:
             headers.append((HEADER_PROTOCOL_VERSION, version))
@@ -75,6 +78,7 @@ class _Replayer:
         return session
 
     def adopt(self, answer: Answer, version: str) -> _Session | None:
+        """Take the session an ``initialize`` answer opened (``None``: it opened none)."""
         sid = answer.headers.get(HEADER_SESSION_ID)
         if not sid:
             return None
@@ -85,6 +89,7 @@ class _Replayer:
         return session
 
     def initialized(self, session: _Session) -> None:
+        """Send ``notifications/initialized`` once per session."""
         if session.initialized:
             return
         body = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -112,6 +117,7 @@ class _Replayer:
         return session, notes
 
     def run(self, case: Case) -> CaseResult:
+        """Replay one case and compare its answer with the recorded one."""
         session, notes = self.session_for(case)
         body = case.body
         if isinstance(body, dict) and "id" in body and not case.is_notification:
@@ -136,6 +142,7 @@ class _Replayer:
                           answer.status, tuple(changes), tuple(notes + more))
 
     def close_sessions(self) -> None:
+        """DELETE every session the replay opened (best effort)."""
         for session in self.opened:
             headers = [(HEADER_SESSION_ID, session.id),
                        (HEADER_PROTOCOL_VERSION, session.version), *self.options.headers]
@@ -145,14 +152,48 @@ class _Replayer:
                 continue  # closing is a courtesy; the comparison is already complete
 
 
-def _check_hop(records: Sequence[Mapping[str, Any]], hop: str) -> None:
-    """Raise :class:`InputError` unless some exchange record was recorded at ``hop``."""
-    hops = {r["hop"] for r in records
-            if r.get("kind") == "exchange" and isinstance(r.get("hop"), str)}
-    if hop not in hops:
-        known = ", ".join(sorted(hops)) if hops else "none"
-        raise InputError(f"--hop {hop!r}: no exchange in the evidence was recorded at that hop "
-                         f"(hops in the evidence: {known})")
+RecordSource = Callable[[], Iterable[Mapping[str, Any]]]
+"""Reads the records from the start each time it is called (replay reads them twice)."""
+
+
+def iter_replay(
+    source: RecordSource,
+    options: ReplayOptions,
+    *,
+    client: httpx.Client | None = None,
+) -> Iterator[CaseResult | Skipped]:
+    """Replay the recorded exchanges against ``options.target``, yielding each outcome.
+
+    Results and skips come in evidence order as each exchange is replayed. The records are
+    read twice, one at a time, and none is kept (:func:`~mcp_tap.replay.select.scan`, then
+    the replay), so memory is flat in the evidence's size; what grows is the map of
+    recorded legacy sessions to target sessions and the ids of two-hop pairs' outer
+    exchanges. Raises as :func:`replay` does, when the iteration reaches the problem.
+    """
+    check_http_url(options.target, "--target")
+    check_timeout(options.timeout)
+    found = scan(source())
+    if options.hop is not None:
+        check_hop(found, options.hop)
+    target = Target(options.target, timeout=options.timeout, client=client)
+    replayer = _Replayer(target, options)
+    try:
+        for item in iter_cases(source(), found.outer, options.hop):
+            yield item if isinstance(item, Skipped) else replayer.run(item)
+        replayer.close_sessions()
+    finally:
+        target.close()
+
+
+def collect(items: Iterable[CaseResult | Skipped], target: str) -> ReplayReport:
+    """The report of every outcome in ``items`` (it holds one small entry per exchange)."""
+    report = ReplayReport(shown_url(target))
+    for item in items:
+        if isinstance(item, Skipped):
+            report.skipped.append(item)
+        else:
+            report.results.append(item)
+    return report
 
 
 def replay(
@@ -165,19 +206,8 @@ def replay(
 
     Raises :class:`InputError` for a malformed target URL, an unusable timeout or a ``hop``
     no exchange was recorded at, and :class:`UpstreamError` when the target cannot be reached
-    or stops answering.
+    or stops answering. To read bundles in flat memory, use :func:`iter_replay` with
+    :func:`~mcp_tap.replay.select.bundle_records`.
     """
-    listed = list(records)
-    if options.hop is not None:
-        _check_hop(listed, options.hop)
-    cases, skipped = select_cases(listed, options.hop)
-    report = ReplayReport(shown_url(options.target), skipped=skipped)
-    target = Target(options.target, timeout=options.timeout, client=client)
-    replayer = _Replayer(target, options)
-    try:
-        for case in cases:
-            report.results.append(replayer.run(case))
-        replayer.close_sessions()
-    finally:
-        target.close()
-    return report
+    listed = records if isinstance(records, Sequence) else list(records)
+    return collect(iter_replay(lambda: listed, options, client=client), options.target)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mcp_tap.core.eras import (
@@ -11,7 +13,8 @@ from mcp_tap.core.eras import (
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.jsonrpc import classify
 from mcp_tap.core.sse import SSEEvent
-from mcp_tap.evidence import answer_is_whole
+from mcp_tap.errors import InputError
+from mcp_tap.evidence import answer_is_whole, iter_records
 from mcp_tap.replay.model import (
     Answer,
     Case,
@@ -61,15 +64,40 @@ def recorded_answer(record: Mapping[str, Any]) -> Answer | None:
                   size if isinstance(size, int) else len(body), truncated)
 
 
-def _outer_exchanges(records: Iterable[Mapping[str, Any]]) -> set[str]:
-    """Exchange ids recorded at the outer hop of a two-hop pair (replayed at the inner one)."""
-    outer: set[str] = set()
+@dataclass(slots=True)
+class Scan:
+    """What the first pass over the records learns: the hops, and the outer exchanges.
+
+    It holds names and ids, never records: the hops recorded at (a handful), and the
+    exchange ids recorded at the outer hop of a two-hop pair, which are replayed at the
+    inner hop instead (one short id per pair; none for a single-hop capture).
+    """
+
+    hops: set[str] = field(default_factory=set)
+    outer: set[str] = field(default_factory=set)
+
+
+def scan(records: Iterable[Mapping[str, Any]]) -> Scan:
+    """Read ``records`` once, one at a time, for what selecting needs to know in advance."""
+    found = Scan()
     for record in records:
+        kind = record.get("kind")
+        if kind == "exchange" and isinstance(record.get("hop"), str):
+            found.hops.add(record["hop"])
         ids = record.get("exchangeIds")
-        if (record.get("kind") == "hop-comparison" and isinstance(ids, list) and ids
+        # The pair's comparison record may come after both exchanges: hence a first pass.
+        if (kind == "hop-comparison" and isinstance(ids, list) and ids
                 and isinstance(ids[0], str)):
-            outer.add(ids[0])
-    return outer
+            found.outer.add(ids[0])
+    return found
+
+
+def check_hop(found: Scan, hop: str) -> None:
+    """Raise :class:`InputError` unless some exchange record was recorded at ``hop``."""
+    if hop not in found.hops:
+        known = ", ".join(sorted(found.hops)) if found.hops else "none"
+        raise InputError(f"--hop {hop!r}: no exchange in the evidence was recorded at that hop "
+                         f"(hops in the evidence: {known})")
 
 
 def _case(record: Mapping[str, Any]) -> Case | Skipped:
@@ -78,6 +106,7 @@ def _case(record: Mapping[str, Any]) -> Case | Skipped:
     ingress = as_dict(record.get("ingress"))
 
     def skip(reason: str) -> Skipped:
+        """The exchange skipped for ``reason``."""
         return Skipped(exchange_id, method, reason)
 
     if str(ingress.get("httpMethod", "")).upper() != "POST":
@@ -114,34 +143,56 @@ def _case(record: Mapping[str, Any]) -> Case | Skipped:
     )
 
 
-def select_cases(
-    records: Iterable[Mapping[str, Any]], hop: str | None = None
-) -> tuple[list[Case], list[Skipped]]:
-    """Pick the exchanges to replay, in evidence order, and say why the others are skipped.
+def iter_cases(
+    records: Iterable[Mapping[str, Any]], outer: Set[str], hop: str | None = None
+) -> Iterator[Case | Skipped]:
+    """Each exchange record of ``records`` as a case to replay or a skip, one at a time.
 
     Only ``kind: "exchange"`` records count. Of a two-hop capture only the inner hop's
-    exchange of each pair is replayed (its origin view is the server's answer); ``hop``
-    keeps one hop's exchanges only.
+    exchange of each pair is replayed (its origin view is the server's answer): ``outer``
+    names the others (see :func:`scan`); ``hop`` keeps one hop's exchanges only.
     """
-    listed = list(records)
-    outer = _outer_exchanges(listed)
-    cases: list[Case] = []
-    skipped: list[Skipped] = []
-    for record in listed:
+    for record in records:
         if record.get("kind") != "exchange":
             continue
         exchange_id = str(record.get("exchangeId") or "")
         method = record.get("method") if isinstance(record.get("method"), str) else None
         if hop is not None and record.get("hop") != hop:
-            skipped.append(Skipped(exchange_id, method, f"recorded at hop {record.get('hop')}"))
-            continue
-        if hop is None and exchange_id in outer:
-            skipped.append(Skipped(exchange_id, method,
-                                   "outer hop of a two-hop pair (replayed at the inner hop)"))
-            continue
-        item = _case(record)
+            yield Skipped(exchange_id, method, f"recorded at hop {record.get('hop')}")
+        elif hop is None and exchange_id in outer:
+            yield Skipped(exchange_id, method,
+                          "outer hop of a two-hop pair (replayed at the inner hop)")
+        else:
+            yield _case(record)
+
+
+def select_cases(
+    records: Iterable[Mapping[str, Any]], hop: str | None = None
+) -> tuple[list[Case], list[Skipped]]:
+    """Pick the exchanges to replay, in evidence order, and say why the others are skipped.
+
+    The list form of :func:`iter_cases` (it holds every record; replay itself streams).
+    """
+    listed = list(records)
+    cases: list[Case] = []
+    skipped: list[Skipped] = []
+    for item in iter_cases(listed, scan(listed).outer, hop):
         if isinstance(item, Skipped):
             skipped.append(item)
         else:
             cases.append(item)
     return cases, skipped
+
+
+def bundle_records(bundles: Sequence[str | Path]) -> Callable[[], Iterator[dict[str, Any]]]:
+    """A record source reading ``bundles`` in order with the streaming evidence reader.
+
+    Each call starts over, one record at a time (:func:`mcp_tap.evidence.iter_records`).
+    """
+    paths = tuple(bundles)
+
+    def read() -> Iterator[dict[str, Any]]:
+        for path in paths:
+            yield from iter_records(path)
+
+    return read
