@@ -69,6 +69,9 @@ class Outcome:
     facts: Mapping[str, str] = field(default_factory=dict)
     # The JSON on one line (the gate's decision, one object per line) instead of indented.
     compact: bool = False
+    # The command's own SARIF rules, (id, one-line description), for failures that are no
+    # catalog rule's (a diff's breaking change); each is a reporting rule at error level.
+    rules: tuple[tuple[str, str], ...] = ()
 
 
 def strength_of(finding: object) -> str:
