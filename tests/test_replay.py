@@ -202,6 +202,24 @@ class Candidate:
         self._loop.close()
 
 
+class Faltering(Candidate):
+    """The unchanged SDK server behind a front that answers ``answers`` requests, then hangs
+    up on every later one without a word (the connection closed before any answer)."""
+
+    def __init__(self, origin: str, answers: int) -> None:
+        """Front ``origin``, forwarding the first ``answers`` requests only."""
+        super().__init__(origin, change=False)
+        self.answers = answers
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if len(self.seen) >= self.answers:
+            await request.read()
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response()  # never sent: the connection is gone
+        return await super()._handle(request)
+
+
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     """Run ``mcp-tap`` and return (exit code, stdout, stderr)."""
     code = main(argv)
@@ -534,6 +552,19 @@ class TestReplayCommand:
                     if b.get("method") in ("tools/list", "tools/call")
                     and "_meta" not in (b.get("params") or {})}
         assert len(sessions) == 1 and None not in sessions
+
+    def test_text_is_printed_as_it_goes(self, evidence: Path, origin: str,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+        """A target that stops answering midway leaves the lines already replayed on stdout."""
+        with Faltering(origin, answers=2) as candidate:
+            code, out, err = run_cli(["replay", str(evidence), "--target", candidate.url],
+                                     capsys)
+        lines = out.splitlines()
+        assert code == 2 and err.startswith("mcp-tap: upstream error: ")
+        assert err.count("\n") == 1
+        assert [line.split()[0] for line in lines] == ["same", "same"], out
+        assert lines[0].split()[2] == "tools/list" and not any(
+            line.startswith("replay: ") for line in lines)
 
     def test_unreachable(self, evidence: Path, capsys: pytest.CaptureFixture[str]) -> None:
         """An unreachable target is one line on stderr and exit 2."""
