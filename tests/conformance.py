@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -191,6 +191,24 @@ def _run_step(what: str, cmd: list[str], env: Mapping[str, str], cwd: Path) -> N
         raise InstallError(f"{what} failed ({done.returncode}): {' '.join(cmd)}\n{tail}")
 
 
+def npm_install(node: Path, prefix: Path, packages: Sequence[str], what: str,
+                root: Path | None = None) -> None:
+    """Install npm ``packages`` into ``prefix`` with the cached Node's own npm (no scripts,
+    no lock file, a few retries); ``root`` is the cache holding that Node. Raises
+    :class:`InstallError` saying ``what`` failed. The suite and the TS peers both use it.
+    """
+    npm = _npm_cli(cache_dir() if root is None else root)
+    _run_step(
+        what,
+        [str(node), str(npm), "install", "--prefix", str(prefix), "--no-save",
+         "--no-package-lock", "--no-audit", "--no-fund", "--ignore-scripts",
+         "--fetch-retries=2", "--fetch-retry-mintimeout=2000",
+         "--fetch-retry-maxtimeout=10000", "--loglevel=error", *packages],
+        _child_env(node.parent),
+        prefix,
+    )
+
+
 def ensure_installed(root: Path | None = None, *, log: bool = False) -> Installation:
     """Install Node 22 and the suite under ``root`` unless already there; return where.
 
@@ -232,35 +250,14 @@ def ensure_installed(root: Path | None = None, *, log: bool = False) -> Installa
         )
     if not os.access(node, os.X_OK):
         raise InstallError(f"{NODE_WHEEL} installed no node binary at {node}")
-    env = _child_env(node.parent)
     version = Installation(node, node).node_version()
     if not version.startswith(f"v{NODE_MAJOR}."):
         raise InstallError(f"{node} is {version}, expected Node.js {NODE_MAJOR}")
     say(f"installing {SUITE_PACKAGE} (npm, with node {version}) into {root / 'suite'}")
     shutil.rmtree(root / "suite", ignore_errors=True)
     (root / "suite").mkdir()
-    _run_step(
-        "installing the conformance suite from the npm registry",
-        [
-            str(node),
-            str(_npm_cli(root)),
-            "install",
-            "--prefix",
-            str(root / "suite"),
-            "--no-save",
-            "--no-package-lock",
-            "--no-audit",
-            "--no-fund",
-            "--ignore-scripts",
-            "--fetch-retries=2",
-            "--fetch-retry-mintimeout=2000",
-            "--fetch-retry-maxtimeout=10000",
-            "--loglevel=error",
-            SUITE_PACKAGE,
-        ],
-        env,
-        root / "suite",
-    )
+    npm_install(node, root / "suite", [SUITE_PACKAGE],
+                "installing the conformance suite from the npm registry", root)
     (root / _MARKER).write_text(json.dumps({"node": NODE_WHEEL, "suite": SUITE_PACKAGE}) + "\n")
     found = find_installation(root)
     if found is None:

@@ -20,10 +20,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +31,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import RootsListChangedNotification
+from ports import free_port, wait_listening
 
 __all__ = [
     "ACCEPT",
@@ -74,22 +73,6 @@ _REPO_ROOT = Path(__file__).resolve().parent.parent
 _SDK_TIMEOUT_SECONDS = 30.0
 
 
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read, close)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _accepts_connections(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
 @contextlib.contextmanager
 def run_origin(
     port: int | None = None,
@@ -124,16 +107,12 @@ def run_origin(
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + startup_timeout
-        while not _accepts_connections(chosen):
+        if not wait_listening(chosen, proc, startup_timeout):
             if proc.poll() is not None:
                 output = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
                 raise RuntimeError(f"demo origin exited with {proc.returncode}: {output}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"demo origin did not listen on 127.0.0.1:{chosen} within {startup_timeout} s"
-                )
-            time.sleep(0.05)
+            raise RuntimeError(
+                f"demo origin did not listen on 127.0.0.1:{chosen} within {startup_timeout} s")
         yield f"http://127.0.0.1:{chosen}/mcp"
     finally:
         stop_process(proc)

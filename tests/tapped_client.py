@@ -16,27 +16,12 @@ Evidence goes to ``EVIDENCE_ROOT/<scenario>`` (``MCP_CONFORMANCE_SCENARIO``, ``/
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
+from ports import free_port, wait_listening
 
 
 def main(argv: list[str]) -> int:
@@ -49,7 +34,7 @@ def main(argv: list[str]) -> int:
     evidence = evidence_root / scenario
     evidence.mkdir(parents=True, exist_ok=True)
     parts = urlsplit(url)
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ)
     env["MCP_TAP_ERAS_LEGACY_ALLOWED"] = "true"
     tap = subprocess.Popen(
@@ -60,12 +45,9 @@ def main(argv: list[str]) -> int:
         stderr=(evidence / "proxy.log").open("wb"),
     )
     try:
-        deadline = time.monotonic() + 60
-        while not _accepts(port):
-            if tap.poll() is not None or time.monotonic() > deadline:
-                print(f"tapped_client: the tap did not listen on {port}", file=sys.stderr)
-                return 3
-            time.sleep(0.05)
+        if not wait_listening(port, tap, 60):
+            print(f"tapped_client: the tap did not listen on {port}", file=sys.stderr)
+            return 3
         tapped = urlunsplit((parts.scheme, f"127.0.0.1:{port}", parts.path, parts.query, ""))
         return subprocess.run([*command, tapped], check=False).returncode
     finally:

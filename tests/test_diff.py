@@ -18,6 +18,7 @@ import pytest
 from captures import record
 from peers import run_origin
 from test_commands_badinput import cli, refused
+from test_outputs import failures, junit, sarif
 
 from mcp_tap.drift import Area, Severity, diff_captures
 from mcp_tap.drift.inventory import inventory, inventory_changes
@@ -49,6 +50,78 @@ def _records(path: Path) -> list[dict[str, Any]]:
 
 def _keyed(diff: Any) -> set[tuple[str, str, str, str]]:
     return {(str(c.area), str(c.severity), c.subject, c.aspect) for c in diff.changes}
+
+
+class TestDiffFormats:
+    """``diff --format``: every change a case, a breaking one a located failure."""
+
+    def _run(self, releases: dict[str, Path], fmt: str, capsys: pytest.CaptureFixture[str],
+             candidate: str = "candidate") -> tuple[int, str]:
+        code, out, err = cli(["diff", str(releases["baseline"]), str(releases[candidate]),
+                              "--format", fmt], capsys)
+        assert err == ""
+        return code, out
+
+    def test_junit(self, releases: dict[str, Path],
+                   capsys: pytest.CaptureFixture[str]) -> None:
+        """JUnit validates; the 7 breaking changes are the failures, typed by their area."""
+        code, out = self._run(releases, "junit", capsys)
+        suite = junit(out)
+        found = failures(suite)
+        assert code == 1 and suite.get("failures") == "7" and len(found) == 7
+        assert suite.get("tests") == str(len(list(suite.iter("testcase"))))
+        assert {f.get("type") for f in found.values()} == {"drift.inventory",
+                                                           "drift.behaviour"}
+        removed = found["inventory: tool echo removed"]
+        assert removed.get("message") == "breaking: tool echo removed"
+        behaviour = next(f for n, f in found.items() if n.startswith("behaviour: tools/call add"))
+        assert "evidence: " in (behaviour.text or "") and "line " in (behaviour.text or "")
+
+    def test_sarif(self, releases: dict[str, Path],
+                   capsys: pytest.CaptureFixture[str]) -> None:
+        """SARIF validates; each breaking change is an error located at its exchange's line."""
+        code, out = self._run(releases, "sarif", capsys)
+        run_ = sarif(out)
+        results = run_["results"]
+        assert code == 1 and len(results) == 7
+        assert {r["level"] for r in results} == {"error"}
+        rules = {d["id"]: d for d in run_["tool"]["driver"]["rules"]}
+        assert {r["ruleId"] for r in results} == {"drift.inventory", "drift.behaviour"}
+        assert all(rules[r["ruleId"]]["defaultConfiguration"]["level"] == "error"
+                   for r in results)
+        located = [r for r in results if r["ruleId"] == "drift.behaviour"]
+        assert len(located) == 4
+        for result in located:
+            where = result["locations"][0]
+            path = Path(where["physicalLocation"]["artifactLocation"]["uri"])
+            line = where["physicalLocation"]["region"]["startLine"]
+            exchange = where["logicalLocations"][0]["fullyQualifiedName"]
+            record = orjson.loads(path.read_bytes().splitlines()[line - 1])
+            assert record["exchangeId"] == exchange and record["method"] == "tools/call"
+            assert path.is_relative_to(releases["candidate"])
+
+    def test_markdown_and_clean(self, releases: dict[str, Path],
+                                capsys: pytest.CaptureFixture[str]) -> None:
+        """Markdown heads with the verdict; one release twice exits 0 with no failure."""
+        code, out = self._run(releases, "markdown", capsys)
+        assert code == 1 and out.startswith("### :x: mcp-tap diff: breaking")
+        assert out.splitlines()[2].endswith(" passed, 7 failed, 0 skipped.")
+        assert "| **FAIL** | inventory: tool echo removed | `drift.inventory` |" in out
+        code, out = self._run(releases, "sarif", capsys, candidate="again")
+        assert code == 0 and sarif(out)["results"] == []
+        code, out = self._run(releases, "junit", capsys, candidate="again")
+        assert code == 0 and junit(out).get("failures") == "0"
+
+    def test_json_alias_and_conflict(self, releases: dict[str, Path],
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+        """--format json is --json; giving both is a usage error (exit 2)."""
+        _, by_format = self._run(releases, "json", capsys)
+        _, by_alias, _ = cli(["diff", str(releases["baseline"]), str(releases["candidate"]),
+                              "--json"], capsys)
+        assert orjson.loads(by_format)["counts"] == orjson.loads(by_alias)["counts"]
+        code, _, err = cli(["diff", str(releases["baseline"]), str(releases["candidate"]),
+                            "--json", "--format", "markdown"], capsys)
+        assert code == 2 and "not allowed with argument" in err
 
 
 class TestRealReleases:

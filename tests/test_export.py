@@ -306,7 +306,7 @@ class TestBadInput:
 
 
 class TestSummaries:
-    """--json summaries of export and redact."""
+    """The summaries of export (--summary-format) and redact (--format), text or JSON."""
 
     def test_export_summary(self, capture: Path, tmp_path: Path,
                             capsys: pytest.CaptureFixture[str]) -> None:
@@ -327,3 +327,43 @@ class TestSummaries:
         summary = json.loads(stdout)
         assert code == 0 and summary["changed"] >= 3 and summary["digestsDropped"] >= 1
         assert summary["derivedFrom"]["bundle"] == capture.name
+
+    def test_export_summary_formats(self, capture: Path, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+        """--summary-format json is --json; text is one line; --format still picks the file."""
+        out = tmp_path / "c.har"
+        argv = ["export", str(capture), "--format", "har", "--out", str(out)]
+        code, by_alias, _ = cli([*argv, "--json"], capsys)
+        first = json.loads(by_alias)
+        code, by_flag, _ = cli([*argv, "--summary-format", "json"], capsys)
+        assert code == 0 and json.loads(by_flag) == first
+        assert json.loads(out.read_bytes())["log"]["version"] == "1.2"
+        code, text, err = cli([*argv, "--summary-format", "text"], capsys)
+        assert (code, err) == (0, "")
+        assert text == (f"exported {first['records']} records ({first['exchanges']} exchanges) "
+                        f"from 1 bundle(s) to {out} as har: {first['bytes']} bytes\n")
+        code, quiet, _ = cli(argv, capsys)
+        assert (code, quiet) == (0, "")  # no summary unless asked, as before
+        refused(["export", str(capture), "--format", "har", "--summary-format", "text"],
+                capsys, "give --out")
+        code, _, err = cli([*argv, "--json", "--summary-format", "json"], capsys)
+        assert code == 2 and "not allowed with argument" in err
+
+    def test_redact_summary_formats(self, capture: Path, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+        """redact --format json is --json; --format text is the one line; jsonl is refused."""
+        policy = str(_policy(tmp_path))
+        code, by_flag, _ = cli(["redact", str(capture), "--policy", policy,
+                                "--out", str(tmp_path / "a"), "--format", "json"], capsys)
+        code, by_alias, _ = cli(["redact", str(capture), "--policy", policy,
+                                 "--out", str(tmp_path / "b"), "--json"], capsys)
+        flag, alias = json.loads(by_flag), json.loads(by_alias)
+        assert code == 0 and flag["changed"] == alias["changed"] >= 3
+        assert flag["derivedFrom"]["chainHead"] == alias["derivedFrom"]["chainHead"]
+        code, text, _ = cli(["redact", str(capture), "--policy", policy,
+                             "--out", str(tmp_path / "c"), "--format", "text"], capsys)
+        assert code == 0 and text.startswith(f"derived {tmp_path / 'c'} from {capture.name}")
+        assert text.count("\n") == 1
+        code, _, err = cli(["redact", str(capture), "--policy", policy,
+                            "--out", str(tmp_path / "d"), "--format", "sarif"], capsys)
+        assert code == 2 and "invalid choice: 'sarif'" in err

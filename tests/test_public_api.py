@@ -68,6 +68,40 @@ class TestPackage:
         assert TapError.__bases__ == (Exception,)
 
 
+class TestFeaturePackages:
+    """probe and replay became packages; the names their importers use stayed put."""
+
+    PROBE = ("ACCEPT", "Answer", "BODY_LIMIT", "DEFAULT_TIMEOUT", "Expect", "HttpClient",
+             "Inventory", "MAX_TIMEOUT", "ProbeCase", "ProbeReport", "ProbeResult",
+             "check_timeout", "is_probeable", "legacy_extra_cases", "plan_cases", "run_probe")
+    REPLAY = ("Answer", "Case", "CaseResult", "Change", "REPLAYED_HEADERS", "RecordSource",
+              "ReplayOptions", "ReplayReport", "Skipped", "Target", "bundle_records", "collect",
+              "compare", "differences", "fresh_id", "iter_cases", "iter_lines", "iter_replay",
+              "normalise", "parse_ignore", "recorded_answer", "replay", "replay_headers",
+              "select_cases")
+
+    def test_exports(self) -> None:
+        """Each package exports the names it exported as one module (replay adds streaming)."""
+        import mcp_tap.probe
+        import mcp_tap.replay
+
+        assert tuple(sorted(mcp_tap.probe.__all__)) == self.PROBE
+        assert tuple(sorted(mcp_tap.replay.__all__)) == self.REPLAY
+
+    def test_defined_in_the_package(self) -> None:
+        """Every exported function and class lives in a module of its own package."""
+        import importlib
+        import inspect
+
+        for package in ("mcp_tap.probe", "mcp_tap.replay"):
+            module = importlib.import_module(package)
+            defined = [getattr(module, name) for name in module.__all__]
+            defined = [v for v in defined if inspect.isfunction(v) or type(v) is type]
+            assert len(defined) >= 10, package
+            for value in defined:
+                assert value.__module__.startswith(package + "."), (package, value)
+
+
 class TestCommands:
     """The command-line contract of product.md."""
 

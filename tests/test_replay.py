@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +37,12 @@ from mcp_tap.replay import (
     Answer,
     Case,
     ReplayOptions,
+    Skipped,
+    bundle_records,
     compare,
     differences,
     fresh_id,
+    iter_replay,
     normalise,
     parse_ignore,
     recorded_answer,
@@ -197,6 +200,24 @@ class Candidate:
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(15)
         self._loop.close()
+
+
+class Faltering(Candidate):
+    """The unchanged SDK server behind a front that answers ``answers`` requests, then hangs
+    up on every later one without a word (the connection closed before any answer)."""
+
+    def __init__(self, origin: str, answers: int) -> None:
+        """Front ``origin``, forwarding the first ``answers`` requests only."""
+        super().__init__(origin, change=False)
+        self.answers = answers
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if len(self.seen) >= self.answers:
+            await request.read()
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response()  # never sent: the connection is gone
+        return await super()._handle(request)
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -532,6 +553,19 @@ class TestReplayCommand:
                     and "_meta" not in (b.get("params") or {})}
         assert len(sessions) == 1 and None not in sessions
 
+    def test_text_is_printed_as_it_goes(self, evidence: Path, origin: str,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+        """A target that stops answering midway leaves the lines already replayed on stdout."""
+        with Faltering(origin, answers=2) as candidate:
+            code, out, err = run_cli(["replay", str(evidence), "--target", candidate.url],
+                                     capsys)
+        lines = out.splitlines()
+        assert code == 2 and err.startswith("mcp-tap: upstream error: ")
+        assert err.count("\n") == 1
+        assert [line.split()[0] for line in lines] == ["same", "same"], out
+        assert lines[0].split()[2] == "tools/list" and not any(
+            line.startswith("replay: ") for line in lines)
+
     def test_unreachable(self, evidence: Path, capsys: pytest.CaptureFixture[str]) -> None:
         """An unreachable target is one line on stderr and exit 2."""
         url = f"http://127.0.0.1:{free_port()}/mcp"
@@ -562,3 +596,89 @@ class TestReplayApi:
             report = replay(_records(evidence), ReplayOptions(origin), client=client)
             assert report.ok and report.results
             assert not client.is_closed
+
+
+def _write_bundle(path: Path, templates: list[dict[str, Any]], exchanges: int) -> Path:
+    """A bundle of ``exchanges`` copies of ``templates`` written by the real EvidenceWriter.
+
+    Segments rotate at 64 KiB, below the reader's 1 MiB read size: both bundles then read
+    in full-size pieces, so a peak that still grew would be records kept, not a read buffer
+    still growing toward its cap.
+    """
+    from mcp_tap.evidence import EvidenceWriter
+
+    with EvidenceWriter(path, queue_size=exchanges + 16,
+                        max_segment_bytes=64 * 1024) as writer:
+        for n in range(exchanges):
+            record = dict(templates[n % len(templates)])
+            record["exchangeId"] = f"stream-{n:06d}"
+            assert writer.submit(record)
+    assert writer.lost_total == 0
+    return path
+
+
+def _peak(work: Callable[[], object]) -> tuple[int, object]:
+    """The tracemalloc peak (bytes) while ``work`` runs, and what it returned."""
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        value = work()
+        return tracemalloc.get_traced_memory()[1], value
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.fixture(scope="module")
+def bundles(evidence: Path, tmp_path_factory: pytest.TempPathFactory
+            ) -> tuple[Path, Path]:
+    """Two bundles of the recorded modern calls, the second ten times the first."""
+    templates = [
+        {k: v for k, v in r.items() if k not in ("seq", "prev", "digest")}
+        for r in _records(evidence)
+        if r.get("kind") == "exchange" and r.get("era") == "modern"
+        and r.get("method") in ("tools/list", "tools/call")
+        and (r.get("origin") or {}).get("status") == 200]
+    assert len(templates) >= 3
+    root = tmp_path_factory.mktemp("streaming")
+    return (_write_bundle(root / "small", templates, 30),
+            _write_bundle(root / "large", templates, 300))
+
+
+def _flat(small_peak: int, large_peak: int) -> bool:
+    """Whether a tenfold bundle peaked within 25% (+128 KiB) of the small one."""
+    return large_peak <= small_peak * 1.25 + 128 * 1024
+
+
+class TestStreaming:
+    """Replay reads the evidence one record at a time: memory is flat in the bundle's size."""
+
+    @staticmethod
+    def _replay(bundle: Path, origin: str) -> Callable[[], object]:
+        def work() -> object:
+            counts = {"same": 0, "changed": 0, "skipped": 0}
+            options = ReplayOptions(target=origin, ignore=(("result", "structuredContent"),))
+            for item in iter_replay(bundle_records([bundle]), options):
+                key = "skipped" if isinstance(item, Skipped) else item.verdict
+                counts[key] += 1  # counted, not kept: the caller decides what to hold
+            return counts
+        return work
+
+    def test_memory_is_flat(self, bundles: tuple[Path, Path], origin: str) -> None:
+        """Replaying ten times the exchanges peaks within the flat bound of the small run."""
+        small, large = bundles
+        self._replay(small, origin)()  # warm-up: imports, caches and the connection pool
+        small_peak, small_counts = _peak(self._replay(small, origin))
+        large_peak, large_counts = _peak(self._replay(large, origin))
+        assert small_counts == {"same": 30, "changed": 0, "skipped": 0}
+        assert large_counts == {"same": 300, "changed": 0, "skipped": 0}
+        assert _flat(small_peak, large_peak), (small_peak, large_peak)
+
+    def test_holding_records_would_show(self, bundles: tuple[Path, Path]) -> None:
+        """The same bound fails when the records are held (the old whole read): it can fail."""
+        small, large = bundles
+        small_peak, _ = _peak(lambda: list(bundle_records([small])()))
+        large_peak, _ = _peak(lambda: list(bundle_records([large])()))
+        assert not _flat(small_peak, large_peak), (small_peak, large_peak)

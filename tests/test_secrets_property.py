@@ -31,7 +31,6 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -40,6 +39,7 @@ from aiohttp import web
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from peers import free_port
+from taps import Lines
 
 from mcp_tap.core.redaction import KeyMatcher
 
@@ -220,27 +220,6 @@ def plants(draw: st.DrawFn) -> Plant:
 # -- the test -------------------------------------------------------------------------------
 
 
-class _Stderr:
-    """The proxy's stderr, collected on a thread."""
-
-    def __init__(self, stream: Any) -> None:
-        self.lines: list[str] = []
-        self.started = threading.Event()
-        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _read(self, stream: Any) -> None:
-        for raw in stream:
-            line = raw.decode(errors="replace")
-            self.lines.append(line)
-            if '"event":"proxy.started"' in line:
-                self.started.set()
-
-    def text(self) -> str:
-        self._thread.join(timeout=_TIMEOUT)
-        return "".join(self.lines)
-
-
 def _send(client: httpx.Client, url: str, plan: Plant, nonce: str) -> bytes:
     """Send one planted exchange; return the request body bytes that were sent."""
     headers = {"X-Plant": nonce, "Content-Type": "application/json",
@@ -294,11 +273,11 @@ def test_no_planted_secret_reaches_disk_logs_metrics_or_outputs(
         cwd=REPO_ROOT, env=_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE)
     assert proc.stderr is not None
-    stderr = _Stderr(proc.stderr)
+    stderr = Lines(proc.stderr)
     planted: list[Plant] = []
     crossed: list[bytes] = []  # request body + answer bytes of every exchange
     try:
-        assert stderr.started.wait(_TIMEOUT), "".join(stderr.lines)
+        stderr.wait_for('"event":"proxy.started"', _TIMEOUT)
         url = f"http://127.0.0.1:{port}/mcp"
         with httpx.Client(timeout=_TIMEOUT) as client:
 
@@ -323,7 +302,7 @@ def test_no_planted_secret_reaches_disk_logs_metrics_or_outputs(
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=_TIMEOUT)
-        log = stderr.text()
+        log = stderr.join()
         proc.stderr.close()
     assert code == 0, log
     (bundle,) = [p for p in evidence.iterdir() if p.is_dir()]

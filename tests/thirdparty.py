@@ -32,14 +32,14 @@ import importlib.util
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from conformance import InstallError, _child_env, _npm_cli, _run_step, ensure_installed
+from conformance import InstallError, _child_env, ensure_installed, npm_install
 from conformance import cache_dir as conformance_dir
-from peers import _accepts_connections, free_port, stop_process
+from peers import stop_process
+from ports import free_port, wait_listening
 
 __all__ = [
     "SKIP_ENV",
@@ -114,17 +114,9 @@ def ensure_peers(*, log: bool = False) -> Path:
         (root / "ts").mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             (root / _MARKER).unlink()
-        _run_step(
-            "installing the TypeScript SDK peers from the npm registry",
-            [
-                str(node), str(_npm_cli(conformance_dir())), "install",
-                "--prefix", str(root / "ts"), "--no-save", "--no-package-lock", "--no-audit",
-                "--no-fund", "--ignore-scripts", "--fetch-retries=2", "--loglevel=error",
-                *TS_PACKAGES,
-            ],
-            _child_env(node.parent),
-            root / "ts",
-        )
+        npm_install(node, root / "ts", TS_PACKAGES,
+                    "installing the TypeScript SDK peers from the npm registry",
+                    conformance_dir())
         (root / _MARKER).write_text(json.dumps({"ts": list(TS_PACKAGES)}) + "\n")
         if not _installed(root):
             raise InstallError(f"npm installed {TS_PACKAGES}, but {root / 'ts'} is incomplete")
@@ -168,13 +160,10 @@ def run_peer_server(program: str, *args: str, startup_timeout: float = 30.0) -> 
     proc = subprocess.Popen(cmd, cwd=_REPO_ROOT, env=_env(), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + startup_timeout
-        while not _accepts_connections(port):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                output = proc.communicate(timeout=10)[0].decode(errors="replace")
-                raise RuntimeError(f"{' '.join(cmd)} did not listen on {port}: {output[-3000:]}")
-            time.sleep(0.05)
+        if not wait_listening(port, proc, startup_timeout):
+            proc.kill()
+            output = proc.communicate(timeout=10)[0].decode(errors="replace")
+            raise RuntimeError(f"{' '.join(cmd)} did not listen on {port}: {output[-3000:]}")
         yield f"http://127.0.0.1:{port}"
     finally:
         stop_process(proc)

@@ -2,20 +2,31 @@
 
 Each side is an evidence bundle or a directory of bundles. Exit 0 when nothing breaking
 changed, 1 when a change is breaking for a client, 2 for bad input (one line on stderr).
+``--format`` (``--json`` is ``--format json``): in JUnit, SARIF and Markdown every change is a
+case, a breaking one a failure (a SARIF ``error`` of rule ``drift.<area>``) located at the
+exchange it was seen in.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from mcp_tap.cli import EXIT_NO, EXIT_OK
-from mcp_tap.drift import CaptureSide, describe_side, diff_captures, iter_lines
+from mcp_tap.drift import (
+    CaptureDiff,
+    CaptureSide,
+    Severity,
+    describe_side,
+    diff_captures,
+    iter_lines,
+)
 from mcp_tap.evidence import find_bundles, read_bundle
+from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit
+from mcp_tap.outputs.locations import locate_exchanges
 
 NAME = "diff"
 HELP = "what changed between two captures of one service (inventory, behaviour, rules, health)"
@@ -30,7 +41,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hop", metavar="NAME",
                         help="compare the exchanges recorded at this hop (needed when a "
                         "capture holds several)")
-    parser.add_argument("--json", action="store_true", help="print the diff as JSON")
+    add_format_option(parser)
+
+
+# One SARIF rule per comparison: a breaking change is a result of its area's rule.
+RULES: tuple[tuple[str, str], ...] = (
+    ("drift.inventory", "a tool, prompt, resource or schema changed in a way a client of the "
+     "baseline can fail on"),
+    ("drift.behaviour", "the same request is answered in a way a client of the baseline can "
+     "fail on"),
+    ("drift.conformance", "a rule the baseline kept is broken by the candidate"),
+)  # Health drift is never breaking on its own (the gate's baseline policy decides).
+_SHOWN_EXAMPLES = 10
 
 
 def load_side(path: str) -> tuple[list[dict[str, Any]], CaptureSide]:
@@ -50,15 +72,55 @@ def load_side(path: str) -> tuple[list[dict[str, Any]], CaptureSide]:
     return records, describe_side(records, names, heads)
 
 
+def _value(value: Any) -> str:
+    return "-" if value is None else orjson.dumps(value).decode()
+
+
+def outcome(diff: CaptureDiff) -> Outcome:
+    """The diff in every output format: one check per change, breaking ones failed.
+
+    A change is located at its example exchanges (searched in the candidate's bundles,
+    then the baseline's: a removal is seen in the baseline); one without examples (an
+    inventory or health change) at the bundles of the side it concerns.
+    """
+    candidate = [Path(b) for b in diff.candidate.bundles]
+    baseline = [Path(b) for b in diff.baseline.bundles]
+    wanted = {x for change in diff.changes for x in change.examples[:_SHOWN_EXAMPLES]}
+    where = locate_exchanges(candidate + baseline, wanted) if wanted else {}
+    checks: list[Check] = []
+    for change in diff.changes:
+        side = baseline if change.aspect == "removed" else candidate
+        locations = tuple(where.get(x) or Location(path=str(side[0]) if side else "",
+                                                   exchange=x)
+                          for x in change.examples[:_SHOWN_EXAMPLES])
+        if not locations and side:
+            locations = tuple(Location(path=str(b)) for b in side)
+        breaking = change.severity is Severity.BREAKING
+        checks.append(Check(
+            name=f"{change.area}: {change.message}", group=f"mcp-tap.diff.{change.area}",
+            passed=not breaking, message=f"{change.severity}: {change.message}",
+            detail=f"{change.subject} {change.aspect}: baseline {_value(change.baseline)}, "
+                   f"candidate {_value(change.candidate)}",
+            rule=f"drift.{change.area}" if breaking else None, strength="must",
+            locations=locations))
+    if not checks:
+        checks.append(Check(name="diff", group="mcp-tap.diff", passed=True,
+                            message=f"{diff.compared} request(s) compared, no change"))
+    counts = {str(s): sum(1 for c in diff.changes if c.severity is s) for s in Severity}
+    facts = {**{f"{k} changes": str(v) for k, v in counts.items()},
+             "compared": str(diff.compared),
+             "baseline": ", ".join(diff.baseline.bundles),
+             "candidate": ", ".join(diff.candidate.bundles)}
+    return Outcome(command="diff", headline="ok" if diff.ok else "breaking", ok=diff.ok,
+                   data=diff.to_json(), text="".join(line + "\n" for line in iter_lines(diff)),
+                   checks=tuple(checks), facts=facts, rules=RULES)
+
+
 def run(args: argparse.Namespace) -> int:
     """Diff the two captures; print the report; return the exit code."""
     old_records, old_side = load_side(args.baseline)
     new_records, new_side = load_side(args.candidate)
     diff = diff_captures(old_records, new_records, hop=args.hop,
                          baseline_side=old_side, candidate_side=new_side)
-    if args.json:
-        sys.stdout.write(orjson.dumps(diff.to_json(), option=orjson.OPT_INDENT_2).decode())
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write("".join(line + "\n" for line in iter_lines(diff)))
+    emit(outcome(diff), args)
     return EXIT_OK if diff.ok else EXIT_NO

@@ -4,6 +4,9 @@
 ``[[redaction.argument]]``); the default denylist always applies too. The source bundle
 must verify; the new bundle in ``DIR`` verifies on its own and its ``bundle.json`` says
 ``derivedFrom`` (the source bundle, its chain head, the policy). Exit 0, or 2 for bad input.
+``--format text|json`` (``--json``) is the summary's: the command writes a bundle and
+reports no test result, so the CI formats (JUnit, SARIF, Markdown) have nothing to carry;
+``mcp-tap verify --format ...`` on the new bundle is the check a pipeline runs.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from mcp_tap.cli import EXIT_OK
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import find_bundles
 from mcp_tap.export import derive, load_policy_file
+from mcp_tap.outputs import add_summary_option
 
 NAME = "redact"
 HELP = "apply a stricter redaction policy to a bundle, writing a new derived bundle"
@@ -30,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="TOML file with a [redaction] table (extra_keys, arguments)")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="directory for the derived bundle (must not hold one)")
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_summary_option(parser, what="the summary of the derived bundle")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.out.strip():
         raise InputError("--out is empty: give the directory for the derived bundle")
     done = derive(found[0], policy, Path(args.out))
-    if args.json:
+    if args.format == "json":
         summary = {"out": str(done.path), "records": done.records, "changed": done.changed,
                    "digestsDropped": done.digests_dropped, "derivedFrom": done.derived_from}
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")

@@ -12,22 +12,29 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+from collections.abc import Iterator
 
 from mcp_tap.cli import EXIT_NO, EXIT_OK
 from mcp_tap.commands.probe import timeout_seconds
 from mcp_tap.errors import InputError
-from mcp_tap.evidence import find_bundles, read_bundle
+from mcp_tap.evidence import find_bundles
 from mcp_tap.header_options import add_header_options, headers_from_args
 from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit
-from mcp_tap.probe import check_timeout
+from mcp_tap.probe.client import check_timeout
 from mcp_tap.replay import (
+    CaseResult,
     ReplayOptions,
     ReplayReport,
+    Skipped,
+    bundle_records,
+    collect,
     iter_lines,
+    iter_replay,
     parse_ignore,
-    replay,
 )
-from mcp_tap.urls import check_http_url
+from mcp_tap.replay.report import result_lines, skipped_line, summary_line
+from mcp_tap.urls import check_http_url, shown_url
 
 NAME = "replay"
 HELP = "re-send captured requests to a candidate server and compare its answers"
@@ -81,16 +88,48 @@ def outcome(report: ReplayReport) -> Outcome:
                    checks=tuple(checks))
 
 
+def _stream_text(items: Iterator[CaseResult | Skipped], target: str) -> bool:
+    """Print the human lines as the exchanges are replayed; return whether none changed.
+
+    Nothing is printed before the target first answers (skips until then wait), so an
+    unreachable target is one line on stderr and no stdout, as with the other formats.
+    """
+    counts = {"replayed": 0, "changed": 0, "skipped": 0}
+    waiting: list[str] | None = []
+    for item in items:
+        if isinstance(item, Skipped):
+            counts["skipped"] += 1
+            lines = [skipped_line(item)]
+        else:
+            counts["replayed"] += 1
+            counts["changed"] += bool(item.changes)
+            lines = list(result_lines(item))
+            if waiting is not None:
+                lines, waiting = waiting + lines, None
+        if waiting is not None:
+            waiting += lines
+        else:
+            sys.stdout.write("".join(line + "\n" for line in lines))
+    if not counts["replayed"] and not counts["skipped"]:
+        raise InputError("the evidence holds no exchange to replay")
+    sys.stdout.write("".join(line + "\n" for line in waiting or ()))
+    sys.stdout.write(summary_line(counts["replayed"], counts["changed"], counts["skipped"],
+                                  shown_url(target)) + "\n")
+    return not counts["changed"]
+
+
 def run(args: argparse.Namespace) -> int:
-    """Replay the evidence against the target; print the report; return the exit code."""
+    """Replay the evidence against the target; print the report; return the exit code.
+
+    The bundles are read one record at a time; the text report is printed as the replay
+    goes, the structured formats (which list every exchange) at the end.
+    """
     opts = options(args)
-    records = [
-        record
-        for path in args.evidence
-        for bundle in find_bundles(path)
-        for record in read_bundle(bundle).records
-    ]
-    report = replay(records, opts)
+    bundles = [bundle for path in args.evidence for bundle in find_bundles(path)]
+    items = iter_replay(bundle_records(bundles), opts)
+    if args.format == "text":
+        return EXIT_OK if _stream_text(items, opts.target) else EXIT_NO
+    report = collect(items, opts.target)
     if not report.results and not report.skipped:
         raise InputError("the evidence holds no exchange to replay")
     emit(outcome(report), args)

@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 FORMATS: Final = ("text", "json", "junit", "sarif", "markdown")
+SUMMARY_FORMATS: Final = ("text", "json")
+"""The formats of a command whose output is a summary of what it wrote, not checks: JUnit,
+SARIF and Markdown report test results, and writing a file or a bundle is none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,9 @@ class Outcome:
     facts: Mapping[str, str] = field(default_factory=dict)
     # The JSON on one line (the gate's decision, one object per line) instead of indented.
     compact: bool = False
+    # The command's own SARIF rules, (id, one-line description), for failures that are no
+    # catalog rule's (a diff's breaking change); each is a reporting rule at error level.
+    rules: tuple[tuple[str, str], ...] = ()
 
 
 def strength_of(finding: object) -> str:
@@ -102,6 +108,23 @@ def add_format_option(parser: argparse.ArgumentParser) -> None:
                        help="the same as --format json")
 
 
+def add_summary_option(parser: argparse.ArgumentParser, flag: str = "--format", *,
+                       default: str | None = "text", what: str = "the summary") -> str:
+    """Add ``flag`` (``text`` or ``json``) and its alias ``--json``; return the dest name.
+
+    For commands that write an artifact and print a summary of it (``redact``,
+    ``export``); ``default`` ``None`` prints nothing unless asked.
+    """
+    dest = flag.lstrip("-").replace("-", "_")
+    group = parser.add_mutually_exclusive_group()
+    shown = f"default {default}" if default else "default: none"
+    group.add_argument(flag, dest=dest, choices=SUMMARY_FORMATS, default=default,
+                       help=f"print {what} as text or json ({shown})")
+    group.add_argument("--json", dest=dest, action="store_const", const="json",
+                       help=f"the same as {flag} json")
+    return dest
+
+
 def render(outcome: Outcome, fmt: str) -> str:
     """Return ``outcome`` rendered as ``fmt`` (one of :data:`FORMATS`)."""
     if fmt == "text":
@@ -133,10 +156,12 @@ def emit(outcome: Outcome, args: argparse.Namespace) -> None:
 
 __all__ = [
     "FORMATS",
+    "SUMMARY_FORMATS",
     "Check",
     "Location",
     "Outcome",
     "add_format_option",
+    "add_summary_option",
     "emit",
     "render",
     "rule_strength",

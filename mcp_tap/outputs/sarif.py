@@ -29,7 +29,7 @@ def level_of(strength: str) -> str:
     return "warning" if strength == "should" else "error"
 
 
-def _descriptors() -> list[dict[str, Any]]:
+def _descriptors(own: tuple[tuple[str, str], ...] = ()) -> list[dict[str, Any]]:
     from mcp_tap.core.catalog import RULES
 
     descriptors = []
@@ -48,6 +48,14 @@ def _descriptors() -> list[dict[str, Any]]:
             "defaultConfiguration": {"level": level_of(strength)},
             "properties": {"boundary": str(rule.boundary), "code": rule.code,
                            "strength": strength},
+        })
+    for rule_id, summary in own:
+        descriptors.append({
+            "id": rule_id,
+            "name": rule_id,
+            "shortDescription": {"text": summary},
+            "help": {"text": summary},
+            "defaultConfiguration": {"level": "error"},
         })
     descriptors.append({
         "id": CHECK_RULE,
@@ -95,7 +103,7 @@ def _result(check: Check, index: dict[str, int]) -> dict[str, Any]:
 
 def sarif_log(outcome: Outcome) -> dict[str, Any]:
     """Return ``outcome`` as a SARIF 2.1.0 log object."""
-    rules = _descriptors()
+    rules = _descriptors(outcome.rules)
     index = {d["id"]: i for i, d in enumerate(rules)}
     failed = [c for c in outcome.checks if not c.passed and not c.skipped]
     return {
