@@ -51,6 +51,9 @@ def _source_line(source: SourceResult) -> str:
         detail = f"{s.get('compared', 0)} compared, {s.get('differences', 0)} differences"
     elif source.name == "hop":
         detail = f"{s.get('comparisons', 0)} hop comparisons, {s.get('findings', 0)} findings"
+    elif source.name == "drift":
+        detail = (f"{s.get('changes', 0)} change(s) from the baseline, "
+                  f"{s.get('blocking', 0)} blocking" if "changes" in s else "not compared")
     elif source.name == "integrity":
         bundles = s.get("bundles", [])
         detail = f"{sum(1 for b in bundles if b['ok'])}/{len(bundles)} bundles verified"

@@ -35,6 +35,7 @@ from mcp_tap.gate.decision import (
     Report,
     ReportCase,
     RollbackResult,
+    SourceResult,
     decide,
     gaps_of,
     integrity_source,
@@ -283,8 +284,19 @@ def evaluate(request: GateRequest, *, workers: int | None = None) -> Decision:
         health=evaluate_health(window.window(), policy.health, baseline_window),
         rollback=rollback,
         policy_digest=policy.digest,
+        drift=_drift(request),
     )
     return decide(inputs)
+
+
+def _drift(request: GateRequest) -> SourceResult | None:
+    if not request.baseline:
+        return None
+    from mcp_tap.gate.drift import capture_drift, drift_source
+
+    policy = request.policy
+    diff = capture_drift(request.evidence, request.baseline, policy.health.hop)
+    return drift_source(diff, policy.drift, len(request.baseline))
 
 
 def _sdk_allowlist(policy: Policy) -> frozenset[str]:
