@@ -81,8 +81,8 @@ from mcp_tap.evidence.signing import signature_valid
 __all__ = ["LOSS_KINDS", "Problem", "RecordConsumer", "VerifyReport", "verify_bundle",
            "verify_bundles"]
 
-RecordConsumer = Callable[[bytes, dict[str, Any] | None], None]
-"""What :func:`verify_bundle` hands each record line to: ``(line, parsed record or None)``."""
+RecordConsumer = Callable[[bytes, dict[str, Any]], None]
+"""What :func:`verify_bundle` hands each record to: ``(line, parsed record)``."""
 
 def _text(value: object, limit: int = 200) -> str:
     """``value`` for a one-line message: a string as is, anything else as JSON-ish repr,
@@ -239,9 +239,10 @@ class _Verifier:
         first: Stored | None = None
         count = 0
         last_seq, last_prev, last_digest = -1, "", ""
-        fast = self.format >= 2
-        head_of, digest_of = line_head, line_digest
         consumer = self.consumer
+        # A consumer needs every record parsed anyway: then the full parse checks each line.
+        fast = self.format >= 2 and consumer is None
+        head_of, digest_of = line_head, line_digest
         for number, line, complete in scan.lines():
             head = head_of(line) if fast and complete else None
             actual = digest_of(line) if head is not None else None
@@ -262,8 +263,6 @@ class _Verifier:
                     self.order(name, seq, prev, digest)
                 if head.kind == "exchange":
                     self.exchanges += 1
-                if consumer is not None:
-                    consumer(line, None)
             if first is None:
                 first = Stored(seq, prev, digest, name)
             count += 1
@@ -509,11 +508,11 @@ def verify_bundle(
 ) -> VerifyReport:
     """Check the bundle at ``path`` and return every problem found.
 
-    ``consumer`` is called with each stored record line, in file order, as it is checked
-    (``(line, record)``: ``record`` is the parsed line when the check had to parse it, else
-    None), so a caller that also reads the records (the gate) reads the bundle once. It
-    sees every line that is an evidence record; when the report is ``ok`` that is every line
-    of every segment, exactly what :func:`~mcp_tap.evidence.iter_records` would yield.
+    ``consumer`` is called with each stored record, in file order, as it is checked
+    (``(line, record)``: the line's bytes and the record parsed from them, as stored, before
+    any migration), so a caller that also reads the records (the gate) reads and parses the
+    bundle once. It sees every line that is an evidence record; when the report is ``ok``
+    that is every line of every segment, what :func:`~mcp_tap.evidence.iter_records` yields.
 
     ``trusted_keys`` (raw Ed25519 public keys): the bundle must be signed by one of them,
     which also makes an unclosed bundle an error. ``require_signed`` without keys fails
