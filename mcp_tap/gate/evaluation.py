@@ -14,6 +14,7 @@ the tallies are merged in bundle order, so the decision is the same as a sequent
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import threading
@@ -190,6 +191,24 @@ class _Feed:
 
 
 def scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
+    """Verify one bundle and stream its records into the tallies its role needs (see
+    :func:`_scan_bundle`), with the cyclic garbage collector paused.
+
+    Records are acyclic JSON trees, freed by reference counting as soon as the tallies drop
+    them; but a chunk of records held for the SDK differential is a hundred thousand live
+    containers, which every collection would walk again: a parse costs ten times more with
+    the collector running (measured: 245 µs against 20 µs for a 3 KB record).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _scan_bundle(path, role, policy)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
     """Verify one bundle and stream its records into the tallies its role needs.
 
     A ``candidate`` feeds every source; a ``baseline`` only the health window and the
