@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -75,3 +77,47 @@ class TestLineHead:
         for at, cut, insert in edits:
             line = line[:at] + insert + line[at + cut:]
         _agrees(line)
+
+
+class TestVerifyConsumer:
+    """verify_bundle(consumer=...): the one pass the gate reads a bundle with."""
+
+    def test_consumer_sees_what_iter_records_yields(self, tmp_path: Path) -> None:
+        """On an intact bundle the consumer gets every record iter_records yields, in order,
+        and the report is the one verify gives without a consumer."""
+        from mcp_tap.evidence import EvidenceWriter, iter_records, verify_bundle
+
+        with EvidenceWriter(tmp_path / "b", max_segment_bytes=4096) as writer:
+            for n in range(60):
+                assert writer.submit({"kind": "exchange", "exchangeId": f"x{n}", "rpcId": n,
+                                      "text": "é" * (n % 3)})
+        seen: list[tuple[bytes, dict[str, object]]] = []
+        report = verify_bundle(tmp_path / "b", consumer=lambda line, rec: seen.append((line, rec)))
+        assert report.ok and report.segments > 1
+        assert [rec for _, rec in seen] == list(iter_records(tmp_path / "b"))
+        assert all(orjson.loads(line) == rec for line, rec in seen)
+        plain = verify_bundle(tmp_path / "b")
+        assert (plain.ok, plain.records, plain.exchanges, plain.chain_head) == (
+            report.ok, report.records, report.exchanges, report.chain_head)
+
+    def test_fast_and_full_paths_report_the_same_damage(self, tmp_path: Path) -> None:
+        """A flipped byte, a garbage line and a cut record give the same problems with and
+        without a consumer (the consumer forces the full parse of every line)."""
+        from mcp_tap.evidence import EvidenceWriter, verify_bundle
+
+        with EvidenceWriter(tmp_path / "b") as writer:
+            for n in range(20):
+                assert writer.submit({"kind": "exchange", "exchangeId": f"x{n}", "rpcId": n})
+        segment = next((tmp_path / "b").glob("segment-*.jsonl"))
+        lines = segment.read_bytes().split(b"\n")
+        lines[3] = lines[3].replace(b'"x3"', b'"y3"')
+        lines[7] = b"not json"
+        lines[11] = lines[11][:40]
+        segment.write_bytes(b"\n".join(lines))
+        fast = verify_bundle(tmp_path / "b")
+        full = verify_bundle(tmp_path / "b", consumer=lambda _line, _rec: None)
+        assert not fast.ok
+        assert [(p.kind, p.message) for p in fast.problems] == [
+            (p.kind, p.message) for p in full.problems]
+        kinds = {p.kind for p in fast.problems}
+        assert {"digest", "format"} <= kinds
