@@ -114,6 +114,7 @@ def _x_mcp_header_checker() -> Callable[[Any], str | None] | None:
     return checker
 
 
+@cache  # installed versions do not change under a running process; the gate asks per chunk
 def _package_version(name: str) -> str | None:
     try:
         return metadata.version(name)
