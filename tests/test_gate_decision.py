@@ -15,6 +15,7 @@ from mcp_tap.core.catalog import finding as catalog_finding
 from mcp_tap.core.eras import Era
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.hashing import digest
+from mcp_tap.drift import Area, CaptureDiff, CaptureSide, Change, Severity
 from mcp_tap.errors import InputError
 from mcp_tap.gate.decision import (
     SOURCES,
@@ -35,10 +36,12 @@ from mcp_tap.gate.decision import (
     record_digest,
     sdk_source,
 )
+from mcp_tap.gate.drift import drift_source
 from mcp_tap.gate.health import Percentiles, compute_window, evaluate_health
 from mcp_tap.gate.policy import (
     BaselinePolicy,
     ConformancePolicy,
+    DriftPolicy,
     ErrorCounting,
     HealthPolicy,
     HopPolicy,
@@ -441,6 +444,13 @@ SCENARIOS: dict[str, Callable[[], list[str]]] = {
     "gate.health.baseline": lambda: rules(evaluate_health(
         replace(HEALTHY, samples=200, latency_ms=Percentiles(1.0, 1.0, 1.0),
                 observation_seconds=900.0), HealthPolicy(baseline=BaselinePolicy(required=True)))),
+    "gate.drift": lambda: rules(drift_source(CaptureDiff(
+        CaptureSide((), (), 1, 1), CaptureSide((), (), 1, 1),
+        (Change(Area.INVENTORY, Severity.BREAKING, "tool echo", "removed", "tool echo removed"),
+         Change(Area.BEHAVIOUR, Severity.BREAKING, "tools/call echo", "outcome", "error")),
+        compared=1), DriftPolicy(), 1)),
+    "gate.drift.empty": lambda: rules(drift_source("the baseline holds no exchange",
+                                                   DriftPolicy(), 1)),
     "gate.rollback.missing": lambda: rules(missing_rollback()),
     "gate.rollback.field": lambda: _rollback({**VALID_ROLLBACK, "healthy": "yes"}, sign=True),
     "gate.rollback.attestation": lambda: _rollback(VALID_ROLLBACK, sign=False),

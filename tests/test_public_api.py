@@ -45,6 +45,15 @@ class TestPackage:
             "evidence", "policy", "rollback", "baseline", "reports", "environ"]
         assert [str(a) for a in mcp_tap.Action] == ["promote", "rollback", "hold"]
 
+    def test_gate_drift_source(self) -> None:
+        """The gate package exports the drift source, its policy, and GateInputs takes it."""
+        from mcp_tap import gate
+
+        assert {"DriftPolicy", "capture_drift", "drift_source"} <= set(gate.__all__)
+        assert all(getattr(gate, name) is not None for name in gate.__all__)
+        assert list(gate.GateInputs.__dataclass_fields__)[-1] == "drift"
+        assert gate.Policy().drift.block == ("inventory.breaking",)
+
     def test_unknown_name(self) -> None:
         """A name the package does not export is an AttributeError, as for any module."""
         with pytest.raises(AttributeError):

@@ -23,12 +23,14 @@ from pydantic import ValidationError
 from releases import raw_bundle
 
 from mcp_tap.cli import main
+from mcp_tap.evidence import iter_records
 from mcp_tap.sdkdiff import (
     DEFAULT_ALLOWLIST,
     TYPED_METHODS,
     Difference,
     SdkDiffReport,
     SdkParseError,
+    diff_bundles,
     diff_records,
     diff_result,
     differences,
@@ -752,6 +754,30 @@ class TestSdkDiffCommand:
         data = orjson.loads(capsys.readouterr().out)
         assert data["compared"] == 1
         assert len(data["entries"][0]["allowed"]) == 3
+
+    def test_evidence_directory_one_process_per_bundle(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """An evidence directory's bundles are diffed in parallel, merged in bundle order."""
+        evidence = tmp_path / "evidence"
+        evidence.mkdir()
+        raw_bundle(evidence / "b1", [exchange("tools/list", "modern", MODERN_TOOLS_LIST,
+                                              exchange_id="first"),
+                                     {"kind": "gap", "lost": 1}])
+        raw_bundle(evidence / "b2", [exchange("tools/call", "modern", {"content": []},
+                                              exchange_id="second"),
+                                     exchange("ping", "modern", {}, exchange_id="third")])
+        assert main(["sdk-diff", str(evidence), "--json"]) == 1
+        data = orjson.loads(capsys.readouterr().out)
+        assert [e["exchangeId"] for e in data["entries"]] == ["first", "second"]
+        assert (data["compared"], data["skipped"], data["rejected"]) == (2, 1, 1)
+        assert data["skipReasons"] == {"method not typed by the SDK": 1}
+        sequential = diff_records(
+            r for b in ("b1", "b2") for r in iter_records(evidence / b)
+            if r.get("kind") == "exchange")
+        assert data == {**sequential.to_json(), "allowlist": data["allowlist"]}
+        assert diff_bundles([evidence / "b1", evidence / "b2"], jobs=2).to_json() == \
+            sequential.to_json()
 
     def test_rejection_exits_1(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         """A result the SDK rejects makes the command say so and exit 1."""

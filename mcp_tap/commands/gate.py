@@ -2,8 +2,9 @@
 
 The command parses its arguments and prints; the evaluation is the library's
 (:func:`mcp_tap.gate.evaluation.evaluate`): it verifies every bundle first, streams the
-records, runs the SDK differential, computes the health window (and the baseline's), loads
-transcript or probe reports and checks the attested rollback evidence. ``--format``
+records, runs the SDK differential, computes the health window (and the baseline's), diffs
+the candidate against the ``--baseline`` capture (the drift source), loads transcript or
+probe reports and checks the attested rollback evidence. ``--format``
 text, json, junit, sarif or markdown (:mod:`mcp_tap.outputs`). Exit 0 promote, 1 rollback,
 3 hold, 2 bad input (unreadable file, unknown bundle version, malformed policy).
 """
@@ -36,7 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rollback", type=file_argument, metavar="FILE",
                         help="attested rollback evidence (JSON); without it the gate holds")
     parser.add_argument("--baseline", nargs="+", action="extend", default=[], type=file_argument,
-                        metavar="EVIDENCE", help="evidence bundles of the admitted baseline")
+                        metavar="EVIDENCE",
+                        help="evidence bundles of the admitted baseline: the health "
+                        "comparison and the drift source ([drift] in the policy)")
     parser.add_argument("--report", action="append", default=[], type=file_argument, metavar="FILE",
                         help="a `transcripts --json` or `probe --json` report; repeatable")
     add_format_option(parser)
@@ -51,6 +54,9 @@ def _source_line(source: SourceResult) -> str:
         detail = f"{s.get('compared', 0)} compared, {s.get('differences', 0)} differences"
     elif source.name == "hop":
         detail = f"{s.get('comparisons', 0)} hop comparisons, {s.get('findings', 0)} findings"
+    elif source.name == "drift":
+        detail = (f"{s.get('changes', 0)} change(s) from the baseline, "
+                  f"{s.get('blocking', 0)} blocking" if "changes" in s else "not compared")
     elif source.name == "integrity":
         bundles = s.get("bundles", [])
         detail = f"{sum(1 for b in bundles if b['ok'])}/{len(bundles)} bundles verified"

@@ -82,13 +82,11 @@ def outcome(report: SdkDiffReport, evidence: str) -> Outcome:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``sdk-diff``; return 0 (no semantic difference), 1 (differences) or 2 (bad input)."""
-    from mcp_tap.evidence import find_bundles, iter_records
-    from mcp_tap.sdkdiff import DEFAULT_ALLOWLIST, diff_records
+    from mcp_tap.evidence import find_bundles
+    from mcp_tap.sdkdiff import DEFAULT_ALLOWLIST, diff_bundles
 
     allowlist = DEFAULT_ALLOWLIST | _allow_fields(args.allow)
-    # Streamed: one record at a time, whatever the bundles' size.
-    exchanges = (r for p in find_bundles(args.evidence) for r in iter_records(p)
-                 if r.get("kind") == "exchange")
-    report = diff_records(exchanges, allowlist)
+    # Streamed (one record at a time, whatever the bundles' size), one process per bundle.
+    report = diff_bundles(find_bundles(args.evidence), allowlist)
     emit(outcome(report, str(args.evidence)), args)
     return 0 if report.ok else 1

@@ -40,7 +40,7 @@ An unreadable directory or an unknown format is not a finding but an error
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,7 @@ from mcp_tap.evidence.format import (
     upgrade_manifest,
     upgrade_record,
 )
+from mcp_tap.evidence.head import line_head
 from mcp_tap.evidence.order import OrderPass, Stored, holes, span
 from mcp_tap.evidence.problems import (
     LOSS_KINDS,
@@ -77,7 +78,11 @@ from mcp_tap.evidence.reader import (
 )
 from mcp_tap.evidence.signing import signature_valid
 
-__all__ = ["LOSS_KINDS", "Problem", "VerifyReport", "verify_bundle", "verify_bundles"]
+__all__ = ["LOSS_KINDS", "Problem", "RecordConsumer", "VerifyReport", "verify_bundle",
+           "verify_bundles"]
+
+RecordConsumer = Callable[[bytes, dict[str, Any]], None]
+"""What :func:`verify_bundle` hands each record to: ``(line, parsed record)``."""
 
 def _text(value: object, limit: int = 200) -> str:
     """``value`` for a one-line message: a string as is, anything else as JSON-ish repr,
@@ -112,8 +117,10 @@ class _Verifier:
     """One pass over a bundle, collecting problems; see the module docstring for the rules."""
 
     def __init__(self, root: Path, bundle_format: int, meta: dict[str, Any],
-                 trusted_keys: Sequence[bytes], require_signed: bool) -> None:
+                 trusted_keys: Sequence[bytes], require_signed: bool,
+                 consumer: RecordConsumer | None = None) -> None:
         self.root = root
+        self.consumer = consumer
         self.format = bundle_format
         self.meta = meta
         self.closed_raw = meta.get("closed")
@@ -224,60 +231,38 @@ class _Verifier:
     def records_of(self, name: str, scan: SegmentScan) -> Stored | None:
         """Check every line of one segment; return its first record (for the manifest).
 
-        The hot loop of verify: one ``orjson.loads`` and one SHA-256 per record, with the
-        checks of :meth:`record` inlined for the common, in-order case.
+        The hot loop of verify: one SHA-256 per record over the line as stored and its chain
+        fields from :func:`~mcp_tap.evidence.head.line_head` (the line's syntax checked
+        whole, nothing else built). A line the fast path cannot vouch for, a gap record (its
+        count is needed) and a format-1 line go through :meth:`line`, the full parse.
         """
         first: Stored | None = None
         count = 0
         last_seq, last_prev, last_digest = -1, "", ""
-        digest_of = line_digest if self.format >= 2 else None
-        loads, decode_error = orjson.loads, orjson.JSONDecodeError
+        consumer = self.consumer
+        # A consumer needs every record parsed anyway: then the full parse checks each line.
+        fast = self.format >= 2 and consumer is None
+        head_of, digest_of = line_head, line_digest
         for number, line, complete in scan.lines():
-            if not complete:
-                self.problem(
-                    "truncated",
-                    f"{name}: truncated segment: line {number} ends without a newline",
-                    segment=name,
-                )
-            if not line:
-                if complete:
-                    self.problem("format", f"{name} line {number}: empty line", segment=name)
-                continue
-            try:
-                record = loads(line)
-            except decode_error:
-                if complete:
-                    self.problem("format", f"{name} line {number}: not valid JSON", segment=name)
-                continue
-            if type(record) is not dict:
-                if complete:
-                    self.problem("format", f"{name} line {number}: not a JSON object",
-                                 segment=name)
-                continue
-            seq, prev, digest = record.get("seq"), record.get("prev"), record.get("digest")
-            kind = record.get("kind")
-            if (type(seq) is not int or seq < 0 or type(prev) is not str
-                    or type(digest) is not str or type(kind) is not str):
-                self.problem(
-                    "format",
-                    f"{name} line {number}: not an evidence record (needs int seq, "
-                    "string prev, digest and kind)",
-                    segment=name,
-                )
-                continue
-            self.records += 1
-            actual = digest_of(line) if digest_of is not None else None
-            if (actual if actual is not None else _record_digest(record)) != digest:
-                self.problem("digest", f"record seq {seq} in {name}: digest mismatch",
-                             segment=name, seq=seq)
-            if seq == self.max_seq + 1 and seq and prev == self.head:
-                self.max_seq, self.head = seq, digest  # the common case: in order, linked
+            head = head_of(line) if fast and complete else None
+            actual = digest_of(line) if head is not None else None
+            if head is None or actual is None or head.seq < 0 or head.kind == "gap":
+                stored = self.line(name, number, line, complete)
+                if stored is None:
+                    continue
+                seq, prev, digest = stored
             else:
-                self.order(name, seq, prev, digest)
-            if kind == "exchange":
-                self.exchanges += 1
-            elif kind == "gap":
-                self.gap(name, seq, record)
+                seq, prev, digest = head.seq, head.prev, head.digest
+                self.records += 1
+                if actual != digest:
+                    self.problem("digest", f"record seq {seq} in {name}: digest mismatch",
+                                 segment=name, seq=seq)
+                if seq == self.max_seq + 1 and seq and prev == self.head:
+                    self.max_seq, self.head = seq, digest  # the common case: in order, linked
+                else:
+                    self.order(name, seq, prev, digest)
+                if head.kind == "exchange":
+                    self.exchanges += 1
             if first is None:
                 first = Stored(seq, prev, digest, name)
             count += 1
@@ -285,6 +270,57 @@ class _Verifier:
         self.segment_count = count
         self.segment_last = Stored(last_seq, last_prev, last_digest, name) if count else None
         return first
+
+    def line(self, name: str, number: int, line: bytes, complete: bool
+             ) -> tuple[int, str, str] | None:
+        """Check one line by parsing it whole; return its chain fields, None if it has none."""
+        if not complete:
+            self.problem(
+                "truncated",
+                f"{name}: truncated segment: line {number} ends without a newline",
+                segment=name,
+            )
+        if not line:
+            if complete:
+                self.problem("format", f"{name} line {number}: empty line", segment=name)
+            return None
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            if complete:
+                self.problem("format", f"{name} line {number}: not valid JSON", segment=name)
+            return None
+        if type(record) is not dict:
+            if complete:
+                self.problem("format", f"{name} line {number}: not a JSON object", segment=name)
+            return None
+        seq, prev, digest = record.get("seq"), record.get("prev"), record.get("digest")
+        kind = record.get("kind")
+        if (type(seq) is not int or seq < 0 or type(prev) is not str
+                or type(digest) is not str or type(kind) is not str):
+            self.problem(
+                "format",
+                f"{name} line {number}: not an evidence record (needs int seq, "
+                "string prev, digest and kind)",
+                segment=name,
+            )
+            return None
+        self.records += 1
+        actual = line_digest(line) if self.format >= 2 else None
+        if (actual if actual is not None else _record_digest(record)) != digest:
+            self.problem("digest", f"record seq {seq} in {name}: digest mismatch",
+                         segment=name, seq=seq)
+        if seq == self.max_seq + 1 and seq and prev == self.head:
+            self.max_seq, self.head = seq, digest
+        else:
+            self.order(name, seq, prev, digest)
+        if kind == "exchange":
+            self.exchanges += 1
+        elif kind == "gap":
+            self.gap(name, seq, record)
+        if self.consumer is not None and complete:
+            self.consumer(line, record)
+        return seq, prev, digest
 
     def order(self, name: str, seq: int, prev: str, digest: str) -> None:
         """A record that is not the in-order successor of the one before (or is seq 0)."""
@@ -464,9 +500,19 @@ class _Verifier:
 
 
 def verify_bundle(
-    path: str | Path, *, trusted_keys: Sequence[bytes] = (), require_signed: bool = False
+    path: str | Path,
+    *,
+    trusted_keys: Sequence[bytes] = (),
+    require_signed: bool = False,
+    consumer: RecordConsumer | None = None,
 ) -> VerifyReport:
     """Check the bundle at ``path`` and return every problem found.
+
+    ``consumer`` is called with each stored record, in file order, as it is checked
+    (``(line, record)``: the line's bytes and the record parsed from them, as stored, before
+    any migration), so a caller that also reads the records (the gate) reads and parses the
+    bundle once. It sees every line that is an evidence record; when the report is ``ok``
+    that is every line of every segment, what :func:`~mcp_tap.evidence.iter_records` yields.
 
     ``trusted_keys`` (raw Ed25519 public keys): the bundle must be signed by one of them,
     which also makes an unclosed bundle an error. ``require_signed`` without keys fails
@@ -476,7 +522,7 @@ def verify_bundle(
     """
     root = Path(path)
     bundle_format, meta = read_bundle_meta(root)
-    verifier = _Verifier(root, bundle_format, meta, trusted_keys, require_signed)
+    verifier = _Verifier(root, bundle_format, meta, trusted_keys, require_signed, consumer)
     verifier.run()
     signer = (verifier.public_key.hex()
               if verifier.public_key is not None and verifier.signatures_ok else None)

@@ -21,6 +21,7 @@ from mcp_tap.gate.decision import (
     integrity_source,
     sdk_source,
 )
+from mcp_tap.gate.drift import capture_drift, drift_source
 from mcp_tap.gate.evaluation import (
     GateRequest,
     evaluate,
@@ -30,13 +31,14 @@ from mcp_tap.gate.evaluation import (
     parse_report,
 )
 from mcp_tap.gate.health import HealthWindow, compute_window, evaluate_health
-from mcp_tap.gate.policy import Policy, load_policy, parse_policy
+from mcp_tap.gate.policy import DriftPolicy, Policy, load_policy, parse_policy
 from mcp_tap.gate.rollback import Trust, check_rollback, missing_rollback, resolve_trust
 
 __all__ = [
     "Action",
     "BundleCheck",
     "Decision",
+    "DriftPolicy",
     "GateInputs",
     "GateRequest",
     "HealthWindow",
@@ -47,11 +49,13 @@ __all__ = [
     "RollbackResult",
     "SourceResult",
     "Trust",
+    "capture_drift",
     "check_rollback",
     "choose",
     "compute_window",
     "conformance_source",
     "decide",
+    "drift_source",
     "evaluate",
     "evaluate_files",
     "evaluate_health",

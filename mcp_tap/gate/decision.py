@@ -29,6 +29,7 @@ from mcp_tap.gate.tally import record_digest as record_digest  # re-exported: mo
 from mcp_tap.gate.tally import rule_strength as rule_strength  # re-exported: moved to tally
 
 SOURCES: tuple[str, ...] = ("conformance", "sdk", "hop", "integrity", "health")
+"""The sources of every decision; ``drift`` follows them when a baseline was given."""
 
 
 class Action(StrEnum):
@@ -108,10 +109,12 @@ class GateInputs:
     health: SourceResult
     rollback: RollbackResult
     policy_digest: str = ""
+    drift: SourceResult | None = None  # only with a --baseline
 
     def sources(self) -> tuple[SourceResult, ...]:
-        """Return the five candidate sources in report order."""
-        return (self.conformance, self.sdk, self.hop, self.integrity, self.health)
+        """Return the candidate sources in report order (``drift`` last, when present)."""
+        five = (self.conformance, self.sdk, self.hop, self.integrity, self.health)
+        return five if self.drift is None else (*five, self.drift)
 
 
 @dataclass(frozen=True, slots=True)

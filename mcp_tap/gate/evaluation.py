@@ -14,6 +14,7 @@ the tallies are merged in bundle order, so the decision is the same as a sequent
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import threading
@@ -35,6 +36,7 @@ from mcp_tap.gate.decision import (
     Report,
     ReportCase,
     RollbackResult,
+    SourceResult,
     decide,
     gaps_of,
     integrity_source,
@@ -141,48 +143,105 @@ def load_request(
     )
 
 
+class _Feed:
+    """One bundle's records, one at a time, into the tallies its role needs."""
+
+    def __init__(self, scan: BundleScan, policy: Policy) -> None:
+        self.scan = scan
+        self.policy = policy
+        self.records = 0
+        self.last: Mapping[str, Any] | None = None
+        self.gaps: list[tuple[int, str]] = []
+        self.chunk: list[dict[str, Any]] = []
+        self.unreadable = False
+
+    def add(self, record: dict[str, Any]) -> None:
+        """Count one record (already upgraded to the current format)."""
+        scan = self.scan
+        self.records += 1
+        self.last = record
+        kind = record.get("kind")
+        if kind == "gap":
+            self.gaps.extend(gaps_of((record,)))
+        scan.window.add(record)
+        if scan.conformance is not None and scan.hop is not None:
+            scan.conformance.add(record)
+            scan.hop.add(record)
+            if kind == "exchange":
+                self.chunk.append(record)
+                if len(self.chunk) >= SDK_CHUNK:
+                    _sdk_chunk(scan, self.chunk, self.policy)
+                    self.chunk = []
+
+    def line(self, _line: bytes, record: dict[str, Any]) -> None:
+        """verify's consumer: the stored record of a current-format bundle (no migration)."""
+        self.add(record)
+
+    def finish(self, report: Any, role: str, ok: bool, problems: tuple[tuple[str, str, str], ...],
+               stated: Mapping[str, Any]) -> BundleScan:
+        """Flush the last SDK chunk and return the scan with its integrity check."""
+        if self.chunk:
+            _sdk_chunk(self.scan, self.chunk, self.policy)
+            self.chunk = []
+        last = self.last
+        head = report.chain_head or (record_digest(last) if last is not None else "")
+        self.scan.check = BundleCheck(role=role, ok=ok, problems=problems, records=self.records,
+                                      head=head, gaps=tuple(self.gaps), **stated)
+        return self.scan
+
+
 def scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
+    """Verify one bundle and stream its records into the tallies its role needs (see
+    :func:`_scan_bundle`), with the cyclic garbage collector paused.
+
+    Records are acyclic JSON trees, freed by reference counting as soon as the tallies drop
+    them; but a chunk of records held for the SDK differential is a hundred thousand live
+    containers, which every collection would walk again: a parse costs ten times more with
+    the collector running (measured: 245 µs against 20 µs for a 3 KB record).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _scan_bundle(path, role, policy)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
     """Verify one bundle and stream its records into the tallies its role needs.
 
     A ``candidate`` feeds every source; a ``baseline`` only the health window and the
-    integrity check. Evidence that fails verification is read leniently; a bundle that
-    cannot be read at all counts no record and says why in its problems.
+    integrity check. A bundle of the current format is read once: verify hands each record
+    it parsed to the tallies. If it fails verification (or is of an older format) its
+    records are read again, leniently, after the check; a bundle that cannot be read at
+    all counts no record and says why in its problems.
     """
     from mcp_tap.evidence import iter_records, verify_bundle
+    from mcp_tap.evidence.format import FORMAT_VERSION
+    from mcp_tap.evidence.reader import read_bundle_meta
 
+    candidate = role == "candidate"
     # An unknown format version raises BundleFormatError here: bad input, exit 2.
-    report = verify_bundle(path)
+    bundle_format, _meta = read_bundle_meta(path)
+    feed: _Feed | None = None
+    if bundle_format == FORMAT_VERSION:
+        feed = _Feed(_empty_scan(role, True, (), policy, candidate, {}), policy)
+        report = verify_bundle(path, consumer=feed.line)
+    else:
+        report = verify_bundle(path)
     problems = tuple((str(p.kind), str(p.severity), str(p.message)) for p in report.problems)
     ok = bool(report.ok)
-    candidate = role == "candidate"
     # What verification established about the whole bundle (signature, loss, end), carried
     # into the check whether or not its records can be read.
     stated: dict[str, Any] = {"signer": report.signer, "lost": report.lost,
-                              "exchanges": report.exchanges,
-              "end": report.end}
-    scan = _empty_scan(role, ok, problems, policy, candidate, stated)
-    records = 0
-    last: Mapping[str, Any] | None = None
-    gaps: list[tuple[int, str]] = []
-    chunk: list[dict[str, Any]] = []
+                              "exchanges": report.exchanges, "end": report.end}
+    if feed is not None and ok:
+        return feed.finish(report, role, ok, problems, stated)
+    feed = _Feed(_empty_scan(role, ok, problems, policy, candidate, stated), policy)
     try:
         for record in iter_records(path, lenient=not ok):
-            records += 1
-            last = record
-            kind = record.get("kind")
-            if kind == "gap":
-                gaps.extend(gaps_of((record,)))
-            scan.window.add(record)
-            if scan.conformance is not None and scan.hop is not None:
-                scan.conformance.add(record)
-                scan.hop.add(record)
-                if kind == "exchange":
-                    chunk.append(record)
-                    if len(chunk) >= SDK_CHUNK:
-                        _sdk_chunk(scan, chunk, policy)
-                        chunk = []
-        if chunk:
-            _sdk_chunk(scan, chunk, policy)
+            feed.add(record)
     except BundleFormatError as exc:
         if ok:
             raise
@@ -190,12 +249,8 @@ def scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
         # what was counted before the damage is dropped, so the bundle counts no record.
         # The decision evidence must not depend on where the bundle sits on this machine.
         problem = ("unreadable", "error", str(exc).replace(str(path), path.name))
-        scan = _empty_scan(role, ok, (*problems, problem), policy, candidate, stated)
-        return scan
-    head = report.chain_head or (record_digest(last) if last is not None else "")
-    scan.check = BundleCheck(role=role, ok=ok, problems=problems, records=records, head=head,
-                             gaps=tuple(gaps), **stated)
-    return scan
+        return _empty_scan(role, ok, (*problems, problem), policy, candidate, stated)
+    return feed.finish(report, role, ok, problems, stated)
 
 
 def _empty_scan(
@@ -283,8 +338,19 @@ def evaluate(request: GateRequest, *, workers: int | None = None) -> Decision:
         health=evaluate_health(window.window(), policy.health, baseline_window),
         rollback=rollback,
         policy_digest=policy.digest,
+        drift=_drift(request),
     )
     return decide(inputs)
+
+
+def _drift(request: GateRequest) -> SourceResult | None:
+    if not request.baseline:
+        return None
+    from mcp_tap.gate.drift import capture_drift, drift_source
+
+    policy = request.policy
+    diff = capture_drift(request.evidence, request.baseline, policy.health.hop)
+    return drift_source(diff, policy.drift, len(request.baseline))
 
 
 def _sdk_allowlist(policy: Policy) -> frozenset[str]:

@@ -182,7 +182,9 @@ class WindowTally:
             return
         self.samples += 1
         counting = self.counting
-        ingress, origin, egress = (_obj(record.get(k)) for k in ("ingress", "origin", "egress"))
+        ingress = _obj(record.get("ingress"))
+        origin = _obj(record.get("origin"))
+        egress = _obj(record.get("egress"))
         status = origin.get("status")
         is_tap = record.get("tapError") is not None
         is_unanswered = not is_tap and type(status) is not int
@@ -207,10 +209,9 @@ class WindowTally:
             self.start = received if self.start is None else min(self.start, received)
             if end is not None:
                 self.latencies.append((end - received) * 1000.0)
-        last = max((t for t in (end, _num(egress.get("endAt")), _num(egress.get("sentAt")),
-                                received) if t is not None), default=None)
-        if last is not None:
-            self.end = last if self.end is None else max(self.end, last)
+        for last in (end, _num(egress.get("endAt")), _num(egress.get("sentAt")), received):
+            if last is not None and (self.end is None or last > self.end):
+                self.end = last
         if events:
             self.sse_streams += 1
             self.sse_events += len(events)

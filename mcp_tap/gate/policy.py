@@ -136,6 +136,27 @@ class EvidencePolicy:
     max_loss_ratio: float = 0.0
 
 
+DRIFT_AREAS: Final = ("inventory", "behaviour", "conformance", "health")
+DRIFT_SEVERITIES: Final = ("breaking", "compatible", "changed")
+
+
+@dataclass(frozen=True, slots=True)
+class DriftPolicy:
+    """Which drift from the ``--baseline`` capture blocks promotion.
+
+    ``block`` holds ``AREA.SEVERITY`` pairs (either part may be ``*``); a change matching
+    none is reported in the drift summary and does not block. Default: breaking inventory
+    drift (a removed tool, a new required argument, ...) blocks.
+    """
+
+    block: tuple[str, ...] = ("inventory.breaking",)
+
+    def blocks(self, area: str, severity: str) -> bool:
+        """Return whether a change of ``area`` and ``severity`` blocks promotion."""
+        return any(pattern in (f"{area}.{severity}", f"{area}.*", f"*.{severity}", "*.*")
+                   for pattern in self.block)
+
+
 @dataclass(frozen=True, slots=True)
 class Policy:
     """A whole gate policy; ``digest`` is the SHA-256 of the policy file's bytes."""
@@ -147,6 +168,7 @@ class Policy:
     rollback: RollbackPolicy = field(default_factory=RollbackPolicy)
     digest: str = ""
     evidence: EvidencePolicy = field(default_factory=EvidencePolicy)
+    drift: DriftPolicy = field(default_factory=DriftPolicy)
 
 
 def _matches_any(rule_id: str, patterns: tuple[str, ...]) -> bool:
@@ -171,7 +193,7 @@ def parse_policy(raw: bytes, *, base_dir: Path, source: str = "policy") -> Polic
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"{source}: not valid TOML: {exc}") from exc
     reader = _Reader(source)
-    sections = {"conformance", "sdk", "hop", "health", "rollback", "evidence"}
+    sections = {"conformance", "sdk", "hop", "health", "rollback", "evidence", "drift"}
     reader.no_unknown(data, sections, "")
     policy = Policy(
         conformance=_conformance(reader, reader.table(data, "conformance")),
@@ -181,6 +203,7 @@ def parse_policy(raw: bytes, *, base_dir: Path, source: str = "policy") -> Polic
         rollback=_rollback(reader, reader.table(data, "rollback"), base_dir),
         digest=sha256_hex(raw),
         evidence=_evidence(reader, reader.table(data, "evidence"), base_dir),
+        drift=_drift(reader, reader.table(data, "drift")),
     )
     return policy
 
@@ -324,6 +347,18 @@ def _sdk(reader: _Reader, table: dict[str, Any]) -> SdkPolicy:
     reader.no_unknown(table, {"allow_fields"}, "sdk")
     names = table.get("allow_fields", [])
     return SdkPolicy(check_allow_fields(names, f"{reader.source}: sdk.allow_fields"))
+
+
+def _drift(reader: _Reader, table: dict[str, Any]) -> DriftPolicy:
+    reader.no_unknown(table, {"block"}, "drift")
+    block = reader.strings(table, "block", "drift.block", DriftPolicy().block)
+    for pattern in block:
+        area, _, severity = pattern.partition(".")
+        if area not in (*DRIFT_AREAS, "*") or severity not in (*DRIFT_SEVERITIES, "*"):
+            raise reader.fail("drift.block", "AREA.SEVERITY pairs like \"inventory.breaking\" "
+                              f"(areas {', '.join(DRIFT_AREAS)}; severities "
+                              f"{', '.join(DRIFT_SEVERITIES)}; either may be *)", pattern)
+    return DriftPolicy(block)
 
 
 def _hop(reader: _Reader, table: dict[str, Any]) -> HopPolicy:

@@ -109,6 +109,8 @@ class ConformanceTally:
         raw_hop = record.get("hop")
         hop = raw_hop if isinstance(raw_hop, str) else ""
         self.hops.add(hop)
+        if not record.get("findings"):  # the common case: nothing to count
+            return
         found = findings_of(record)
         if not found:
             return
@@ -166,6 +168,8 @@ class HopTally:
         if kind == "hop-comparison":
             self.comparisons += 1
         elif kind != "exchange":
+            return
+        if not record.get("findings"):  # the common case: nothing to count
             return
         for finding in findings_of(record):
             if not finding.rule.startswith("hop."):

@@ -1,0 +1,60 @@
+"""The fast path of ``verify``: a record line's chain fields without building the record.
+
+``verify`` needs four members of each record (``seq``, ``prev``, ``digest``, ``kind``), and
+the digest is over the line's bytes. :func:`line_head` gets those four with msgspec, which
+checks the whole line's JSON syntax (every skipped member included) but builds Python
+objects only for them: about 4 µs for a 3 KB line where a full parse costs 15-20 µs.
+
+msgspec does not check UTF-8 inside the members it skips, so :func:`line_head` does
+(``isascii`` first: the writer's canonical JSON is almost always ASCII). Any line it cannot
+vouch for -- not JSON, not an object, a chain field missing or of another type, an integer
+past 64 bits, nesting past the recursion limit, invalid UTF-8 -- gives ``None``, and the
+caller parses the line fully with orjson and reports it exactly as before. The fast path
+decides only lines that the full parse accepts with the same four values (duplicate members:
+the last one wins in both), with one exception it cannot see without reading every number:
+a number too large for a double (``1e400``), which orjson rejects. The writer never writes
+one (orjson writes no infinity), so such a line whose digest matches was forged by someone
+who recomputed the chain: a signed bundle rejects it by its signatures, and every consumer
+(``iter_records``, the gate) parses the line fully and rejects it with its line number.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Final
+
+import msgspec
+
+# orjson reads an integer up to 2**64 - 1 as an int and a larger one as a float (which is
+# then not a seq); msgspec bounds fit int64, so seq up to 2**63 - 1 is decided here.
+_Seq = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+
+
+class RecordHead(msgspec.Struct, frozen=True):
+    """The chain fields of one stored record."""
+
+    seq: _Seq
+    prev: str
+    digest: str
+    kind: str
+
+
+_decode: Final = msgspec.json.Decoder(RecordHead).decode
+# RecursionError: msgspec's nesting limit (orjson's is 1024 levels; the full parse decides).
+_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+
+
+def line_head(line: bytes) -> RecordHead | None:
+    """The chain fields of a record line, or None when only a full parse can judge the line."""
+    try:
+        head = _decode(line)
+    except _ERRORS:
+        return None
+    if not line.isascii():
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return head
+
+
+__all__ = ["RecordHead", "line_head"]

@@ -1,0 +1,202 @@
+"""The recursive diff of a wire result against the SDK's typed view, the allowlist, and the
+memo of outcomes (see :mod:`mcp_tap.sdkdiff`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Final
+
+import orjson
+
+from mcp_tap.core.catalog import finding
+from mcp_tap.core.findings import Finding
+from mcp_tap.sdkdiff.sdk import (
+    _INDEX,
+    _PLAIN_KEY,
+    DEFAULT_ALLOWLIST,
+    Difference,
+    SdkParseError,
+    _full_view,
+    _parse,
+    _Removed,
+    sdk_version,
+)
+
+# --- the recursive diff ----------------------------------------------------------------------
+
+
+def _join(path: str, key: str) -> str:
+    if _PLAIN_KEY.fullmatch(key):
+        return f"{path}.{key}"
+    return f"{path}[{orjson.dumps(key).decode()}]"
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, _Removed):
+        return "<removed>"
+    text = orjson.dumps(value).decode()
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """JSON equality for scalars: equal value and equal JSON type (``true`` is not ``1``)."""
+    return type(a) is type(b) and bool(a == b)
+
+
+def _walk(wire: Any, view: Any, path: str, key: str, out: list[Difference]) -> None:
+    if isinstance(view, _Removed):
+        out.append(
+            Difference(
+                "sdk.dropped",
+                path,
+                key,
+                f"the SDK client removed {path} from the listing ({view.reason})",
+            )
+        )
+        return
+    if isinstance(wire, dict) and isinstance(view, dict):
+        for name, value in wire.items():
+            child = _join(path, name)
+            if name not in view:
+                out.append(
+                    Difference(
+                        "sdk.dropped",
+                        child,
+                        name,
+                        f"the SDK's typed view drops {child} (wire value {_short(value)})",
+                    )
+                )
+            else:
+                _walk(value, view[name], child, name, out)
+        for name, value in view.items():
+            if name not in wire and value is not None:
+                child = _join(path, name)
+                out.append(
+                    Difference(
+                        "sdk.synthesized",
+                        child,
+                        name,
+                        f"the SDK's typed view invents {child} = {_short(value)}, "
+                        "which the wire never carried",
+                    )
+                )
+        return
+    if isinstance(wire, list) and isinstance(view, list):
+        for index in range(max(len(wire), len(view))):
+            child = f"{path}[{index}]"
+            if index >= len(view):
+                out.append(
+                    Difference(
+                        "sdk.dropped",
+                        child,
+                        key,
+                        f"the SDK's typed view drops {child} (wire value {_short(wire[index])})",
+                    )
+                )
+            elif index >= len(wire):
+                out.append(
+                    Difference(
+                        "sdk.synthesized",
+                        child,
+                        key,
+                        f"the SDK's typed view invents {child} = {_short(view[index])}",
+                    )
+                )
+            else:
+                _walk(wire[index], view[index], child, key, out)
+        return
+    if isinstance(wire, dict | list) or isinstance(view, dict | list) or not _same_json(wire, view):
+        out.append(
+            Difference(
+                "sdk.changed",
+                path,
+                key,
+                f"the SDK's typed view changes {path} from {_short(wire)} to {_short(view)}",
+            )
+        )
+
+
+def differences(
+    method: str, era: str, result: dict[str, Any], *, version: str | None = None
+) -> list[Difference]:
+    """Return every difference between ``result`` and the SDK view, allowlist not applied.
+
+    Raises:
+        SdkParseError: the SDK client rejects the result.
+    """
+    model, removed = _parse(method, sdk_version(era, version), result)
+    out: list[Difference] = []
+    _walk(result, _full_view(model, removed), "result", "result", out)
+    return out
+
+
+def is_allowed(difference: Difference, allowlist: Iterable[str]) -> bool:
+    """Tell whether the allowlist names the difference's last key or (index-free) full path."""
+    names = allowlist if isinstance(allowlist, frozenset | set) else frozenset(allowlist)
+    return (
+        difference.key in names
+        or difference.path in names
+        or _INDEX.sub("[]", difference.path) in names
+    )
+
+
+def _finding(difference: Difference) -> Finding:
+    return finding(difference.rule, difference.message, where=difference.path)
+
+
+# Results repeat (every tools/list of one release answers the same), and the differential of
+# a result is a pure function of (method, revision, result bytes): the offline path remembers
+# the outcome of small results instead of validating the same bytes again. Bounded in count
+# and per-entry size, so memory stays flat however long the evidence.
+_MEMO_ENTRIES: Final = 1024
+_MEMO_MAX_BYTES: Final = 16 * 1024
+_memo: dict[tuple[str, str, bytes], tuple[Difference, ...] | SdkParseError] = {}
+
+
+def _remembered_differences(method: str, version: str, result: dict[str, Any]) -> list[Difference]:
+    try:
+        raw = orjson.dumps(result)
+    except orjson.JSONEncodeError:  # too deep or not JSON: compute it, remember nothing
+        return differences(method, version, result)
+    if len(raw) > _MEMO_MAX_BYTES:
+        return differences(method, version, result)
+    key = (method, version, raw)
+    outcome = _memo.get(key)
+    if outcome is None:
+        try:
+            outcome = tuple(differences(method, version, result))
+        except SdkParseError as exc:
+            outcome = exc
+        if len(_memo) >= _MEMO_ENTRIES:
+            del _memo[next(iter(_memo))]  # the oldest entry
+        _memo[key] = outcome
+    if isinstance(outcome, SdkParseError):
+        raise SdkParseError(*outcome.args)
+    return list(outcome)
+
+
+def _split(
+    diffs: Iterable[Difference], allowlist: frozenset[str]
+) -> tuple[list[Finding], list[Finding]]:
+    reported: list[Finding] = []
+    allowed: list[Finding] = []
+    for diff in diffs:
+        (allowed if is_allowed(diff, allowlist) else reported).append(_finding(diff))
+    return reported, allowed
+
+
+def diff_result(
+    method: str,
+    era: str,
+    result: dict[str, Any],
+    allowlist: frozenset[str] = DEFAULT_ALLOWLIST,
+    *,
+    version: str | None = None,
+) -> list[Finding]:
+    """Return the ``sdk.*`` findings for one raw result, allowlisted differences left out.
+
+    Raises:
+        SdkParseError: the SDK client rejects the result.
+    """
+    reported, _ = _split(differences(method, era, result, version=version), allowlist)
+    return reported
