@@ -23,7 +23,6 @@ patterns, the allowlist); how text that is not JSON is searched is
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import re
@@ -69,6 +68,12 @@ _PSEUDONYM_HEX: Final = 16  # 64 bits: distinct sessions of one bundle never col
 _CONTAINERS: Final = (dict, list, tuple)
 _RECURSE: Final = 100  # levels walked recursively; deeper ones by a loop (no recursion limit)
 _MAX_CACHED_KEYS: Final = 8192  # attacker-chosen keys must not grow memory
+# String values whose text pass is remembered (tool descriptions, schemas, URIs repeat from
+# one answer to the next); longer ones are not worth holding, and a full cache starts over.
+_MAX_CACHED_TEXTS: Final = 4096
+_MAX_CACHED_TEXT_CHARS: Final = 2048
+# What a header name (as spelt) asks of its value, decided once per spelling.
+_PLAIN, _SESSION, _AUTH, _SECRET, _CHALLENGE = range(5)
 
 
 def _shaped(text: str) -> bool:
@@ -104,6 +109,8 @@ class Redactor:
             canonical_key(p.argument) for p in self.policy.argument_policies
         )
         self._keys: dict[str, bool] = {}
+        self._texts: dict[str, str] = {}  # string value -> its text pass (found=None only)
+        self._header_kinds: dict[str, int] = {}
         self._pseudonym_key = (
             pseudonym_key if pseudonym_key is not None else _secrets.token_bytes(32)
         )
@@ -280,7 +287,16 @@ class Redactor:
 
     def _string(self, text: str, found: set[str] | None) -> str:
         """A string value: the text pass (the same object back when nothing changed)."""
-        shown = redact_plain_text(text, self.matcher.is_secret_key, found)
+        if found is None and len(text) <= _MAX_CACHED_TEXT_CHARS:
+            # The pass depends on the text and the matcher only: remembered per value.
+            shown = self._texts.get(text)
+            if shown is None:
+                shown = redact_plain_text(text, self.matcher.is_secret_key)
+                if len(self._texts) >= _MAX_CACHED_TEXTS:
+                    self._texts.clear()
+                self._texts[text] = shown
+        else:
+            shown = redact_plain_text(text, self.matcher.is_secret_key, found)
         return text if shown == text else shown
 
     def _policy_targets(self, msg: Any) -> dict[int, frozenset[str]] | None:
@@ -317,31 +333,49 @@ class Redactor:
             out.append((name, self._header_value(name, value, None)))
         return out
 
-    def _header_value(self, name: str, value: str, found: set[str] | None) -> str:
+    def _header_kind(self, name: str) -> int:
+        """What ``name`` (as spelt) asks of its value (cached per spelling, bounded)."""
+        kind = self._header_kinds.get(name)
+        if kind is not None:
+            return kind
         canonical = canonical_key(name)
         if canonical == SESSION_HEADER:
+            kind = _SESSION
+        elif self._sensitive_header(canonical):
+            kind = _AUTH if canonical in _AUTH_HEADERS else _SECRET
+        elif canonical in _CHALLENGE_HEADERS:
+            kind = _CHALLENGE
+        else:
+            kind = _PLAIN
+        if len(self._header_kinds) < _MAX_CACHED_KEYS:
+            self._header_kinds[name] = kind
+        return kind
+
+    def _header_value(self, name: str, value: str, found: set[str] | None) -> str:
+        kind = self._header_kind(name)
+        if kind == _PLAIN:
+            if "=" in value or "earer" in value or "EARER" in value:
+                return redact_plain_text(value, self.matcher.is_secret_key, found)
+            return value
+        if kind == _SESSION:
             return self.pseudonym(value)
-        if self._sensitive_header(canonical):
+        if kind != _CHALLENGE:
             if found is not None:
-                found.update(_credential_forms(canonical, value))
-            if canonical in _AUTH_HEADERS:
+                found.update(_credential_forms(canonical_key(name), value))
+            if kind == _AUTH:
                 return _redact_credentials(value)
             return REDACTED
-        if canonical in _CHALLENGE_HEADERS:
-            # "Bearer error=..., scope=...": the scheme is no key and the word after it no
-            # credential; only parameter values under secret names are hidden.
-            scheme, space, params = value.partition(" ")
-            return scheme + space + redact_plain_text(
-                params, self.matcher.is_secret_key, found, bearer_credentials=False)
-        if "=" in value or "earer" in value or "EARER" in value:
-            return redact_plain_text(value, self.matcher.is_secret_key, found)
-        return value
+        # A challenge, "Bearer error=..., scope=...": the scheme is no key and the word after
+        # it no credential; only parameter values under secret names are hidden.
+        scheme, space, params = value.partition(" ")
+        return scheme + space + redact_plain_text(
+            params, self.matcher.is_secret_key, found, bearer_credentials=False)
 
     def pseudonym(self, value: str) -> str:
         """A stand-in for ``value`` that tells equal values apart from others, keyed."""
-        mac = hmac.new(self._pseudonym_key, b"mcp-tap pseudonym\0" + value.encode(
-            "utf-8", "surrogateescape"), hashlib.sha256)
-        return f"[REDACTED:{mac.hexdigest()[:_PSEUDONYM_HEX]}]"
+        mac = hmac.digest(self._pseudonym_key, b"mcp-tap pseudonym\0" + value.encode(
+            "utf-8", "surrogateescape"), "sha256")
+        return f"[REDACTED:{mac.hex()[:_PSEUDONYM_HEX]}]"
 
     def _sensitive_header(self, canonical: str) -> bool:
         """Return whether a header with canonical name ``canonical`` carries a secret."""
