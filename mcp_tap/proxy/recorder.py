@@ -30,6 +30,7 @@ from mcp_tap.core.redaction import Redacted, Redactor
 from mcp_tap.core.resume import Parked, ResumeTracker, last_event_id, resumable
 from mcp_tap.core.selection import ClientEvent, ClientTracker
 from mcp_tap.core.sse import SSEDecoder, SSEError, SSEEvent
+from mcp_tap.logs import LineBatch
 from mcp_tap.proxy.capture import BodyCapture, RawExchange, new_body_hash
 from mcp_tap.proxy.correlate import Correlator, Pending
 from mcp_tap.proxy.metrics import Metrics
@@ -259,6 +260,7 @@ class Recorder:
         self.redactor = Redactor(options.redaction, pseudonym_key=self.digest_key.secret)
         self.tracing = tracing_for(options)
         self._hops: dict[str, _HopState] = {h.name: _HopState() for h in options.hops}
+        self.lines = LineBatch("mcp_tap.proxy")  # the exchange lines
         self.correlator = Correlator(
             options.hop_comparison.thresholds(), window_s=options.hop_comparison.window_s
         )
@@ -320,11 +322,10 @@ class Recorder:
         record = self._build(cap, judgement, found)
         ids = self.tracing.export(cap, judgement, record)
         pair = self._correlate(cap, judgement, record["exchangeId"])
-        with structlog.contextvars.bound_contextvars(**ids):
-            self.sink.submit(record)
-            if pair is not None:
-                self.sink.submit(pair)
-            self._account(cap, judgement, found, pair)
+        self.sink.submit(record)
+        if pair is not None:
+            self.sink.submit(pair)
+        self._account(cap, judgement, found, pair, ids)
         return record
 
     # -- judging ------------------------------------------------------------------------
@@ -614,7 +615,12 @@ class Recorder:
         }
 
     def _account(
-        self, cap: Captured, j: Judgement, found: list[Finding], pair: dict[str, Any] | None
+        self,
+        cap: Captured,
+        j: Judgement,
+        found: list[Finding],
+        pair: dict[str, Any] | None,
+        ids: dict[str, str],
     ) -> None:
         m = self.metrics
         m.exchanges.inc(hop=cap.hop, era=str(j.era))
@@ -632,20 +638,19 @@ class Recorder:
             m.sse_first_event.observe(cap.sse[0].at - cap.received_at, hop=cap.hop)
         if cap.forwarded_at is not None:
             m.added.observe(cap.forwarded_at - cap.received_at, hop=cap.hop)
-        log.info(
-            "exchange",
-            hop=cap.hop,
-            era=str(j.era),
-            method=j.method,
-            http_method=cap.http_method,
-            status=cap.egress_status,
-            ms=round(
+        self.lines.info("exchange", {
+            "hop": cap.hop,
+            "era": str(j.era),
+            "method": j.method,
+            "http_method": cap.http_method,
+            "status": cap.egress_status,
+            "ms": round(
                 ((cap.egress_end_at or cap.end_at or cap.received_at) - cap.received_at) * 1000, 3
             ),
-            findings=sorted({f.rule for f in found}),
-            hop_findings=sorted({f["rule"] for f in (pair or {}).get("findings", [])}),
-            tap_error=cap.tap_error["phase"] if cap.tap_error else None,
-        )
+            "findings": sorted({f.rule for f in found}),
+            "hop_findings": sorted({f["rule"] for f in (pair or {}).get("findings", [])}),
+            "tap_error": cap.tap_error["phase"] if cap.tap_error else None,
+        }, ids)
 
 
 class _Unparsed(Exception):

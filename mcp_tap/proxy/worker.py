@@ -417,10 +417,12 @@ def run_recording_process(
             if not chunk:
                 break  # the proxy is gone: finish what was handed over
             buffer += chunk
+            recorder.lines.hold()  # the exchange lines of what was read: one write
             for frame in _frames(buffer):
                 taken_now, stopped = state.handle(frame)
                 taken += taken_now
             batch.flush()
+            recorder.lines.release()
         if time.monotonic() >= next_report:
             report()
             next_report = time.monotonic() + _REPORT_EVERY_S

@@ -175,41 +175,70 @@ class Redactor:
         if level > acc[1]:
             acc[1] = level
         changes: dict[Any, Any] | None = None
-        is_dict = isinstance(node, dict)
-        hidden = targets.get(id(node)) if targets and is_dict else None
-        for slot, child in node.items() if is_dict else enumerate(node):
-            if is_dict and isinstance(slot, str) and (
-                self._secret_key(slot)
-                or (hidden is not None and canonical_key(slot) in hidden)
-            ):
-                if child != REDACTED:
-                    if found is not None:
-                        _collect_leaves(child, found)
-                    changes = changes or {}
-                    changes[slot] = REDACTED
-                    acc[0] += 1
-                continue
-            new = child
-            if isinstance(child, _CONTAINERS):
-                if child:
-                    new = self._node(child, level + 1, targets, found, acc)
-                elif isinstance(child, tuple):
-                    new = []
-            elif isinstance(child, str) and _shaped(child):
-                new = self._string(child, found)
+        # The hot loop of the recorder: dicts and lists apart, exact types tested first, the
+        # key cache read inline; the same decisions as _walk_loop.
+        if isinstance(node, dict):
+            hidden = targets.get(id(node)) if targets else None
+            known = self._keys
+            for slot, child in node.items():
+                if isinstance(slot, str):
+                    secret = known.get(slot)
+                    if secret is None:
+                        secret = self._secret_key(slot)
+                    if secret or (hidden is not None and canonical_key(slot) in hidden):
+                        if child != REDACTED:
+                            if found is not None:
+                                _collect_leaves(child, found)
+                            changes = changes or {}
+                            changes[slot] = REDACTED
+                            acc[0] += 1
+                        continue
+                new = self._child(child, level, targets, found, acc)
                 if new is not child:
-                    acc[0] += 1
+                    changes = changes or {}
+                    changes[slot] = new
+            return {**node, **changes} if changes else node
+        for index, child in enumerate(node):
+            new = self._child(child, level, targets, found, acc)
             if new is not child:
                 changes = changes or {}
-                changes[slot] = new
-        if is_dict:
-            return {**node, **changes} if changes else node
+                changes[index] = new
         if changes is None and not isinstance(node, tuple):
             return node
         result = list(node)
         for index, new in (changes or {}).items():
             result[index] = new
         return result
+
+    def _child(
+        self,
+        child: Any,
+        level: int,
+        targets: dict[int, frozenset[str]] | None,
+        found: set[str] | None,
+        acc: list[int],
+    ) -> Any:
+        """A value under a key that is not secret (or in a list), redacted."""
+        kind = type(child)
+        if kind is str:
+            if "=" in child or ":" in child or "earer" in child or "EARER" in child:
+                new = self._string(child, found)
+                if new is not child:
+                    acc[0] += 1
+                return new
+            return child
+        if kind is int or kind is float or kind is bool or child is None:
+            return child
+        if isinstance(child, _CONTAINERS):
+            if child:
+                return self._node(child, level + 1, targets, found, acc)
+            return [] if isinstance(child, tuple) else child
+        if isinstance(child, str) and _shaped(child):
+            new = self._string(child, found)
+            if new is not child:
+                acc[0] += 1
+            return new
+        return child
 
     def _secret_key(self, key: str) -> bool:
         """Whether a key as spelt names a secret (cached per spelling, bounded)."""
@@ -287,6 +316,11 @@ class Redactor:
 
     def _string(self, text: str, found: set[str] | None) -> str:
         """A string value: the text pass (the same object back when nothing changed)."""
+        shown = self._text_pass(text, found)
+        return text if shown == text else shown
+
+    def _text_pass(self, text: str, found: set[str] | None) -> str:
+        """:func:`redact_plain_text` with this redactor's matcher."""
         if found is None and len(text) <= _MAX_CACHED_TEXT_CHARS:
             # The pass depends on the text and the matcher only: remembered per value.
             shown = self._texts.get(text)
@@ -295,9 +329,8 @@ class Redactor:
                 if len(self._texts) >= _MAX_CACHED_TEXTS:
                     self._texts.clear()
                 self._texts[text] = shown
-        else:
-            shown = redact_plain_text(text, self.matcher.is_secret_key, found)
-        return text if shown == text else shown
+            return shown
+        return redact_plain_text(text, self.matcher.is_secret_key, found)
 
     def _policy_targets(self, msg: Any) -> dict[int, frozenset[str]] | None:
         """The argument objects the policies name in ``msg`` (a message or batch)."""
@@ -355,7 +388,7 @@ class Redactor:
         kind = self._header_kind(name)
         if kind == _PLAIN:
             if "=" in value or "earer" in value or "EARER" in value:
-                return redact_plain_text(value, self.matcher.is_secret_key, found)
+                return self._text_pass(value, found)
             return value
         if kind == _SESSION:
             return self.pseudonym(value)
