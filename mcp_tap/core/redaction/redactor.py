@@ -23,7 +23,6 @@ patterns, the allowlist); how text that is not JSON is searched is
 
 from __future__ import annotations
 
-import hmac
 import json
 import re
 import secrets as _secrets
@@ -34,6 +33,7 @@ from typing import Any, Final
 import orjson
 
 from mcp_tap.core import deepjson
+from mcp_tap.core.hashing import hmac_sha256
 from mcp_tap.core.redaction.keys import SESSION_HEADER, KeyMatcher, canonical_key
 from mcp_tap.core.redaction.policy import RedactionPolicy
 from mcp_tap.core.redaction.text import REDACTED, redact_plain_text, strip_url_secrets
@@ -406,8 +406,8 @@ class Redactor:
 
     def pseudonym(self, value: str) -> str:
         """A stand-in for ``value`` that tells equal values apart from others, keyed."""
-        mac = hmac.digest(self._pseudonym_key, b"mcp-tap pseudonym\0" + value.encode(
-            "utf-8", "surrogateescape"), "sha256")
+        mac = hmac_sha256(self._pseudonym_key, b"mcp-tap pseudonym\0" + value.encode(
+            "utf-8", "surrogateescape"))
         return f"[REDACTED:{mac.hex()[:_PSEUDONYM_HEX]}]"
 
     def _sensitive_header(self, canonical: str) -> bool:
