@@ -239,6 +239,7 @@ class _HopState:
     sessions: _Bounded = field(default_factory=_Bounded)  # session id -> negotiated version
     tools: _Bounded = field(default_factory=_Bounded)  # tool name -> inputSchema
     capabilities: set[str] = field(default_factory=set)
+    frozen_capabilities: frozenset[str] = frozenset()  # the same, as the judge takes it
     clients: _Bounded = field(default_factory=_Bounded)  # client key -> ClientTracker
     streams: ResumeTracker | None = None  # legacy streams awaiting their resumption
 
@@ -342,8 +343,8 @@ class Recorder:
             response_headers=cap.response_headers,
             response_body=response.body if response else b"",
             http_method=cap.http_method,
-            capabilities=frozenset(state.capabilities),
-            tool_schemas=dict(state.tools),
+            capabilities=state.frozen_capabilities,
+            tool_schemas=state.tools,  # read only while judging: no copy
             legacy_session=negotiated is not None,
             negotiated_version=negotiated,
             supported_versions=self.options.eras.supported_versions,
@@ -398,6 +399,7 @@ class Recorder:
             ext = caps.get("extensions") if isinstance(caps, dict) else None
             if isinstance(ext, dict):
                 state.capabilities.update(k for k in ext if isinstance(k, str))
+                state.frozen_capabilities = frozenset(state.capabilities)
         if method == "tools/list" and isinstance(result.get("tools"), list):
             for tool in result["tools"]:
                 if isinstance(tool, dict) and isinstance(tool.get("name"), str):
