@@ -506,6 +506,10 @@ class Recorder:
         response = cap.response
         is_sse = cap.response_headers.content_type() == "text/event-stream"
         key = self.digest_key
+        # A head that passed as it came is one header map for both views: redacted once
+        # (the record holds the same list twice; nothing mutates a record's lists).
+        response_headers = red.redact_header_lists(cap.response_headers.pairs)
+        request_headers = red.redact_header_lists(cap.request_headers.pairs)
         origin: dict[str, Any] | None = None
         if cap.status is not None and response is not None:
             body, note = (None, None) if is_sse else self._body_json(
@@ -513,7 +517,7 @@ class Recorder:
             )
             origin = {
                 "status": cap.status,
-                "headers": [list(p) for p in red.redact_headers(cap.response_headers.pairs)],
+                "headers": response_headers,
                 "bodyDigest": seal_hex(key, response.digest),
                 "bodySize": response.size,
                 "truncated": not response.complete,
@@ -549,10 +553,10 @@ class Recorder:
             "ingress": {
                 "httpMethod": cap.http_method,
                 "path": red.redact_url(cap.path),
-                "headers": [list(p) for p in red.redact_headers(cap.request_headers.pairs)],
-                "forwardedHeaders": [
-                    list(p) for p in red.redact_headers(cap.forwarded_headers.pairs)
-                ],
+                "headers": request_headers,
+                "forwardedHeaders": request_headers
+                if cap.forwarded_headers is cap.request_headers
+                else red.redact_header_lists(cap.forwarded_headers.pairs),
                 "bodyDigest": seal_hex(key, cap.request.digest),
                 "bodySize": cap.request.size,
                 "truncated": not cap.request.complete,
@@ -565,7 +569,9 @@ class Recorder:
             "origin": origin,
             "egress": {
                 "status": cap.egress_status,
-                "headers": [list(p) for p in red.redact_headers(cap.egress_headers.pairs)],
+                "headers": response_headers
+                if cap.egress_headers is cap.response_headers
+                else red.redact_header_lists(cap.egress_headers.pairs),
                 "bodyDigest": seal_hex(key, cap.egress_digest),
                 "bodySize": cap.egress_bytes,
                 "sentAt": cap.sent_at,

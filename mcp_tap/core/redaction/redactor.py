@@ -366,6 +366,11 @@ class Redactor:
             out.append((name, self._header_value(name, value, None)))
         return out
 
+    def redact_header_lists(self, pairs: Sequence[tuple[str, str]]) -> list[list[str]]:
+        """:meth:`redact_headers` in the evidence's shape, ``[[name, value], ...]``."""
+        value_of = self._header_value
+        return [[name, value_of(name, value, None)] for name, value in pairs]
+
     def _header_kind(self, name: str) -> int:
         """What ``name`` (as spelt) asks of its value (cached per spelling, bounded)."""
         kind = self._header_kinds.get(name)
