@@ -5,8 +5,10 @@ exchanges (the same head parsing, head rewrite and raw body capture, bodies read
 end) and times, in CPU time of this thread (so a noisy machine disturbs it little), the
 forwarder's share and each step the recorder pays per exchange: ``Recorder.record`` as a
 whole and its parts (materialize: header maps, digests, SSE decoding; judge; build; log
-line), plus the evidence writer thread's work per record (canonical JSON, digest, line).
-Prints CPU microseconds per exchange, the best of ``--repeat`` batches.
+line), plus the evidence writer thread's work per record (canonical JSON, digest, line) and what
+handing records to that thread costs the process per record, by batch size (a wake-up of
+the writer thread per batch). Prints CPU microseconds per exchange, the best of
+``--repeat`` batches (of 3 runs for the hand-over rows).
 
 Run: ``.venv/bin/python bench/micro.py`` (about 10 s).
 """
@@ -17,14 +19,15 @@ import argparse
 import functools
 import io
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
-import structlog
 
+from mcp_tap.evidence import EvidenceWriter
 from mcp_tap.evidence.format import record_digest
 from mcp_tap.logs import configure_logging
 from mcp_tap.proxy.capture import RawBody, RawExchange
@@ -137,7 +140,6 @@ def steps(call: Call, opts: Any) -> dict[str, Callable[[], Any]]:
     assert cap.request.complete and cap.response is not None and cap.response.complete
     assert judgement.method == orjson.loads(call.body)["method"] and judgement.response_messages
     record = recorder._build(cap, judgement, found)
-    line_log = structlog.get_logger("mcp_tap.proxy")
 
     def write_side() -> None:
         r = dict(record, seq=1, prev="0" * 64)
@@ -152,12 +154,33 @@ def steps(call: Call, opts: Any) -> dict[str, Callable[[], Any]]:
         ),
         "  judge (core rules + schema)": lambda: recorder._judge(cap, state),
         "  build record (redaction)": lambda: recorder._build(cap, judgement, found),
-        "  metrics + exchange log line": lambda: recorder._account(cap, judgement, found, None),
-        "    exchange log line alone": lambda: line_log.info(
-            "exchange", hop="tap", era="modern", method="tools/list", findings=[]
+        "  metrics + exchange log line": lambda: recorder._account(
+            cap, judgement, found, None, {"exchange_id": "e", "trace_id": ""}
+        ),
+        "    exchange log line alone": lambda: recorder.lines.info(
+            "exchange",
+            {"hop": "tap", "era": "modern", "method": "tools/list", "findings": []},
+            {"exchange_id": "e", "trace_id": ""},
         ),
         "writer thread: digest + line": write_side,
     }
+
+
+def handoff(record: dict[str, Any], size: int, n: int = 2000) -> float:
+    """CPU microseconds of this process (writer thread included) per record handed to a
+    real :class:`EvidenceWriter` in batches of ``size``, the recording loop pausing 0.5 ms
+    between batches as it does between reads."""
+    with tempfile.TemporaryDirectory() as tmp:
+        writer = EvidenceWriter(Path(tmp) / "ev")
+        writer.start()
+        start = time.process_time()
+        for _ in range(0, n, size):
+            writer.submit_many([dict(record) for _ in range(size)])
+            time.sleep(0.0005)
+        writer.flush(60)
+        cpu = time.process_time() - start
+        writer.close()
+    return cpu / n * 1e6
 
 
 def main() -> None:
@@ -166,14 +189,20 @@ def main() -> None:
     p.add_argument("-n", type=int, default=1000, help="calls per batch")
     p.add_argument("--repeat", type=int, default=7)
     args = p.parse_args()
-    # Log lines go to a throwaway buffer: we time making them, not the terminal.
+    # Log lines go to a throwaway buffer: we time making them, not the terminal. (The
+    # logging set-up itself stays as the proxy has it: lines go to whatever stderr is.)
     configure_logging("info")
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=io.StringIO()))
+    sink = io.StringIO()
+    sys.stderr = sink
     opts = load_options(None, env={}, listen="127.0.0.1:0", upstream="http://127.0.0.1:9001")
     rows = []
     for call in (JSON_CALL, SSE_CALL):
         for name, fn in steps(call, opts).items():
             rows.append((call.name, name, per_call(fn, args.n, args.repeat)))
+    record = Recorder(opts, _NullSink(), Metrics(), time.time).record(captured(JSON_CALL))
+    for size in (1, 4, 16):
+        rows.append(("json", f"hand-over to the writer, batches of {size} (process CPU)",
+                     min(handoff(record, size) for _ in range(3))))
     width = max(len(r[1]) for r in rows)
     print(f"{'call':<6} {'step':<{width}} {'us/exchange':>12}")
     for kind, name, us in rows:

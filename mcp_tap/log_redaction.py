@@ -14,7 +14,7 @@ traceback). Without it Python's last-resort handler prints the whole traceback t
 from __future__ import annotations
 
 import logging
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any, Final
 
 import structlog
@@ -23,6 +23,8 @@ from mcp_tap.core.redaction import Redactor, strip_url_secrets
 
 _REDACTOR: Final = Redactor()
 _MAX_TEMPLATE: Final = 200  # a message template is code, not data, but keep lines short
+_CLEAN_KEYS: set[str] = set()  # field names known not to name a secret
+_MAX_CLEAN_KEYS: Final = 1024  # field names are code's, but bounded all the same
 
 
 def redact_event(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> Any:
@@ -34,6 +36,37 @@ def redact_event(_logger: Any, _method: str, event_dict: MutableMapping[str, Any
         if isinstance(value, str) and "://" in value:
             redacted[key] = strip_url_secrets(value)
     return redacted
+
+
+def redaction_is_noop(event_dict: Mapping[str, Any], skip: str = "") -> bool:
+    """Whether :func:`redact_event` would return ``event_dict`` unchanged (cheap, exact).
+
+    True when no key names a secret and no string (top level or in a list) has the shape
+    the text pass or the URL cut looks for; anything else (nested dicts) says False.
+    ``skip`` names a field the caller vouches for.
+    """
+    for key, value in event_dict.items():
+        if key == skip:
+            continue
+        if key not in _CLEAN_KEYS:
+            if _REDACTOR.is_sensitive_key(key):
+                return False
+            if len(_CLEAN_KEYS) < _MAX_CLEAN_KEYS:
+                _CLEAN_KEYS.add(key)
+        if isinstance(value, str):
+            if _suspect(value):
+                return False
+        elif isinstance(value, list):
+            if any(not isinstance(v, str) or _suspect(v) for v in value):
+                return False
+        elif value is not None and not isinstance(value, int | float):
+            return False
+    return True
+
+
+def _suspect(text: str) -> bool:
+    # The redactor's shape test (key-value text, bearer) plus a URL.
+    return "=" in text or ":" in text or "earer" in text or "EARER" in text
 
 
 class LibraryLogHandler(logging.Handler):

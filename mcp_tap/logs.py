@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -20,7 +21,7 @@ from structlog.tracebacks import ExceptionDictTransformer
 from structlog.typing import Processor
 
 from mcp_tap.errors import InputError
-from mcp_tap.log_redaction import redact_event, route_library_logs
+from mcp_tap.log_redaction import redact_event, redaction_is_noop, route_library_logs
 
 
 class _CurrentStderr:
@@ -78,12 +79,85 @@ def configure_logging(level: str = "info") -> None:
     if level.lower() not in LOG_LEVELS:
         raise InputError(f"log level {level!r} is not one of {', '.join(LOG_LEVELS)}")
     number = logging.getLevelNamesMapping()[level.upper()]
+    chain: list[Processor] = [
+        *processors(), structlog.processors.JSONRenderer(serializer=_dumps)
+    ]
+    factory = structlog.PrintLoggerFactory(file=_CurrentStderr())  # type: ignore[arg-type]
     structlog.configure(
-        processors=[*processors(), structlog.processors.JSONRenderer(serializer=_dumps)],
+        processors=chain,
         wrapper_class=structlog.make_filtering_bound_logger(number),
-        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
+        logger_factory=factory,
         cache_logger_on_first_use=False,
     )
+    _INSTALLED.update(processors=tuple(chain), logger_factory=factory, level=number)
     # Libraries' own stdlib records (aiohttp, asyncio, the OTLP exporter) become one JSON
     # line each, without their arguments or traceback, which may quote request bytes.
     route_library_logs()
+
+
+# What configure_logging installed last: a LineBatch renders lines itself only while it is
+# still what structlog runs (a test or an embedder that reconfigures structlog gets its own).
+_INSTALLED: dict[str, Any] = {}
+
+
+class LineBatch:
+    """Info lines for a hot path: the very lines :func:`configure_logging`'s chain makes.
+
+    The chain's cost per call (a logger bound per call, five processors, the redaction
+    walk, a flushed write) is paid in full only when it changes something: a line whose
+    fields the redaction would leave alone (see
+    :func:`~mcp_tap.log_redaction.redaction_is_noop`) is rendered directly, and while
+    :meth:`hold` is on, lines are written together by :meth:`release` (the recording
+    process writes the lines of one handed-over batch with one write). Under any other
+    structlog configuration the line goes through structlog as usual.
+    """
+
+    def __init__(self, name: str) -> None:
+        """Lines of the logger named ``name``."""
+        self._name = name
+        self._held: list[str] | None = None
+
+    def info(self, event: str, fields: dict[str, Any], bound: dict[str, Any]) -> None:
+        """Log ``event`` with ``fields`` at info level (``fields`` is taken over).
+
+        ``bound`` is context for this line only, as if bound with
+        ``structlog.contextvars.bound_contextvars``.
+        """
+        config = structlog.get_config()
+        if (not _INSTALLED or config["logger_factory"] is not _INSTALLED["logger_factory"]
+                # capture_logs swaps the processors inside the same list
+                or tuple(config["processors"]) != _INSTALLED["processors"]):
+            with structlog.contextvars.bound_contextvars(**bound):
+                structlog.get_logger(self._name).info(event, **fields)
+            return
+        if _INSTALLED["level"] > logging.INFO:
+            return
+        fields["event"] = event
+        for key, value in bound.items():
+            fields.setdefault(key, value)
+        structlog.contextvars.merge_contextvars(None, "info", fields)
+        fields["level"] = "info"
+        # What TimeStamper(fmt="iso", utc=True) writes, without its two wrapper calls.
+        fields["timestamp"] = datetime.now(tz=UTC).isoformat().replace("+00:00", "Z")
+        stamped: Any = fields
+        # The stamp is ours (digits and separators); every other field decides.
+        if not redaction_is_noop(stamped, skip="timestamp"):
+            stamped = redact_event(None, "info", stamped)
+        line = _dumps(stamped)
+        if self._held is not None:
+            self._held.append(line)
+        else:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+
+    def hold(self) -> None:
+        """Keep lines until :meth:`release` (one write for many)."""
+        if self._held is None:
+            self._held = []
+
+    def release(self) -> None:
+        """Write the lines held since :meth:`hold` and stop holding."""
+        held, self._held = self._held, None
+        if held:
+            sys.stderr.write("\n".join(held) + "\n")
+            sys.stderr.flush()

@@ -12,6 +12,7 @@ from mcp_tap.core.hashing import (
     BodyDigest,
     DigestKey,
     body_digest,
+    hmac_sha256,
     seal_hex,
     sha256_hex,
 )
@@ -74,3 +75,21 @@ class TestDigestKey:
         """A key under 16 bytes is a configuration error."""
         with pytest.raises(ValueError, match="at least 16 bytes"):
             DigestKey(b"short")
+
+
+class TestHmacSha256:
+    """The precomputed-pad HMAC is the standard library's HMAC."""
+
+    @pytest.mark.parametrize("key_len", [16, 32, 63, 64, 65, 200])
+    @pytest.mark.parametrize("message", [b"", b"x", bytes(range(256)) * 3])
+    def test_it_equals_hmac_new(self, key_len: int, message: bytes) -> None:
+        """Every key length (shorter, equal to and longer than the block) gives hmac.new's bytes."""
+        key = bytes((7 * i + key_len) % 256 for i in range(key_len))
+        assert hmac_sha256(key, message) == hmac.new(key, message, hashlib.sha256).digest()
+
+    def test_two_keys_do_not_share_state(self) -> None:
+        """Interleaved keys each get their own digest (the pads are per key)."""
+        a, b = b"a" * 32, b"b" * 32
+        first = hmac_sha256(a, b"m")
+        hmac_sha256(b, b"m")
+        assert hmac_sha256(a, b"m") == first != hmac_sha256(b, b"m")

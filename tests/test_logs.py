@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 import structlog
 
-from mcp_tap.logs import configure_logging, processors, redact_event, render_tracebacks
+from mcp_tap.logs import (
+    LineBatch,
+    configure_logging,
+    processors,
+    redact_event,
+    render_tracebacks,
+)
 
 
 @pytest.fixture
@@ -87,3 +93,62 @@ class TestLines:
         logging.getLogger("httpx").info("HTTP Request: POST http://h/mcp?api_key=s3cr3t")
         structlog.get_logger("mcp_tap.test").debug("proxy.debug_line")
         assert [line["event"] for line in lines()] == ["proxy.debug_line"]
+
+
+def _exchange_fields(method: str = "tools/list") -> dict[str, Any]:
+    return {"hop": "tap", "era": "modern", "method": method, "http_method": "POST",
+            "status": 200, "ms": 1.25, "findings": ["a.b"], "hop_findings": [],
+            "tap_error": None}
+
+
+class TestLineBatch:
+    """The recorder's exchange lines: the chain's lines without the chain's cost."""
+
+    def test_a_line_is_the_line_structlog_writes(self, lines: Any) -> None:
+        """Same fields and values as the structlog chain (timestamp aside), the event's own
+        fields first in the same order (context variables come in the context's order)."""
+        ids = {"exchange_id": "e1", "trace_id": "t1"}
+        LineBatch("mcp_tap.proxy").info("exchange", _exchange_fields(), ids)
+        with structlog.contextvars.bound_contextvars(**ids):
+            structlog.get_logger("mcp_tap.proxy").info("exchange", **_exchange_fields())
+        fast, slow = lines()
+        assert list(fast)[:10] == list(slow)[:10]
+        assert fast.pop("timestamp").endswith("Z") and slow.pop("timestamp").endswith("Z")
+        assert fast == slow
+
+    def test_a_value_with_a_secret_is_redacted(self, lines: Any) -> None:
+        """A wire-chosen method holding key-value text goes through the redaction."""
+        LineBatch("mcp_tap.proxy").info("exchange", _exchange_fields("x?token=s3cr3t"), {})
+        (line,) = lines()
+        assert "s3cr3t" not in json.dumps(line)
+        assert line["method"] == "x?token=[REDACTED]"
+
+    def test_held_lines_are_written_on_release(self, lines: Any) -> None:
+        """Nothing reaches stderr between hold and release; then every line, in order."""
+        batch = LineBatch("mcp_tap.proxy")
+        batch.hold()
+        for n in range(3):
+            batch.info("exchange", {**_exchange_fields(), "status": n}, {})
+        assert lines() == []
+        batch.release()
+        assert [line["status"] for line in lines()] == [0, 1, 2]
+
+    def test_another_configuration_gets_the_line_through_structlog(self) -> None:
+        """Under capture_logs (a reconfigured structlog) the line goes through structlog."""
+        configure_logging("info")
+        try:
+            with structlog.testing.capture_logs() as captured:
+                LineBatch("mcp_tap.proxy").info("exchange", _exchange_fields(), {"trace_id": "t"})
+        finally:
+            structlog.reset_defaults()
+        assert [(c["event"], c["method"], c["log_level"]) for c in captured] == [
+            ("exchange", "tools/list", "info")]
+
+    def test_a_level_above_info_writes_nothing(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """--log-level warning drops the exchange line, as the filtering logger does."""
+        configure_logging("warning")
+        try:
+            LineBatch("mcp_tap.proxy").info("exchange", _exchange_fields(), {})
+        finally:
+            structlog.reset_defaults()
+        assert capsys.readouterr().err == ""

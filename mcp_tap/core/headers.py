@@ -6,7 +6,7 @@ Lookups are case-insensitive (HTTP field names are), values stay case-sensitive.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -29,6 +29,11 @@ class HeaderMap:
     """Immutable ordered list of ``(name, value)`` pairs with case-insensitive lookup."""
 
     pairs: tuple[tuple[str, str], ...] = ()
+    # Lowercased name -> its values, built on the first lookup: the judge looks up a dozen
+    # names per map, and a scan of every pair per lookup cost more than the rules using it.
+    _index: dict[str, list[str]] | None = field(
+        default=None, init=False, repr=False, compare=False, hash=False
+    )
 
     @classmethod
     def of(
@@ -50,12 +55,24 @@ class HeaderMap:
 
     def get_all(self, name: str) -> list[str]:
         """Every value of ``name`` in order (case-insensitive name match)."""
-        key = name.lower()
-        return [v for k, v in self.pairs if k.lower() == key]
+        index = self._index if self._index is not None else self._indexed()
+        return list(index.get(name.lower(), ()))
+
+    def _indexed(self) -> dict[str, list[str]]:
+        index: dict[str, list[str]] = {}
+        for k, v in self.pairs:
+            lk = k.lower()
+            if lk in index:
+                index[lk].append(v)
+            else:
+                index[lk] = [v]
+        object.__setattr__(self, "_index", index)  # a cache of the immutable pairs
+        return index
 
     def get(self, name: str, default: str | None = None) -> str | None:
         """The first value of ``name``, or ``default``."""
-        values = self.get_all(name)
+        index = self._index if self._index is not None else self._indexed()
+        values = index.get(name.lower())
         return values[0] if values else default
 
     def single(self, name: str) -> str | None:

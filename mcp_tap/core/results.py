@@ -10,6 +10,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+import orjson
+
 from mcp_tap.core import schema
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import LEGACY_VERSIONS, MODERN_VERSIONS, TASKS_EXTENSION, Era
@@ -197,6 +199,13 @@ def x_mcp_header_problem(input_schema: dict[str, Any]) -> str:
     Token syntax, no control characters, case-insensitive uniqueness, primitive non-``number``
     types, and static reachability: only through ``properties`` chains from the root.
     """
+    try:
+        # The common case, no declaration at all: orjson writes every key verbatim (this
+        # one needs no escape), so a schema whose JSON lacks the name declares nothing.
+        if b'"x-mcp-header"' not in orjson.dumps(input_schema):
+            return ""
+    except (TypeError, orjson.JSONEncodeError):
+        pass  # not writable by orjson (deep, huge numbers): walk it
     tokens: dict[str, str] = {}
 
     def walk(node: Any, path: str, reachable: bool) -> str:

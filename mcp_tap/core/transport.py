@@ -8,6 +8,7 @@ open an SSE stream or say 405; a modern-only endpoint should answer GET and DELE
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from ipaddress import ip_address
 from typing import Any
@@ -66,7 +67,7 @@ def accept_problem(headers: HeaderMap, http_method: str, era: Era) -> Finding | 
         wanted = ("text/event-stream",)
     else:
         return None
-    listed = {media_type(part) for v in headers.get_all("accept") for part in v.split(",")}
+    listed = _listed(tuple(headers.get_all("accept")))
     missing = [m for m in wanted if m not in listed]
     if not missing:
         return None
@@ -76,6 +77,12 @@ def accept_problem(headers: HeaderMap, http_method: str, era: Era) -> Finding | 
         f"Accept {shown!r} does not list {' and '.join(missing)}",
         "ingress",
     )
+
+
+@functools.lru_cache(maxsize=256)  # clients send the same Accept on every request
+def _listed(values: tuple[str, ...]) -> frozenset[str]:
+    """The media types ``Accept`` values list."""
+    return frozenset(media_type(part) for v in values for part in v.split(","))
 
 
 def _host_of(value: str) -> str | None:

@@ -30,6 +30,7 @@ from mcp_tap.core.redaction import Redacted, Redactor
 from mcp_tap.core.resume import Parked, ResumeTracker, last_event_id, resumable
 from mcp_tap.core.selection import ClientEvent, ClientTracker
 from mcp_tap.core.sse import SSEDecoder, SSEError, SSEEvent
+from mcp_tap.logs import LineBatch
 from mcp_tap.proxy.capture import BodyCapture, RawExchange, new_body_hash
 from mcp_tap.proxy.correlate import Correlator, Pending
 from mcp_tap.proxy.metrics import Metrics
@@ -238,6 +239,7 @@ class _HopState:
     sessions: _Bounded = field(default_factory=_Bounded)  # session id -> negotiated version
     tools: _Bounded = field(default_factory=_Bounded)  # tool name -> inputSchema
     capabilities: set[str] = field(default_factory=set)
+    frozen_capabilities: frozenset[str] = frozenset()  # the same, as the judge takes it
     clients: _Bounded = field(default_factory=_Bounded)  # client key -> ClientTracker
     streams: ResumeTracker | None = None  # legacy streams awaiting their resumption
 
@@ -259,6 +261,7 @@ class Recorder:
         self.redactor = Redactor(options.redaction, pseudonym_key=self.digest_key.secret)
         self.tracing = tracing_for(options)
         self._hops: dict[str, _HopState] = {h.name: _HopState() for h in options.hops}
+        self.lines = LineBatch("mcp_tap.proxy")  # the exchange lines
         self.correlator = Correlator(
             options.hop_comparison.thresholds(), window_s=options.hop_comparison.window_s
         )
@@ -320,11 +323,10 @@ class Recorder:
         record = self._build(cap, judgement, found)
         ids = self.tracing.export(cap, judgement, record)
         pair = self._correlate(cap, judgement, record["exchangeId"])
-        with structlog.contextvars.bound_contextvars(**ids):
-            self.sink.submit(record)
-            if pair is not None:
-                self.sink.submit(pair)
-            self._account(cap, judgement, found, pair)
+        self.sink.submit(record)
+        if pair is not None:
+            self.sink.submit(pair)
+        self._account(cap, judgement, found, pair, ids)
         return record
 
     # -- judging ------------------------------------------------------------------------
@@ -341,8 +343,8 @@ class Recorder:
             response_headers=cap.response_headers,
             response_body=response.body if response else b"",
             http_method=cap.http_method,
-            capabilities=frozenset(state.capabilities),
-            tool_schemas=dict(state.tools),
+            capabilities=state.frozen_capabilities,
+            tool_schemas=state.tools,  # read only while judging: no copy
             legacy_session=negotiated is not None,
             negotiated_version=negotiated,
             supported_versions=self.options.eras.supported_versions,
@@ -397,6 +399,7 @@ class Recorder:
             ext = caps.get("extensions") if isinstance(caps, dict) else None
             if isinstance(ext, dict):
                 state.capabilities.update(k for k in ext if isinstance(k, str))
+                state.frozen_capabilities = frozenset(state.capabilities)
         if method == "tools/list" and isinstance(result.get("tools"), list):
             for tool in result["tools"]:
                 if isinstance(tool, dict) and isinstance(tool.get("name"), str):
@@ -503,6 +506,10 @@ class Recorder:
         response = cap.response
         is_sse = cap.response_headers.content_type() == "text/event-stream"
         key = self.digest_key
+        # A head that passed as it came is one header map for both views: redacted once
+        # (the record holds the same list twice; nothing mutates a record's lists).
+        response_headers = red.redact_header_lists(cap.response_headers.pairs)
+        request_headers = red.redact_header_lists(cap.request_headers.pairs)
         origin: dict[str, Any] | None = None
         if cap.status is not None and response is not None:
             body, note = (None, None) if is_sse else self._body_json(
@@ -510,7 +517,7 @@ class Recorder:
             )
             origin = {
                 "status": cap.status,
-                "headers": [list(p) for p in red.redact_headers(cap.response_headers.pairs)],
+                "headers": response_headers,
                 "bodyDigest": seal_hex(key, response.digest),
                 "bodySize": response.size,
                 "truncated": not response.complete,
@@ -546,10 +553,10 @@ class Recorder:
             "ingress": {
                 "httpMethod": cap.http_method,
                 "path": red.redact_url(cap.path),
-                "headers": [list(p) for p in red.redact_headers(cap.request_headers.pairs)],
-                "forwardedHeaders": [
-                    list(p) for p in red.redact_headers(cap.forwarded_headers.pairs)
-                ],
+                "headers": request_headers,
+                "forwardedHeaders": request_headers
+                if cap.forwarded_headers is cap.request_headers
+                else red.redact_header_lists(cap.forwarded_headers.pairs),
                 "bodyDigest": seal_hex(key, cap.request.digest),
                 "bodySize": cap.request.size,
                 "truncated": not cap.request.complete,
@@ -562,7 +569,9 @@ class Recorder:
             "origin": origin,
             "egress": {
                 "status": cap.egress_status,
-                "headers": [list(p) for p in red.redact_headers(cap.egress_headers.pairs)],
+                "headers": response_headers
+                if cap.egress_headers is cap.response_headers
+                else red.redact_header_lists(cap.egress_headers.pairs),
                 "bodyDigest": seal_hex(key, cap.egress_digest),
                 "bodySize": cap.egress_bytes,
                 "sentAt": cap.sent_at,
@@ -614,7 +623,12 @@ class Recorder:
         }
 
     def _account(
-        self, cap: Captured, j: Judgement, found: list[Finding], pair: dict[str, Any] | None
+        self,
+        cap: Captured,
+        j: Judgement,
+        found: list[Finding],
+        pair: dict[str, Any] | None,
+        ids: dict[str, str],
     ) -> None:
         m = self.metrics
         m.exchanges.inc(hop=cap.hop, era=str(j.era))
@@ -632,20 +646,19 @@ class Recorder:
             m.sse_first_event.observe(cap.sse[0].at - cap.received_at, hop=cap.hop)
         if cap.forwarded_at is not None:
             m.added.observe(cap.forwarded_at - cap.received_at, hop=cap.hop)
-        log.info(
-            "exchange",
-            hop=cap.hop,
-            era=str(j.era),
-            method=j.method,
-            http_method=cap.http_method,
-            status=cap.egress_status,
-            ms=round(
+        self.lines.info("exchange", {
+            "hop": cap.hop,
+            "era": str(j.era),
+            "method": j.method,
+            "http_method": cap.http_method,
+            "status": cap.egress_status,
+            "ms": round(
                 ((cap.egress_end_at or cap.end_at or cap.received_at) - cap.received_at) * 1000, 3
             ),
-            findings=sorted({f.rule for f in found}),
-            hop_findings=sorted({f["rule"] for f in (pair or {}).get("findings", [])}),
-            tap_error=cap.tap_error["phase"] if cap.tap_error else None,
-        )
+            "findings": sorted({f.rule for f in found}),
+            "hop_findings": sorted({f["rule"] for f in (pair or {}).get("findings", [])}),
+            "tap_error": cap.tap_error["phase"] if cap.tap_error else None,
+        }, ids)
 
 
 class _Unparsed(Exception):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import gc
 import itertools
 import multiprocessing
@@ -57,6 +58,9 @@ _LOG_EVERY_S = 5.0
 _MAX_PENDING_BEGINS = 10000
 _FRAME_HEADER = 4  # big-endian length of the pickled batch that follows
 _WATCH_EVERY_S = 0.5  # how often the forwarder checks its recording process is alive
+_COALESCE_S = 0.01  # the recording process's pause after a small read (see its loop)
+_COALESCE_BYTES = 256 * 1024  # a read this big means a backlog: no pause
+_PIPE_BYTES = 1 << 20  # room in the pipe for what arrives during the pause
 REASON_HANDOVER = "recording queue full"
 REASON_DIED = "the recording process died"
 _WRITER_QUEUE_FULL = "queue full"  # the reason of the writer's own gap records
@@ -407,6 +411,10 @@ def run_recording_process(
 
     state = _Handover(recorder, writer)
     fd = captures.fileno()
+    with contextlib.suppress(AttributeError, OSError):  # Linux only; a smaller pipe still works
+        # The forwarder's writes must find room during the pause below, or its transport
+        # would buffer and poll for the pipe.
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
     buffer = bytearray()
     next_report = time.monotonic() + _REPORT_EVERY_S
     stopped = False
@@ -417,10 +425,19 @@ def run_recording_process(
             if not chunk:
                 break  # the proxy is gone: finish what was handed over
             buffer += chunk
+            recorder.lines.hold()  # the exchange lines of what was read: one write
             for frame in _frames(buffer):
                 taken_now, stopped = state.handle(frame)
                 taken += taken_now
             batch.flush()
+            recorder.lines.release()
+            if len(chunk) < _COALESCE_BYTES:
+                # A trickle (the forwarder hands over once per loop iteration): let the next
+                # frames gather in the pipe, so that they are read, judged, logged and handed
+                # to the writer thread together. Per read this process pays a wake-up, a
+                # select, a write of log lines and a wake-up of the writer thread (with a
+                # GIL hand-off): per exchange when it keeps up, per batch after this pause.
+                time.sleep(_COALESCE_S)
         if time.monotonic() >= next_report:
             report()
             next_report = time.monotonic() + _REPORT_EVERY_S

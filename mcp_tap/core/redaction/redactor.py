@@ -23,8 +23,6 @@ patterns, the allowlist); how text that is not JSON is searched is
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import re
 import secrets as _secrets
@@ -35,6 +33,7 @@ from typing import Any, Final
 import orjson
 
 from mcp_tap.core import deepjson
+from mcp_tap.core.hashing import hmac_sha256
 from mcp_tap.core.redaction.keys import SESSION_HEADER, KeyMatcher, canonical_key
 from mcp_tap.core.redaction.policy import RedactionPolicy
 from mcp_tap.core.redaction.text import REDACTED, redact_plain_text, strip_url_secrets
@@ -69,6 +68,12 @@ _PSEUDONYM_HEX: Final = 16  # 64 bits: distinct sessions of one bundle never col
 _CONTAINERS: Final = (dict, list, tuple)
 _RECURSE: Final = 100  # levels walked recursively; deeper ones by a loop (no recursion limit)
 _MAX_CACHED_KEYS: Final = 8192  # attacker-chosen keys must not grow memory
+# String values whose text pass is remembered (tool descriptions, schemas, URIs repeat from
+# one answer to the next); longer ones are not worth holding, and a full cache starts over.
+_MAX_CACHED_TEXTS: Final = 4096
+_MAX_CACHED_TEXT_CHARS: Final = 2048
+# What a header name (as spelt) asks of its value, decided once per spelling.
+_PLAIN, _SESSION, _AUTH, _SECRET, _CHALLENGE = range(5)
 
 
 def _shaped(text: str) -> bool:
@@ -104,6 +109,8 @@ class Redactor:
             canonical_key(p.argument) for p in self.policy.argument_policies
         )
         self._keys: dict[str, bool] = {}
+        self._texts: dict[str, str] = {}  # string value -> its text pass (found=None only)
+        self._header_kinds: dict[str, int] = {}
         self._pseudonym_key = (
             pseudonym_key if pseudonym_key is not None else _secrets.token_bytes(32)
         )
@@ -168,41 +175,70 @@ class Redactor:
         if level > acc[1]:
             acc[1] = level
         changes: dict[Any, Any] | None = None
-        is_dict = isinstance(node, dict)
-        hidden = targets.get(id(node)) if targets and is_dict else None
-        for slot, child in node.items() if is_dict else enumerate(node):
-            if is_dict and isinstance(slot, str) and (
-                self._secret_key(slot)
-                or (hidden is not None and canonical_key(slot) in hidden)
-            ):
-                if child != REDACTED:
-                    if found is not None:
-                        _collect_leaves(child, found)
-                    changes = changes or {}
-                    changes[slot] = REDACTED
-                    acc[0] += 1
-                continue
-            new = child
-            if isinstance(child, _CONTAINERS):
-                if child:
-                    new = self._node(child, level + 1, targets, found, acc)
-                elif isinstance(child, tuple):
-                    new = []
-            elif isinstance(child, str) and _shaped(child):
-                new = self._string(child, found)
+        # The hot loop of the recorder: dicts and lists apart, exact types tested first, the
+        # key cache read inline; the same decisions as _walk_loop.
+        if isinstance(node, dict):
+            hidden = targets.get(id(node)) if targets else None
+            known = self._keys
+            for slot, child in node.items():
+                if isinstance(slot, str):
+                    secret = known.get(slot)
+                    if secret is None:
+                        secret = self._secret_key(slot)
+                    if secret or (hidden is not None and canonical_key(slot) in hidden):
+                        if child != REDACTED:
+                            if found is not None:
+                                _collect_leaves(child, found)
+                            changes = changes or {}
+                            changes[slot] = REDACTED
+                            acc[0] += 1
+                        continue
+                new = self._child(child, level, targets, found, acc)
                 if new is not child:
-                    acc[0] += 1
+                    changes = changes or {}
+                    changes[slot] = new
+            return {**node, **changes} if changes else node
+        for index, child in enumerate(node):
+            new = self._child(child, level, targets, found, acc)
             if new is not child:
                 changes = changes or {}
-                changes[slot] = new
-        if is_dict:
-            return {**node, **changes} if changes else node
+                changes[index] = new
         if changes is None and not isinstance(node, tuple):
             return node
         result = list(node)
         for index, new in (changes or {}).items():
             result[index] = new
         return result
+
+    def _child(
+        self,
+        child: Any,
+        level: int,
+        targets: dict[int, frozenset[str]] | None,
+        found: set[str] | None,
+        acc: list[int],
+    ) -> Any:
+        """A value under a key that is not secret (or in a list), redacted."""
+        kind = type(child)
+        if kind is str:
+            if "=" in child or ":" in child or "earer" in child or "EARER" in child:
+                new = self._string(child, found)
+                if new is not child:
+                    acc[0] += 1
+                return new
+            return child
+        if kind is int or kind is float or kind is bool or child is None:
+            return child
+        if isinstance(child, _CONTAINERS):
+            if child:
+                return self._node(child, level + 1, targets, found, acc)
+            return [] if isinstance(child, tuple) else child
+        if isinstance(child, str) and _shaped(child):
+            new = self._string(child, found)
+            if new is not child:
+                acc[0] += 1
+            return new
+        return child
 
     def _secret_key(self, key: str) -> bool:
         """Whether a key as spelt names a secret (cached per spelling, bounded)."""
@@ -280,8 +316,21 @@ class Redactor:
 
     def _string(self, text: str, found: set[str] | None) -> str:
         """A string value: the text pass (the same object back when nothing changed)."""
-        shown = redact_plain_text(text, self.matcher.is_secret_key, found)
+        shown = self._text_pass(text, found)
         return text if shown == text else shown
+
+    def _text_pass(self, text: str, found: set[str] | None) -> str:
+        """:func:`redact_plain_text` with this redactor's matcher."""
+        if found is None and len(text) <= _MAX_CACHED_TEXT_CHARS:
+            # The pass depends on the text and the matcher only: remembered per value.
+            shown = self._texts.get(text)
+            if shown is None:
+                shown = redact_plain_text(text, self.matcher.is_secret_key)
+                if len(self._texts) >= _MAX_CACHED_TEXTS:
+                    self._texts.clear()
+                self._texts[text] = shown
+            return shown
+        return redact_plain_text(text, self.matcher.is_secret_key, found)
 
     def _policy_targets(self, msg: Any) -> dict[int, frozenset[str]] | None:
         """The argument objects the policies name in ``msg`` (a message or batch)."""
@@ -317,31 +366,54 @@ class Redactor:
             out.append((name, self._header_value(name, value, None)))
         return out
 
-    def _header_value(self, name: str, value: str, found: set[str] | None) -> str:
+    def redact_header_lists(self, pairs: Sequence[tuple[str, str]]) -> list[list[str]]:
+        """:meth:`redact_headers` in the evidence's shape, ``[[name, value], ...]``."""
+        value_of = self._header_value
+        return [[name, value_of(name, value, None)] for name, value in pairs]
+
+    def _header_kind(self, name: str) -> int:
+        """What ``name`` (as spelt) asks of its value (cached per spelling, bounded)."""
+        kind = self._header_kinds.get(name)
+        if kind is not None:
+            return kind
         canonical = canonical_key(name)
         if canonical == SESSION_HEADER:
+            kind = _SESSION
+        elif self._sensitive_header(canonical):
+            kind = _AUTH if canonical in _AUTH_HEADERS else _SECRET
+        elif canonical in _CHALLENGE_HEADERS:
+            kind = _CHALLENGE
+        else:
+            kind = _PLAIN
+        if len(self._header_kinds) < _MAX_CACHED_KEYS:
+            self._header_kinds[name] = kind
+        return kind
+
+    def _header_value(self, name: str, value: str, found: set[str] | None) -> str:
+        kind = self._header_kind(name)
+        if kind == _PLAIN:
+            if "=" in value or "earer" in value or "EARER" in value:
+                return self._text_pass(value, found)
+            return value
+        if kind == _SESSION:
             return self.pseudonym(value)
-        if self._sensitive_header(canonical):
+        if kind != _CHALLENGE:
             if found is not None:
-                found.update(_credential_forms(canonical, value))
-            if canonical in _AUTH_HEADERS:
+                found.update(_credential_forms(canonical_key(name), value))
+            if kind == _AUTH:
                 return _redact_credentials(value)
             return REDACTED
-        if canonical in _CHALLENGE_HEADERS:
-            # "Bearer error=..., scope=...": the scheme is no key and the word after it no
-            # credential; only parameter values under secret names are hidden.
-            scheme, space, params = value.partition(" ")
-            return scheme + space + redact_plain_text(
-                params, self.matcher.is_secret_key, found, bearer_credentials=False)
-        if "=" in value or "earer" in value or "EARER" in value:
-            return redact_plain_text(value, self.matcher.is_secret_key, found)
-        return value
+        # A challenge, "Bearer error=..., scope=...": the scheme is no key and the word after
+        # it no credential; only parameter values under secret names are hidden.
+        scheme, space, params = value.partition(" ")
+        return scheme + space + redact_plain_text(
+            params, self.matcher.is_secret_key, found, bearer_credentials=False)
 
     def pseudonym(self, value: str) -> str:
         """A stand-in for ``value`` that tells equal values apart from others, keyed."""
-        mac = hmac.new(self._pseudonym_key, b"mcp-tap pseudonym\0" + value.encode(
-            "utf-8", "surrogateescape"), hashlib.sha256)
-        return f"[REDACTED:{mac.hexdigest()[:_PSEUDONYM_HEX]}]"
+        mac = hmac_sha256(self._pseudonym_key, b"mcp-tap pseudonym\0" + value.encode(
+            "utf-8", "surrogateescape"))
+        return f"[REDACTED:{mac.hex()[:_PSEUDONYM_HEX]}]"
 
     def _sensitive_header(self, canonical: str) -> bool:
         """Return whether a header with canonical name ``canonical`` carries a secret."""
