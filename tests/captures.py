@@ -6,13 +6,14 @@ in-process tap in front of an origin and returns the bundle and what the client 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mcp.shared.exceptions import MCPError
-from peers import Era, sdk_call_tool, sdk_list_tools
+from peers import Era, run_origin, sdk_call_tool, sdk_list_tools
 from taps import hop_url, running_tap, tap_options
 
 Call = tuple[str, dict[str, Any]]  # (tool name, arguments); name "" lists tools
@@ -58,3 +59,21 @@ async def record(evidence: Path, upstream_base: str, calls: Sequence[Call] = DEF
         for era in eras:
             live += await client_calls(url, era, calls)
     return Recorded(tap.bundle_dir, live)
+
+
+def capture_releases(root: Path) -> dict[str, Path]:
+    """Three real captures under ``root``: the demo origin twice as ``baseline`` and
+    ``again`` (one release), and the candidate origin once as ``candidate``."""
+
+    async def go() -> dict[str, Path]:
+        found: dict[str, Path] = {}
+        with run_origin() as url:
+            base = url.removesuffix("/mcp")
+            found["baseline"] = (await record(root / "baseline", base)).bundle
+            found["again"] = (await record(root / "again", base)).bundle
+        with run_origin(module="candidate_origin") as url:
+            found["candidate"] = (await record(root / "candidate",
+                                               url.removesuffix("/mcp"))).bundle
+        return found
+
+    return asyncio.run(go())

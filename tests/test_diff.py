@@ -8,15 +8,13 @@ header declaration dropped).
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from captures import record
-from peers import run_origin
+from captures import capture_releases
 from test_commands_badinput import cli, refused
 from test_outputs import failures, junit, sarif
 
@@ -30,18 +28,7 @@ def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Three real captures: the demo origin twice (one release) and the candidate once."""
     root = tmp_path_factory.mktemp("releases")
 
-    async def go() -> dict[str, Path]:
-        found: dict[str, Path] = {}
-        with run_origin() as url:
-            base = url.removesuffix("/mcp")
-            found["baseline"] = (await record(root / "baseline", base)).bundle
-            found["again"] = (await record(root / "again", base)).bundle
-        with run_origin(module="candidate_origin") as url:
-            found["candidate"] = (await record(root / "candidate",
-                                               url.removesuffix("/mcp"))).bundle
-        return found
-
-    return asyncio.run(go())
+    return capture_releases(root)
 
 
 def _records(path: Path) -> list[dict[str, Any]]:

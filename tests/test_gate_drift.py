@@ -8,13 +8,11 @@ through the tap in front of the real SDK demo origin (the baseline, captured twi
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import orjson
 import pytest
-from captures import record
-from peers import run_origin
+from captures import capture_releases
 from releases import gate_json, reason_rules, rollback_payload
 
 from mcp_tap.drift import diff_captures
@@ -45,19 +43,7 @@ hmac_key_env = "{KEY_ENV}"
 def releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The demo origin captured twice (one release) and the candidate release once."""
     root = tmp_path_factory.mktemp("drift-releases")
-
-    async def go() -> dict[str, Path]:
-        found: dict[str, Path] = {}
-        with run_origin() as url:
-            base = url.removesuffix("/mcp")
-            found["baseline"] = (await record(root / "baseline", base)).bundle
-            found["again"] = (await record(root / "again", base)).bundle
-        with run_origin(module="candidate_origin") as url:
-            found["candidate"] = (await record(root / "candidate",
-                                               url.removesuffix("/mcp"))).bundle
-        return found
-
-    found = asyncio.run(go())
+    found = capture_releases(root)
     rollback = root / "rollback.json"
     rollback.write_bytes(orjson.dumps(attest_hmac(rollback_payload(), SIGNER, KEY.encode())))
     found["rollback"] = rollback
