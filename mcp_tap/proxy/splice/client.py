@@ -231,7 +231,11 @@ class ClientConnection(asyncio.Protocol):
         except (ParserError, ValueError) as exc:
             self._refuse(400, "bad-request", _parser_reason(exc))
             return
-        method, target, _ = head.start.split(b" ", 2)
+        parts = head.start.split(b" ", 2)
+        if len(parts) != 3:  # llhttp takes an HTTP/0.9 line (no version): not forwardable
+            self._refuse(400, "bad-request", "a request line without an HTTP version")
+            return
+        method, target, _ = parts
         if method == b"CONNECT":
             self._refuse(400, "connect-not-supported", "a reverse proxy does not tunnel CONNECT")
             return
