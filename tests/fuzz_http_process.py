@@ -1,0 +1,234 @@
+"""A real ``mcp-tap proxy`` process in front of a small real aiohttp origin, fed raw bytes.
+
+Shared by ``tests/test_fuzz_http.py`` and ``bench/fuzz_http.py``. Loopback only. What must
+hold after any input (:class:`FuzzTap` checks it):
+
+- every answer the tap makes itself (``X-Mcp-Tap-Error``) is a 400/408/431/502/503/504, and
+  every other answer is the origin's (aiohttp's ``Server`` header, or an interim 1xx);
+- a well-formed request sent between fuzz inputs reaches the origin byte for byte, and its
+  answer reaches the client byte for byte (compared with the origin's answer, asked directly);
+- ``/healthz`` answers 200, the process is alive, and every stderr line is one JSON object
+  (the operator's ``mcp-tap:`` start-up lines aside) with no traceback and no planted bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from fuzz_http_inputs import MARKER, valid_request
+from peers import free_port
+from taps import Lines
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TAP_STATUSES = frozenset({400, 408, 431, 502, 503, 504})
+"""What the tap may answer itself (408: a head not whole within ``head_timeout_s``)."""
+_FIXED_DATE = "Thu, 03 Dec 2026 00:00:00 GMT"  # a fixed Date: the origin's answers repeat
+_STATUS = re.compile(rb"HTTP/\d\.\d (\d{3})[^\r\n]*\r\n")
+_START_S = 60.0
+
+
+async def _origin_handler(request: web.Request) -> web.Response:
+    """``/echo``: the request as it arrived (start line, raw fields, body), base64; else a
+    fixed JSON answer."""
+    body = await request.read()
+    headers = {"Date": _FIXED_DATE}
+    if request.path == "/echo":
+        version = f"HTTP/{request.version.major}.{request.version.minor}".encode()
+        raw = b"%s %s %s\r\n" % (request.method.encode(), request.raw_path.encode(), version)
+        raw += b"".join(k + b": " + v + b"\r\n" for k, v in request.raw_headers) + b"\r\n"
+        return web.Response(body=base64.b64encode(raw + body), headers=headers,
+                            content_type="text/plain")
+    return web.Response(body=b'{"ok":true}', headers=headers, content_type="application/json")
+
+
+async def start_origin() -> tuple[web.AppRunner, int]:
+    """A real aiohttp origin on a free loopback port (its own error logs silenced: it is
+    fed the fuzz inputs the tap forwards, and what it thinks of them is not under test)."""
+    logging.getLogger("aiohttp").setLevel(logging.CRITICAL)
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", _origin_handler)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    return runner, port
+
+
+async def exchange_bytes(port: int, data: bytes, timeout: float = 30.0,
+                         half_close: bool = True) -> tuple[bytes, str]:
+    """Send ``data`` on a new connection, half-close, read to the end: ``(answer, how)``.
+
+    ``how`` is ``eof`` or ``reset`` (the tap closed while bytes were still coming, which
+    loses what it wrote; a normal outcome for a refused request with more bytes behind it).
+    Without ``half_close`` one Content-Length answer is read (aiohttp takes a half-close for
+    a client that left, and drops the answer).
+    """
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    got = b""
+    try:
+        writer.write(data)
+        await writer.drain()
+        if not half_close:
+            got = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
+            length = re.search(rb"(?im)^content-length:\s*(\d+)\s*$", got)
+            got += await asyncio.wait_for(
+                reader.readexactly(int(length.group(1)) if length else 0), timeout)
+            return got, "eof"
+        if writer.can_write_eof():
+            writer.write_eof()
+        got = await asyncio.wait_for(reader.read(), timeout)
+        how = "eof"
+    except TimeoutError:
+        raise AssertionError(f"the connection did not end within {timeout} s") from None
+    except (ConnectionResetError, BrokenPipeError):
+        how = "reset"
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+            await writer.wait_closed()
+    return got, how
+
+
+def answers(data: bytes) -> list[tuple[int, bytes]]:
+    """The ``(status, head)`` of each answer in a client's byte stream (bodies skipped by
+    Content-Length; a HEAD answer's missing body is recognised by what follows its head)."""
+    out: list[tuple[int, bytes]] = []
+    pos = 0
+    while pos < len(data):
+        match = _STATUS.match(data, pos)
+        if match is None:
+            raise AssertionError(f"not an HTTP answer at byte {pos}: {data[pos:pos + 80]!r}")
+        end = data.find(b"\r\n\r\n", pos)
+        if end < 0:
+            raise AssertionError(f"an answer head without its end: {data[pos:pos + 200]!r}")
+        head = data[pos:end + 4]
+        out.append((int(match.group(1)), head))
+        pos = end + 4
+        length = re.search(rb"(?im)^content-length:\s*(\d+)\s*$", head)
+        if length and _STATUS.match(data, pos) is None:
+            pos += int(length.group(1))
+        elif not length and _STATUS.match(data, pos) is None and pos < len(data):
+            break  # a body read to the end of the connection
+    return out
+
+
+def check_answers(data: bytes) -> list[int]:
+    """Assert every answer is the tap's (allowed status, marked) or the origin's."""
+    statuses = []
+    for status, head in answers(data):
+        statuses.append(status)
+        lower = head.lower()
+        if b"\r\nx-mcp-tap-error:" in lower:
+            assert status in TAP_STATUSES, f"the tap answered {status}: {head!r}"
+        else:
+            assert status < 200 or (b"\r\nserver: " in lower and b"aiohttp" in lower), \
+                f"an answer from neither the tap nor the origin: {head!r}"
+    return statuses
+
+
+class FuzzTap:
+    """One ``mcp-tap proxy`` process, its aiohttp origin, and the checks between inputs."""
+
+    def __init__(self, evidence: Path) -> None:
+        self.evidence = evidence
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.stderr: Lines | None = None
+        self.port = 0
+        self.admin = 0
+        self.origin_port = 0
+        self._runner: web.AppRunner | None = None
+        self.probes = 0
+
+    async def start(self, **env_extra: str) -> None:
+        """Start the origin, then the proxy in front of it (recording in its own process)."""
+        self._runner, self.origin_port = await start_origin()
+        self.port, self.admin = free_port(), free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TAP_")}
+        env.update(PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1",
+                   MCP_TAP_LISTENER_HEAD_TIMEOUT_S="5", **env_extra)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mcp_tap", "proxy", "--listen", f"127.0.0.1:{self.port}",
+             "--upstream", f"http://127.0.0.1:{self.origin_port}", "--evidence",
+             str(self.evidence), "--admin", f"127.0.0.1:{self.admin}"],
+            cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        self.stderr = Lines(self.proc.stderr)
+        await asyncio.to_thread(self.stderr.wait_for, '"event":"proxy.started"', _START_S)
+
+    async def send(self, data: bytes) -> list[int]:
+        """One fuzz input on its own connection; the statuses answered (checked)."""
+        got, _ = await exchange_bytes(self.port, data)
+        return check_answers(got)
+
+    async def probe(self, rng: random.Random) -> None:
+        """A well-formed request: forwarded byte for byte, answered byte for byte."""
+        body = rng.choice([b"{}", b'{"jsonrpc":"2.0","id":1,"method":"ping"}',
+                           bytes(rng.randrange(256) for _ in range(rng.randint(0, 300)))])
+        sent = valid_request(rng, body=body, path=b"/echo", chunked=False)
+        via_tap, how = await exchange_bytes(self.port, sent)
+        direct, _ = await exchange_bytes(self.origin_port, sent, half_close=False)
+        assert how == "eof", how
+        _, _, echoed = via_tap.partition(b"\r\n\r\n")
+        assert base64.b64decode(echoed) == sent, "the request was not forwarded byte for byte"
+        assert via_tap == direct, f"the answer changed: {via_tap!r} != {direct!r}"
+        self.probes += 1
+
+    async def healthy(self) -> None:
+        """The process is alive and ``/healthz`` answers 200."""
+        assert self.proc is not None and self.proc.poll() is None, "the proxy died"
+        got, _ = await exchange_bytes(
+            self.admin, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", half_close=False)
+        assert got.startswith(b"HTTP/1.1 200 "), got[:200]
+
+    def check_logs(self) -> int:
+        """Every stderr line so far is one JSON object without traceback or planted bytes;
+        returns how many log lines there were."""
+        assert self.stderr is not None
+        with self.stderr.changed:
+            lines = list(self.stderr.lines)
+        logs = [ln for ln in lines if ln.strip() and not ln.startswith("mcp-tap: ")]
+        for line in logs:
+            assert "Traceback" not in line, line
+            assert MARKER.decode() not in line, f"planted bytes reached the log: {line[:300]}"
+            try:
+                event: Any = json.loads(line)
+            except ValueError:
+                raise AssertionError(f"not one JSON object: {line[:4000]!r}") from None
+            assert isinstance(event, dict) and "event" in event, line[:300]
+        return len(logs)
+
+    async def stop(self) -> int:
+        """SIGTERM the proxy (its exit status is returned) and stop the origin."""
+        code = -1
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    code = await asyncio.to_thread(self.proc.wait, 60)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    await asyncio.to_thread(self.proc.wait, 10)
+            else:
+                code = self.proc.returncode
+            if self.stderr is not None:
+                await asyncio.to_thread(self.stderr.join)
+            if self.proc.stderr is not None:
+                self.proc.stderr.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        return code
