@@ -80,7 +80,8 @@ class Tally:
 def _sans_io(name: str, one: Callable[[random.Random], str], args: argparse.Namespace,
              deadline: float) -> Tally:
     tally = Tally(name, args.seed)
-    indices = [args.only] if args.only is not None else range(args.inputs)
+    indices = ([args.only] if args.only is not None
+               else range(args.start, args.start + args.inputs))
     for index in indices:
         if time.monotonic() > deadline:
             print(f"{name}: stopped by --max-seconds")
@@ -104,7 +105,8 @@ def _responses(rng: random.Random) -> str:
 
 async def _process(args: argparse.Namespace, deadline: float) -> Tally:
     tally = Tally("process", args.seed)
-    indices = [args.only] if args.only is not None else list(range(args.inputs))
+    indices = ([args.only] if args.only is not None
+               else list(range(args.start, args.start + args.inputs)))
     root = Path(tempfile.mkdtemp(prefix="fuzz-http-"))
     try:
         for start in range(0, len(indices), args.per_process):
@@ -162,6 +164,7 @@ def main() -> int:
     parser.add_argument("--target", choices=["requests", "responses", "process"],
                         action="append", help="run only this target (repeatable)")
     parser.add_argument("--only", type=int, metavar="N", help="replay input N only")
+    parser.add_argument("--start", type=int, default=0, help="first input index (0)")
     parser.add_argument("--jobs", type=int, default=8, help="concurrent connections (8)")
     parser.add_argument("--per-process", type=int, default=10_000,
                         help="inputs per proxy process (10000)")

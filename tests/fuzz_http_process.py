@@ -49,9 +49,17 @@ async def _origin_handler(request: web.Request) -> web.Response:
         version = f"HTTP/{request.version.major}.{request.version.minor}".encode()
         raw = b"%s %s %s\r\n" % (request.method.encode(), request.raw_path.encode(), version)
         raw += b"".join(k + b": " + v + b"\r\n" for k, v in request.raw_headers) + b"\r\n"
-        return web.Response(body=base64.b64encode(raw + body), headers=headers,
-                            content_type="text/plain")
-    return web.Response(body=b'{"ok":true}', headers=headers, content_type="application/json")
+        response = web.Response(body=base64.b64encode(raw + body), headers=headers,
+                                content_type="text/plain")
+    else:
+        response = web.Response(body=b'{"ok":true}', headers=headers,
+                                content_type="application/json")
+    if "chunked" in request.headers.get("Transfer-Encoding", "").lower():
+        # aiohttp 3.14's parser hands a chunked request's trailer fields to the next request
+        # on the same connection as header fields (the fuzzer found it; the tap forwards
+        # both byte for byte): such a connection is not reused.
+        response.force_close()
+    return response
 
 
 async def start_origin() -> tuple[web.AppRunner, int]:
@@ -184,7 +192,8 @@ class FuzzTap:
         direct, _ = await exchange_bytes(self.origin_port, sent, half_close=False)
         assert how == "eof", how
         _, _, echoed = via_tap.partition(b"\r\n\r\n")
-        assert base64.b64decode(echoed) == sent, "the request was not forwarded byte for byte"
+        assert base64.b64decode(echoed) == sent, (
+            f"the request was not forwarded byte for byte: sent {sent!r}, answer {via_tap!r}")
         assert via_tap == direct, f"the answer changed: {via_tap!r} != {direct!r}"
         self.probes += 1
 
