@@ -38,7 +38,8 @@ from mcp_tap.core.eras import (
 from mcp_tap.core.exchange import Exchange, Judgement, judge
 from mcp_tap.core.findings import Strength
 from mcp_tap.core.headers import HeaderMap
-from mcp_tap.core.sse import encode_event
+from mcp_tap.core.responses import decode_sse
+from mcp_tap.core.sse import SSEEvent, encode_event
 from mcp_tap.transcripts import Case, case_exchange, load_corpus
 
 _METHODS = ("initialize", "notifications/initialized", "ping", "tools/list", "tools/call",
@@ -243,6 +244,10 @@ def _headers(rng: random.Random, modern: bool, version: str, request: Any) -> He
         pairs.append(("Host", rng.choice(["127.0.0.1:8080", "localhost", "example.com"])))
     if rng.random() < 0.1:
         pairs.append(("Mcp-Param-Text", rng.choice(["hi", "=?base64?aGk=?=", ""])))
+    if rng.random() < 0.05:  # bytes a wire head may hold, as latin-1 text
+        pairs.append(rng.choice([("Mcp-Method", "tools/\xe9"), ("MCP-Protocol-Version", "\xff"),
+                                 ("Accept", "application/json\x00"), ("Mcp-Name", "\x7f"),
+                                 ("mcp-protocol-version", "2026-07-28, 2025-11-25")]))
     if rng.random() < 0.1 and pairs:
         pairs.append(rng.choice(pairs))  # a duplicate
     rng.shuffle(pairs)
@@ -270,6 +275,14 @@ def random_exchange(rng: random.Random) -> tuple[Exchange, str]:
     else:
         body = _text(rng, answers[0] if rng.random() < 0.9 else answers)
         content_type = rng.choice(["application/json", "application/json", "text/html", ""])
+    events: list[SSEEvent] | None = None
+    if sse and rng.random() < 0.2:  # events as the proxy hands them over, with odd fields
+        events, _ = decode_sse(body)
+        events += [SSEEvent(_text(rng, _value(rng, 2)).decode("utf-8", "replace"),
+                            rng.choice([None, "message", "", "x"]),
+                            rng.choice([None, "", "1", "\x00"]),
+                            rng.choice([None, 0, -1, 2**40]))
+                   for _ in range(rng.randint(0, 2))]
     response_pairs = [("Content-Type", content_type)] if content_type else []
     if rng.random() < 0.2:
         response_pairs.append(("Mcp-Session-Id", rng.choice(["s1", "", "\x7f"])))
@@ -292,6 +305,7 @@ def random_exchange(rng: random.Random) -> tuple[Exchange, str]:
         request_truncated=rng.random() < 0.03,
         response_truncated=rng.random() < 0.03,
         allowed_origins=rng.choice([None, None, ("http://127.0.0.1:3000",), ()]),
+        sse_events=events,
     )
     return exchange, rng.choice(["origin", "origin", "egress", "ingress"])
 
