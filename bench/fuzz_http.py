@@ -1,6 +1,6 @@
 """Long fuzz run of the HTTP front (not part of CI; the suite's share: tests/test_fuzz_http.py).
 
-Three targets, each ``--inputs`` generated inputs (seeded; input N of a target is
+Four targets, each ``--inputs`` generated inputs (seeded; input N of a target is
 ``random.Random(f"{seed}:{target}:{N}")``, so ``--target T --only N`` replays it):
 
 * ``requests``: a client's byte stream (valid, mutated, random bytes, oversized heads,
@@ -15,7 +15,12 @@ Three targets, each ``--inputs`` generated inputs (seeded; input N of a target i
   ``X-Mcp-Tap-Error``, every other answer the origin's; a well-formed request after every
   ``--probe-every`` inputs is forwarded and answered byte for byte; ``/healthz`` is 200
   every 1,000 inputs and at the end; every stderr line is one JSON object without traceback
-  or planted bytes; SIGTERM exits 0.
+  or planted bytes; SIGTERM exits 0;
+* ``upstream``: the same process in front of a faulty origin (a plain asyncio server) that
+  answers well-formed requests with generated upstream byte streams (the ``responses``
+  inputs: valid, mutated, interim answers, random bytes) and closes: the client sees the
+  tap's own answer (an allowed status, marked), the origin's bytes from its status line on,
+  or a cut; the same health and log checks.
 
 Run: ``nice -n 10 .venv/bin/python bench/fuzz_http.py --inputs 100000``. Exit 1 on any crash
 or failure (printed with its target, seed and index). ``--max-seconds`` bounds the run: a
@@ -103,15 +108,15 @@ def _responses(rng: random.Random) -> str:
     return check_response_bytes(response_stream(rng), head_request=rng.random() < 0.1)
 
 
-async def _process(args: argparse.Namespace, deadline: float) -> Tally:
-    tally = Tally("process", args.seed)
+async def _process(args: argparse.Namespace, deadline: float, name: str) -> Tally:
+    tally = Tally(name, args.seed)
     indices = ([args.only] if args.only is not None
                else list(range(args.start, args.start + args.inputs)))
     root = Path(tempfile.mkdtemp(prefix="fuzz-http-"))
     try:
         for start in range(0, len(indices), args.per_process):
             if time.monotonic() > deadline:
-                print("process: stopped by --max-seconds")
+                print(f"{name}: stopped by --max-seconds")
                 break
             part = indices[start:start + args.per_process]
             await _one_process(args, root / f"ev{start}", part, tally, deadline)
@@ -123,8 +128,9 @@ async def _process(args: argparse.Namespace, deadline: float) -> Tally:
 
 async def _one_process(args: argparse.Namespace, evidence: Path, part: list[int],
                        tally: Tally, deadline: float) -> None:
-    tap = FuzzTap(evidence)
-    await tap.start()
+    faulty = str(args.seed) if tally.name == "upstream" else None
+    tap = FuzzTap(evidence, faulty_origin=faulty)
+    await tap.start(**({"MCP_TAP_UPSTREAM_IDLE_TIMEOUT_S": "5"} if faulty else {}))
     gate = asyncio.Semaphore(args.jobs)
 
     async def one(index: int) -> None:
@@ -134,6 +140,11 @@ async def _one_process(args: argparse.Namespace, evidence: Path, part: list[int]
             rng = random.Random(f"{args.seed}:process:{index}")
             tally.inputs += 1
             try:
+                if faulty is not None:
+                    tally.outcomes[await tap.upstream(index)] += 1
+                    if index % 1000 == 999:
+                        await tap.healthy()
+                    return
                 statuses = await tap.send(request_stream(rng))
                 tally.outcomes[" ".join(map(str, statuses)) or "closed"] += 1
                 if index % args.probe_every == 0:
@@ -161,7 +172,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--inputs", type=int, default=100_000, help="per target (100000)")
     parser.add_argument("--seed", type=int, default=12, help="random seed (default 12)")
-    parser.add_argument("--target", choices=["requests", "responses", "process"],
+    parser.add_argument("--target", choices=["requests", "responses", "process", "upstream"],
                         action="append", help="run only this target (repeatable)")
     parser.add_argument("--only", type=int, metavar="N", help="replay input N only")
     parser.add_argument("--start", type=int, default=0, help="first input index (0)")
@@ -174,11 +185,11 @@ def main() -> int:
                         help="stop each target after this long (3600)")
     args = parser.parse_args()
     bad = 0
-    for name in args.target or ["requests", "responses", "process"]:
+    for name in args.target or ["requests", "responses", "process", "upstream"]:
         started = time.monotonic()
         deadline = started + args.max_seconds
-        if name == "process":
-            tally = asyncio.run(_process(args, deadline))
+        if name in ("process", "upstream"):
+            tally = asyncio.run(_process(args, deadline, name))
         else:
             tally = _sans_io(name, _requests if name == "requests" else _responses, args,
                              deadline)

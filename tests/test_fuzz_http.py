@@ -135,6 +135,22 @@ class TestProxyProcess:
         fuzz_tap.check_logs()
 
 
+    async def test_generated_upstream_answers(self, tmp_path: Path) -> None:
+        """300 generated answers from a faulty origin: the client sees the tap's own answer
+        (502 here, marked), the origin's bytes from its status line on, or a cut; the proxy
+        stays healthy, logs only JSON lines and exits 0."""
+        tap = FuzzTap(tmp_path / "evidence", faulty_origin="ci")
+        try:
+            await tap.start(MCP_TAP_UPSTREAM_IDLE_TIMEOUT_S="5")
+            seen = [await tap.upstream(index) for index in range(300)]
+            await tap.healthy()
+            tap.check_logs()
+        finally:
+            assert await tap.stop() == 0
+        assert {"502", "forwarded"} <= set(seen)
+        tap.check_logs()
+
+
 class _Writes(io.StringIO):
     """A stderr that remembers each write call."""
 
