@@ -279,7 +279,12 @@ class ClientConnection(asyncio.Protocol):
             if request.upgrade:
                 self._to_upstream(ex, rest)
             else:
-                taken = request.feed(rest) if not request.complete else 0
+                try:
+                    taken = request.feed(rest) if not request.complete else 0
+                except (ParserError, ValueError) as exc:
+                    # Nothing went upstream yet: the tap's own 400, and the connection ends.
+                    self._answer(ex, 400, "bad-request-body", _parser_reason(exc))
+                    return
                 if taken:
                     self._to_upstream(ex, rest[:taken])
                 if request.complete:
