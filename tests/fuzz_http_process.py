@@ -281,6 +281,9 @@ class FuzzTap:
             except ValueError:
                 raise AssertionError(f"not one JSON object: {line[:4000]!r}") from None
             assert isinstance(event, dict) and "event" in event, line[:300]
+            # An error line is a crash caught by asyncio ("Fatal error: protocol.
+            # data_received() call failed") or a lost record: never expected here.
+            assert event.get("level") not in ("error", "critical"), line[:600]
         return len(logs)
 
     async def stop(self) -> int:
