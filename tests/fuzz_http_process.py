@@ -65,10 +65,12 @@ async def _origin_handler(request: web.Request) -> web.Response:
 async def start_origin() -> tuple[web.AppRunner, int]:
     """A real aiohttp origin on a free loopback port (its own error logs silenced: it is
     fed the fuzz inputs the tap forwards, and what it thinks of them is not under test)."""
-    logging.getLogger("aiohttp").setLevel(logging.CRITICAL)
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", _origin_handler)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    quiet = logging.getLogger("fuzz-origin")  # its own logger: aiohttp's stays as it was
+    quiet.propagate = False
+    quiet.setLevel(logging.CRITICAL)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=quiet)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
