@@ -25,12 +25,28 @@ from mcp_tap.log_redaction import redact_event, redaction_is_noop, route_library
 
 
 class _CurrentStderr:
-    """Writes to whatever ``sys.stderr`` is at the time (tests and embedders swap it)."""
+    """Writes to whatever ``sys.stderr`` is at the time (tests and embedders swap it).
+
+    ``print`` writes a line and its newline in two calls, and on an unbuffered stderr
+    (``PYTHONUNBUFFERED``, as in the image) each is its own write to a pipe the recording
+    process shares: another process's line could land between them. So a line goes out
+    whole, in one write.
+    """
+
+    def __init__(self) -> None:
+        self._pending = ""
 
     def write(self, text: str) -> int:
-        return sys.stderr.write(text)
+        self._pending += text
+        if self._pending.endswith("\n"):
+            line, self._pending = self._pending, ""
+            sys.stderr.write(line)
+        return len(text)
 
     def flush(self) -> None:
+        if self._pending:
+            line, self._pending = self._pending, ""
+            sys.stderr.write(line)
         sys.stderr.flush()
 
 

@@ -231,7 +231,11 @@ class ClientConnection(asyncio.Protocol):
         except (ParserError, ValueError) as exc:
             self._refuse(400, "bad-request", _parser_reason(exc))
             return
-        method, target, _ = head.start.split(b" ", 2)
+        parts = head.start.split(b" ", 2)
+        if len(parts) != 3:  # llhttp takes an HTTP/0.9 line (no version): not forwardable
+            self._refuse(400, "bad-request", "a request line without an HTTP version")
+            return
+        method, target, _ = parts
         if method == b"CONNECT":
             self._refuse(400, "connect-not-supported", "a reverse proxy does not tunnel CONNECT")
             return
@@ -275,7 +279,12 @@ class ClientConnection(asyncio.Protocol):
             if request.upgrade:
                 self._to_upstream(ex, rest)
             else:
-                taken = request.feed(rest) if not request.complete else 0
+                try:
+                    taken = request.feed(rest) if not request.complete else 0
+                except (ParserError, ValueError) as exc:
+                    # Nothing went upstream yet: the tap's own 400, and the connection ends.
+                    self._answer(ex, 400, "bad-request-body", _parser_reason(exc))
+                    return
                 if taken:
                     self._to_upstream(ex, rest[:taken])
                 if request.complete:

@@ -88,6 +88,8 @@ class RequestMessage:
             self.upgrade = True
             self.complete = True  # what follows is the tunnel's, not HTTP
             return
+        if not self.method:  # llhttp pauses on PRI (an HTTP/2 preface), silently: no head
+            raise ParserError("an HTTP/2 connection preface")
         self.framing, self.remaining = _framing(head)
         if self.framing == "none":
             self.complete = True
