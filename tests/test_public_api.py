@@ -162,3 +162,32 @@ class TestCommands:
         with process.stderr:
             err = process.stderr.read()
         assert (process.wait(timeout=60), err) == (1, b"")
+
+
+_IMPORT_EACH = """
+import importlib, pkgutil, sys
+import mcp_tap
+names = [m.name for m in pkgutil.walk_packages(mcp_tap.__path__, "mcp_tap.")
+         if m.name != "mcp_tap.__main__"]  # running it is the CLI, not an import
+failed = []
+for name in names:
+    for loaded in [m for m in sys.modules if m == "mcp_tap" or m.startswith("mcp_tap.")]:
+        del sys.modules[loaded]
+    try:
+        importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - every failure is reported, not only the first
+        failed.append(f"{name}: {type(exc).__name__}: {exc}")
+print(len(names))
+print("\\n".join(failed))
+"""
+
+
+class TestImports:
+    def test_every_module_imports_first(self) -> None:
+        """Each module imports on its own in a fresh state: no import cycle hides behind
+        the order in which the commands happen to load them."""
+        done = subprocess.run([sys.executable, "-c", _IMPORT_EACH], capture_output=True,
+                              text=True, timeout=300, check=True)
+        count, *failed = done.stdout.strip().split("\n")
+        assert int(count) > 100
+        assert [line for line in failed if line] == []

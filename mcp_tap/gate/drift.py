@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from mcp_tap.drift import CaptureDiff, diff_captures
 from mcp_tap.errors import BundleFormatError, InputError
 from mcp_tap.gate.decision import Reason, SourceResult
 from mcp_tap.gate.policy import DRIFT_AREAS, DRIFT_SEVERITIES, DriftPolicy
+
+if TYPE_CHECKING:  # mcp_tap.drift imports the gate's health window: no import cycle at run time
+    from mcp_tap.drift import CaptureDiff
 
 # Changes listed in the summary (the counts cover all of them).
 _LISTED: Final = 50
@@ -41,6 +43,10 @@ def capture_drift(candidates: Sequence[Path], baselines: Sequence[Path],
                   hop: str | None = None) -> CaptureDiff | str:
     """Diff the baseline bundles against the candidate bundles; a string says why it cannot."""
     try:
+        # Imported here: mcp_tap.drift reads the gate's health window, so importing it at
+        # module level would make `import mcp_tap.drift` circular.
+        from mcp_tap.drift import diff_captures
+
         return diff_captures(_exchanges(baselines), _exchanges(candidates), hop=hop)
     except (InputError, BundleFormatError) as exc:
         return str(exc)
