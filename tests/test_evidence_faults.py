@@ -133,6 +133,9 @@ class TestDiskFull:
             url = hop_url(tap)
             async with httpx.AsyncClient(timeout=_TIMEOUT) as client:
                 assert await _post_many(client, url, 1, 3) == [200] * 3
+                # The recording process batches its writes: the first three are on disk
+                # before the disk fills, so exactly the next thirty are the ones lost.
+                await _until(lambda: tap.recorder.counters().get("written", 0) >= 3)
                 _fill(small_tmpfs, leave=0)
                 assert await _post_many(client, url, 4, 30) == [200] * 30
                 await _until(lambda: tap.recorder.counters().get("lost_disk", 0) >= 30)
@@ -140,6 +143,7 @@ class TestDiskFull:
         (bundle,) = find_bundles(evidence)
         lost = sum(g["lost"] for g in _gaps(bundle))
         assert lost == counters["lost_total"] == 30
+        assert _exchanges(bundle) + lost == 33
         assert verify_bundle(bundle).lost == 30
 
 
