@@ -16,14 +16,19 @@ failures are answers with ``X-Mcp-Tap-Error`` or cut streams, recorded in the ev
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
 from mcp_tap.proxy.capture import RawBody, RawExchange
 from mcp_tap.proxy.splice.answers import tap_answer
-from mcp_tap.proxy.splice.framing import ParserError, RequestMessage, ResponseMessage
-from mcp_tap.proxy.splice.head import HEAD_END, parse_head, rewrite
+from mcp_tap.proxy.splice.framing import (
+    ParserError,
+    RequestMessage,
+    ResponseMessage,
+    framing_of,
+)
+from mcp_tap.proxy.splice.head import HEAD_END, field, may_change, parse_head, rewrite
 from mcp_tap.proxy.splice.timeouts import Timer
 from mcp_tap.proxy.splice.tracing import new_traceparent, trace_id_of
 from mcp_tap.proxy.splice.upstream import UpstreamConnection
@@ -36,6 +41,9 @@ log = structlog.get_logger("mcp_tap.proxy")
 _HIGH_WATER = 256 * 1024  # bytes held for a side that cannot take them yet, before pausing
 _REPLAY_MAX = 64 * 1024  # request bytes kept to resend once on a reused connection
 _WHY_TRACE = "hop correlation: the client sent no traceparent"
+_SESSION = b"\r\nmcp-session-id:"
+_TRACEPARENT = b"\r\ntraceparent:"
+_CONTENT_LENGTH = b"\r\ncontent-length:"
 
 
 class Exchange:
@@ -58,6 +66,7 @@ class Exchange:
         "response_framing",
         "response_head",
         "skip_body",
+        "stray",
         "tunnel",
         "upstream",
         "upstream_eof",
@@ -75,7 +84,7 @@ class Exchange:
         self.waiting_size = 0
         self.replay: list[bytes] | None = None  # what was sent, while a resend is possible
         self.response: ResponseMessage | None = None
-        self.response_head: bytearray | None = bytearray()  # None once the final head passed
+        self.response_head: bytes | None = b""  # None once the final head passed
         self.response_framing = ""
         self.remaining = -1  # response Content-Length bytes still due (-1: not length-framed)
         self.request_done = request.complete
@@ -83,6 +92,7 @@ class Exchange:
         self.close_client = not request.keep_alive
         self.finished = False
         self.tunnel = False
+        self.stray = False  # the upstream sent bytes past the answer's end
         self.connecting: asyncio.Task[None] | None = None
         self.idle: Timer | None = None
         self.upstream_paused = False
@@ -216,10 +226,15 @@ class ClientConnection(asyncio.Protocol):
                 self._refuse(431, "head-too-large", "the request head exceeds max_head_bytes")
             return
         self.head_timer.stop()
-        raw_head = bytes(buf[: end + len(HEAD_END)])
-        rest = bytes(buf[end + len(HEAD_END):])
-        self.buffer = bytearray()
-        head = parse_head(raw_head)
+        cut = end + len(HEAD_END)
+        raw_head = bytes(buf[:cut])
+        if len(buf) > cut:
+            rest = bytes(buf[cut:])
+            self.buffer = bytearray()
+        else:
+            rest = b""
+            buf.clear()
+        lower = raw_head.lower()
         body = RawBody(self.hop.options.capture.max_body_bytes)
         request = self._requests
         if request is None:
@@ -227,40 +242,44 @@ class ClientConnection(asyncio.Protocol):
         else:
             request.reset(body.feed)
         try:
-            request.start(raw_head, head)
+            request.start(raw_head, lower)
         except (ParserError, ValueError) as exc:
             self._refuse(400, "bad-request", _parser_reason(exc))
             return
-        method, target, _ = head.start.split(b" ", 2)
+        method, target, _ = raw_head[: raw_head.find(b"\r\n")].split(b" ", 2)
         if method == b"CONNECT":
             self._refuse(400, "connect-not-supported", "a reverse proxy does not tunnel CONNECT")
             return
-        received = self.clock()
         hop = self.hop
         raw = RawExchange(
             hop.name, hop.target.url, self.peer, method.decode("latin-1"),
-            target.decode("latin-1"), raw_head, body, received,
+            target.decode("latin-1"), raw_head, body, self.clock(),
         )
         raw.request_framing = "upgrade" if request.upgrade else request.framing
-        session = head.first(b"mcp-session-id")
-        if session is not None:
-            raw.session = session.decode("latin-1")
-        add: tuple[tuple[bytes, bytes, str], ...] = ()
-        if head.has(b"traceparent"):
-            raw.trace_id = trace_id_of(
-                [line.partition(b":")[2] for line, name in zip(head.lines, head.lower,
-                                                                strict=True)
-                 if name == b"traceparent"])
-        elif hop.add_traceparent:
-            raw.trace_id, value = new_traceparent(hop.options.tracing)
-            add = ((b"traceparent", value, _WHY_TRACE),)
-        forward, changes = rewrite(
-            head, raw_head, upgrade=request.upgrade, host=hop.host_rewrite,
-            target_prefix=hop.target.prefix, add=add,
-        )
-        if changes:
-            raw.head_changes = changes
-            raw.forwarded_pairs = forward
+        if _SESSION in lower:
+            session = field(raw_head, lower, _SESSION)
+            if session is not None:
+                raw.session = session.decode("latin-1")
+        forward = raw_head
+        if _TRACEPARENT in lower or hop.add_traceparent or hop.rewrites or may_change(lower):
+            # The rare path: the head is split into lines, and rewritten if a change applies.
+            head = parse_head(raw_head)
+            add: tuple[tuple[bytes, bytes, str], ...] = ()
+            if head.has(b"traceparent"):
+                raw.trace_id = trace_id_of(
+                    [line.partition(b":")[2] for line, name in zip(head.lines, head.lower,
+                                                                    strict=True)
+                     if name == b"traceparent"])
+            elif hop.add_traceparent:
+                raw.trace_id, value = new_traceparent(hop.options.tracing)
+                add = ((b"traceparent", value, _WHY_TRACE),)
+            forward, changes = rewrite(
+                head, raw_head, upgrade=request.upgrade, host=hop.host_rewrite,
+                target_prefix=hop.target.prefix, add=add,
+            )
+            if changes:
+                raw.head_changes = changes
+                raw.forwarded_pairs = forward
         ex = Exchange(raw, request)
         ex.skip_body = method == b"HEAD"
         self.exchange = ex
@@ -410,8 +429,7 @@ class ClientConnection(asyncio.Protocol):
             self.transport.write(data)
             return
         if ex.response_head is not None:
-            ex.response_head += data
-            self._response_heads(ex)
+            self._response_heads(ex, data)
             return
         self._response_body(ex, data)
 
@@ -495,27 +513,31 @@ class ClientConnection(asyncio.Protocol):
 
     # -- reading responses -------------------------------------------------------------------
 
-    def _response_heads(self, ex: Exchange) -> None:
-        """Forward each whole response head (interim ones as they are, the final one with its
-        hop-by-hop fields dropped), then the body bytes after it."""
+    def _response_heads(self, ex: Exchange, data: bytes) -> None:
+        """Forward each whole response head (hop-by-hop fields dropped, interim 1xx ones
+        too), then the body bytes after it."""
         assert self.transport is not None and ex.response_head is not None
         raw = ex.raw
-        while ex.response_head is not None:
-            buf = ex.response_head
-            end = buf.find(HEAD_END)
+        if ex.response_head:
+            data = ex.response_head + data
+        while True:
+            end = data.find(HEAD_END)
             if end < 0:
-                if len(buf) > 4 * self.hop.options.listener.max_head_bytes:
+                if len(data) > 4 * self.hop.options.listener.max_head_bytes:
                     self._abort_upstream(ex)
                     self._answer(ex, 502, "upstream-bad-response",
                                  "the upstream's response head is too large")
+                    return
+                ex.response_head = data
                 return
-            raw_head = bytes(buf[: end + len(HEAD_END)])
-            rest = bytes(buf[end + len(HEAD_END):])
+            cut = end + len(HEAD_END)
+            raw_head = data[:cut] if len(data) > cut else data
+            rest = data[cut:]
             if raw.first_byte_at is None:
                 raw.first_byte_at = self.clock()
-            if ex.response is None:
-                ex.response = self._response_message(ex)
             response = ex.response
+            if response is None:
+                response = ex.response = self._response_message(ex)
             try:
                 response.feed(raw_head)
             except (ParserError, ValueError) as exc:
@@ -525,20 +547,29 @@ class ClientConnection(asyncio.Protocol):
                 else:
                     self._cut(ex, "upstream-bad-response", _parser_reason(exc))
                 return
+            lower = raw_head.lower()
             if not response.head_done:  # an interim 1xx answer (100 Continue, 103, ...)
-                self.transport.write(raw_head)
+                out = raw_head
+                if may_change(lower):
+                    out, changes = rewrite(parse_head(raw_head), raw_head)
+                    interim = str(response.status)
+                    for change in changes:
+                        change["interim"] = interim
+                    raw.egress_changes.extend(changes)
+                self.transport.write(out)
                 raw.interim.append(response.status)
-                ex.response_head = bytearray(rest)
+                data = rest
                 continue
             ex.response_head = None
-            head = parse_head(raw_head)
             upgrade = response.upgraded and ex.request.upgrade
-            out, changes = rewrite(head, raw_head, upgrade=upgrade)
+            out = raw_head
+            if may_change(lower):
+                out, changes = rewrite(parse_head(raw_head), raw_head, upgrade=upgrade)
+                if changes:
+                    raw.egress_changes.extend(changes)
+                    raw.egress_pairs = out
             raw.status = raw.egress_status = response.status
             raw.response_pairs = raw_head
-            if changes:
-                raw.egress_changes = changes
-                raw.egress_pairs = out
             if response.upgraded:
                 self.transport.write(out + rest if rest else out)
                 raw.sent_at = self.clock()
@@ -549,51 +580,112 @@ class ClientConnection(asyncio.Protocol):
                     return
                 ex.tunnel = True
                 return
-            self._set_framing(ex, head, response)
-            body = self._slice(ex, rest) if rest and not response.complete else b""
-            self.transport.write(out + body if body else out)  # head and body: one send
-            raw.sent_at = self.clock()
-            if body:
-                self._parse_body(ex, body)
-            elif response.complete:
+            self._set_framing(ex, raw_head, lower, response)
+            if not rest:
+                self.transport.write(out)
+                raw.sent_at = self.clock()
+                if response.complete:
+                    self._response_complete(ex)
+                return
+            if response.complete:  # a bodiless answer: whatever follows is no one's
+                self.transport.write(out)
+                raw.sent_at = self.clock()
+                self._stray(ex, len(rest))
                 self._response_complete(ex)
+                return
+            self._body_out(ex, rest, out)
             return
 
     def _response_message(self, ex: Exchange) -> ResponseMessage:
         body = RawBody(self.hop.options.capture.max_body_bytes)
         ex.raw.response = body
-        clock = self.clock
-        return ResponseMessage(lambda d: body.feed(d, clock()), ex.skip_body)
+        conn = ex.upstream
+        response = conn.response if conn is not None else None
+        if response is None:
+            response = ResponseMessage(body, ex.skip_body, self.clock)
+            if conn is not None and not ex.skip_body:
+                conn.response = response  # reused for the next answer on this connection
+        else:
+            response.reset(body, ex.skip_body)
+        if ex.skip_body and conn is not None:
+            conn.response = None  # its parser waits for the body the HEAD answer announced
+        return response
 
-    def _set_framing(self, ex: Exchange, head: Any, response: ResponseMessage) -> None:
+    def _set_framing(
+        self, ex: Exchange, raw_head: bytes, lower: bytes, response: ResponseMessage
+    ) -> None:
         status = response.status
         if ex.skip_body or status in (204, 304):
             ex.response_framing = "none"
-        elif head.has(b"transfer-encoding"):
-            ex.response_framing = "chunked"
-        elif head.has(b"content-length"):
-            ex.response_framing = "length"
-            ex.remaining = int(head.first(b"content-length"))
         else:
-            ex.response_framing = "close"
-            ex.close_client = True  # the client reads this answer until the connection ends
+            framing, length = framing_of(raw_head, lower)
+            if framing == "chunked":
+                ex.response_framing = "chunked"
+                response.chunked = True
+            elif _CONTENT_LENGTH in lower:
+                ex.response_framing = "length"
+                ex.remaining = length
+            else:
+                ex.response_framing = "close"
+                ex.close_client = True  # the client reads this answer until the connection ends
         ex.raw.response_framing = ex.response_framing
 
     def _response_body(self, ex: Exchange, data: bytes) -> None:
-        assert self.transport is not None
-        data = self._slice(ex, data)
-        self.transport.write(data)  # to the client first ...
+        self._body_out(ex, data, b"")
+
+    def _body_out(self, ex: Exchange, data: bytes, head: bytes) -> None:
+        """Body bytes (after ``head``, when it goes in the same send): to the client first,
+        then the copy is parsed; bytes past the answer's end are no one's and not sent."""
+        assert self.transport is not None and ex.response is not None
+        response = ex.response
+        remaining = ex.remaining
+        if remaining >= 0:  # length-framed: the tap knows where it ends
+            stray = len(data) - remaining
+            if stray > 0:
+                data = data[:remaining]
+            ex.remaining = remaining - len(data)
+            self.transport.write(head + data if head else data)
+            if head:
+                ex.raw.sent_at = self.clock()
+            if stray > 0:
+                self._stray(ex, stray)
+            self._parse_body(ex, data)
+            return
+        if response.chunked and (response.careful or data[:1] == b"0" or b"\n0" in data):
+            # The end may be in these bytes: parse first, to send only what is the answer's.
+            try:
+                taken = response.feed(data)
+            except (ParserError, ValueError) as exc:
+                if head:
+                    self.transport.write(head)
+                    ex.raw.sent_at = self.clock()
+                self._abort_upstream(ex)
+                self._cut(ex, "upstream-bad-response", _parser_reason(exc))
+                return
+            body = data if taken == len(data) else data[:taken]
+            self.transport.write(head + body if head else body)
+            if head:
+                ex.raw.sent_at = self.clock()
+            if taken < len(data):
+                self._stray(ex, len(data) - taken)
+            if response.complete:
+                self._response_complete(ex)
+            return
+        self.transport.write(head + data if head else data)  # to the client first ...
+        if head:
+            ex.raw.sent_at = self.clock()
         self._parse_body(ex, data)  # ... then the copy is parsed
 
-    @staticmethod
-    def _slice(ex: Exchange, data: bytes) -> bytes:
-        """The part of ``data`` that belongs to a length-framed answer (bytes past its end
-        are no one's and are not forwarded)."""
-        if ex.remaining >= 0:
-            if len(data) > ex.remaining:
-                data = data[: ex.remaining]
-            ex.remaining -= len(data)
-        return data
+    def _stray(self, ex: Exchange, size: int) -> None:
+        """Bytes after the end of a complete answer: not forwarded, the upstream connection
+        is closed (it no longer frames answers), and the exchange says so."""
+        ex.stray = True
+        self.hop.count("stray_upstream_bytes")
+        ex.raw.egress_changes.append({
+            "change": "dropped", "bytes": str(size),
+            "why": "bytes after the end of the answer belong to no response; "
+                   "the upstream connection was closed",
+        })
 
     def _parse_body(self, ex: Exchange, data: bytes) -> None:
         assert ex.response is not None
@@ -703,6 +795,7 @@ class ClientConnection(asyncio.Protocol):
                 and response.keep_alive
                 and ex.response_framing != "close"
                 and ex.remaining <= 0
+                and not ex.stray
             )
             if ex.upstream_paused and conn.transport is not None and not conn.closed:
                 conn.transport.resume_reading()
