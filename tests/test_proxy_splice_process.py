@@ -151,5 +151,8 @@ async def test_sigterm_with_a_stuck_gzip_bomb_upload_exits_at_the_drain_deadline
     (bundle,) = (tmp_path / "evidence").iterdir()
     (rec,) = [r for r in read_bundle(bundle).records if r.get("kind") == "exchange"]
     assert rec["tapError"]["phase"] == "drain-deadline"
+    tap_rules = [(f["rule"], f["strength"]) for f in rec["findings"]
+                 if f["rule"].startswith("tap.")]
+    assert tap_rules == [("tap.drain-deadline", "must"), ("tap.capture-truncated", "must")]
     assert rec["ingress"]["ended"] is False
     assert rec["ingress"]["truncated"] is True

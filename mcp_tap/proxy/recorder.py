@@ -34,6 +34,7 @@ from mcp_tap.proxy.capture import BodyCapture, RawExchange, new_body_hash
 from mcp_tap.proxy.correlate import Correlator, Pending
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions
+from mcp_tap.proxy.splice.answers import tap_error_rule
 from mcp_tap.proxy.splice.head import parse_head
 from mcp_tap.proxy.tracing import tracing_for
 
@@ -420,12 +421,10 @@ class Recorder:
         found: list[Finding] = []
         if cap.tap_error is not None:
             reason = self.redactor.redact_reason(str(cap.tap_error["reason"]))
-        if cap.tap_error is not None and cap.tap_error["status"] in (400, 431):
-            found.append(finding("tap.bad-request", f"{cap.tap_error['phase']}: {reason}", "tap"))
-        elif cap.tap_error is not None:
-            found.append(
-                finding("tap.upstream-failure", f"{cap.tap_error['phase']}: {reason}", "tap")
-            )
+        if cap.tap_error is not None:
+            phase = cap.tap_error["phase"]
+            rule = tap_error_rule(cap.tap_error["status"], phase)
+            found.append(finding(rule, f"{phase}: {reason}", "tap"))
         for name, capture in (("ingress", cap.request), ("origin", cap.response)):
             if capture is not None and capture.truncated:
                 found.append(

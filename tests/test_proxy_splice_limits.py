@@ -1,0 +1,117 @@
+"""The forwarding core at the edges of an answer, over raw sockets: interim 1xx heads lose
+their hop-by-hop fields as final ones do, bytes an upstream sends past the end of an answer
+reach no client, and the tap's own refusals are recorded under their own rules."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from taps import exchanges, running_tap, tap_options
+from test_proxy_splice import RawOrigin, Step, _exchange_raw, _port, _post, _response, raw_origin
+
+from mcp_tap.core.catalog import RULES
+from mcp_tap.proxy.splice.answers import TAP_ERROR_RULES, tap_error_rule
+
+__all__ = ["raw_origin"]  # the fixture, shared with test_proxy_splice
+
+_TIMEOUT = 20.0
+
+
+class TestInterimHeads:
+    """A 1xx head is cleaned of hop-by-hop fields like the final head, and recorded."""
+
+    async def test_a_103_loses_its_connection_fields_and_the_change_is_listed(
+        self, tmp_path: Path, raw_origin: RawOrigin
+    ) -> None:
+        """Connection and the field it names leave a 103; Link passes; the final 200 is whole."""
+        sent = _post(b"{}")
+        interim = (b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n"
+                   b"Connection: X-Hint\r\nX-Hint: h\r\n\r\n")
+        interim_out = b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n"
+        final = _response(b"{}")
+        async with running_tap(tap_options(tmp_path, upstream=raw_origin.base)) as tap:
+            raw_origin.steps.append(Step(sent, interim + final))
+            got = await _exchange_raw(tap, sent, len(interim_out) + len(final))
+        assert got == interim_out + final
+        (rec,) = exchanges(tap)
+        changes = rec["egress"]["headChanges"]
+        assert [(c["change"], c["header"], c.get("interim")) for c in changes] == [
+            ("removed", "Connection", "103"), ("removed", "X-Hint", "103")]
+        assert rec["origin"]["status"] == 200
+
+
+class TestBytesAfterTheAnswer:
+    """Bytes after a complete answer belong to no response: not forwarded, connection closed."""
+
+    @pytest.mark.parametrize(
+        ("answer", "stray"),
+        [
+            (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+             b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nforgd"),
+            (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", b"junk after the body"),
+            (b"HTTP/1.1 204 No Content\r\n\r\n", b"a body a 204 cannot have"),
+        ],
+        ids=["chunked", "length", "bodiless"],
+    )
+    async def test_trailing_bytes_are_dropped_counted_and_noted(
+        self, tmp_path: Path, answer: bytes, stray: bytes
+    ) -> None:
+        """The client gets exactly the answer; the next request goes on a new connection."""
+        sent = _post(b"{}")
+        answers = [answer + stray, answer]  # one per request, in order
+        connections = 0
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal connections
+            connections += 1
+            try:
+                while answers:
+                    await reader.readexactly(len(sent))
+                    writer.write(answers.pop(0))
+                    await writer.drain()
+                await reader.read()
+            except (asyncio.IncompleteReadError, ConnectionError):
+                pass
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        base = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        async with running_tap(tap_options(tmp_path, upstream=base)) as tap:
+            reader, writer = await asyncio.open_connection("127.0.0.1", _port(tap))
+            got = b""
+            for _ in range(2):
+                writer.write(sent)
+                got += await asyncio.wait_for(reader.readexactly(len(answer)), _TIMEOUT)
+            writer.close()
+            counts = dict(tap.hops[0].counts)
+        server.close()
+        assert got == answer + answer  # the stray bytes never reached the client
+        assert connections == 2  # the connection that sent them was not reused
+        assert counts["stray_upstream_bytes"] == 1
+        first, second = exchanges(tap)
+        (note,) = first["egress"]["headChanges"]
+        assert note["change"] == "dropped" and note["bytes"] == str(len(stray))
+        assert second["egress"]["headChanges"] == []
+        assert first["egress"]["bodySize"] == second["egress"]["bodySize"]
+
+
+class TestTapErrorRules:
+    """Each tap error phase maps to its own rule, and every such rule is in the catalog."""
+
+    def test_each_phase_has_its_own_rule(self) -> None:
+        """saturated, draining, drain-deadline and write stall are not upstream failures."""
+        assert tap_error_rule(503, "saturated") == "tap.saturated"
+        assert tap_error_rule(503, "draining") == "tap.draining"
+        assert tap_error_rule(None, "drain-deadline") == "tap.drain-deadline"
+        assert tap_error_rule(None, "client-write-timeout") == "tap.client-write-stall"
+        assert tap_error_rule(502, "upstream-reset") == "tap.upstream-failure"
+        assert tap_error_rule(431, "head-too-large") == "tap.bad-request"
+
+    def test_every_mapped_rule_is_a_must_in_the_catalog(self) -> None:
+        """The rules the map names exist, as MUSTs citing the product's tap rules."""
+        by_id = {r.id: r for r in RULES}
+        for rule_id in TAP_ERROR_RULES.values():
+            assert by_id[rule_id].strength == "must"
