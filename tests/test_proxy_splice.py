@@ -668,4 +668,4 @@ class TestFlowControl:
         assert rec["tapError"]["phase"] == "client-write-timeout"
         assert rec["origin"]["ended"] is False
         assert [(f["rule"], f["strength"]) for f in rec["findings"]] == [
-            ("tap.client-write-stall", "must")]
+            ("tap.client-write-stall", "must"), ("tap.capture-truncated", "must")]

@@ -8,10 +8,12 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from taps import exchanges, running_tap, tap_options
+from taps import TEST_DIGEST_KEY, exchanges, running_tap, tap_options
 from test_proxy_splice import RawOrigin, Step, _exchange_raw, _port, _post, _response, raw_origin
 
 from mcp_tap.core.catalog import RULES
+from mcp_tap.core.hashing import body_digest
+from mcp_tap.proxy.options import CaptureOptions
 from mcp_tap.proxy.splice.answers import TAP_ERROR_RULES, tap_error_rule
 
 __all__ = ["raw_origin"]  # the fixture, shared with test_proxy_splice
@@ -96,6 +98,45 @@ class TestBytesAfterTheAnswer:
         assert note["change"] == "dropped" and note["bytes"] == str(len(stray))
         assert second["egress"]["headChanges"] == []
         assert first["egress"]["bodySize"] == second["egress"]["bodySize"]
+
+
+class TestTunnelCapture:
+    """After a 101 the tunnel's bytes pass untouched and are captured: sizes and digests of
+    every byte both ways, the kept copy within the capture cap."""
+
+    @pytest.mark.parametrize("cap", [1 << 20, 8], ids=["within-cap", "past-cap"])
+    async def test_tunnel_bytes_are_counted_and_digested_both_ways(
+        self, tmp_path: Path, raw_origin: RawOrigin, cap: int
+    ) -> None:
+        """Client bytes (some sent with the head) and the origin's echo are in the record."""
+        request = (b"GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\n"
+                   b"Upgrade: websocket\r\n\r\n")
+        switched = (b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+                    b"Upgrade: websocket\r\n\r\n")
+        early, late = b"early \x01", b"late \x00\xff bytes"
+        opts = tap_options(tmp_path, upstream=raw_origin.base, digest_key=TEST_DIGEST_KEY,
+                           capture=CaptureOptions(max_body_bytes=cap))
+        async with running_tap(opts) as tap:
+            raw_origin.steps.append(Step(request + early, switched, then_tunnel=True))
+            reader, writer = await asyncio.open_connection("127.0.0.1", _port(tap))
+            writer.write(request + early)  # tunnel bytes right behind the head
+            assert await asyncio.wait_for(reader.readexactly(len(switched)), _TIMEOUT) == switched
+            writer.write(late)
+            echoed = await asyncio.wait_for(reader.readexactly(len(late)), _TIMEOUT)
+            writer.write_eof()
+            assert await asyncio.wait_for(reader.read(), _TIMEOUT) == b""
+            writer.close()
+        assert echoed == late.upper()  # untouched both ways
+        (rec,) = exchanges(tap)
+        tunnel = rec["tunnel"]
+        up = early + late
+        down = b"".join(raw_origin.received[1:]).upper()  # what the origin echoed
+        assert raw_origin.received[0] == request + early and up.endswith(late)
+        assert tunnel["clientBytes"] == len(up)
+        assert tunnel["clientDigest"] == body_digest(TEST_DIGEST_KEY, up)
+        assert tunnel["originBytes"] == len(down) == len(late)
+        assert tunnel["originDigest"] == body_digest(TEST_DIGEST_KEY, down)
+        assert tunnel["truncated"] is (cap < len(up))
 
 
 class TestTapErrorRules:

@@ -206,6 +206,7 @@ class RawExchange:
         "status",
         "tap_error",
         "trace_id",
+        "tunnel",
         "upgraded",
         "upstream",
     )
@@ -242,6 +243,8 @@ class RawExchange:
         self.request_framing = ""  # "length", "chunked", "none"
         self.response_framing = ""  # "length", "chunked", "close", "none"
         self.upgraded = False
+        # After an Upgrade: the tunnel's bytes client to origin and back (capped, digested).
+        self.tunnel: tuple[RawBody, RawBody] | None = None
         self.interim: list[int] = []  # 1xx statuses forwarded before the final answer
         self.session: str | None = None  # the Mcp-Session-Id the request named
 

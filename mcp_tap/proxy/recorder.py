@@ -126,6 +126,7 @@ class Captured:
     response_framing: str = ""
     upgraded: bool = False
     interim: list[int] = field(default_factory=list)
+    tunnel: tuple[BodyCapture, BodyCapture] | None = None  # client to origin, and back
 
     def __reduce__(self) -> tuple[object, ...]:
         # The hand-over to the recording process pickles every capture on the event loop.
@@ -204,6 +205,9 @@ def materialize(raw: RawExchange, max_sse_events: int) -> Captured:
             "", "identity"
         ):
             _decode_sse(cap, raw, max_sse_events)
+    if raw.tunnel is not None and raw.upgraded:
+        cap.tunnel = (BodyCapture.from_raw(raw.tunnel[0], ""),
+                      BodyCapture.from_raw(raw.tunnel[1], ""))
     if raw.egress_body is not None:
         digest = new_body_hash()
         digest.update(raw.egress_body)
@@ -580,6 +584,14 @@ class Recorder:
         }
         if request_note is not None:
             record["ingress"]["bodyNote"] = request_note
+        if cap.tunnel is not None:
+            # The tunnel's bytes are not HTTP: sizes and digests of every byte, nothing judged.
+            up, down = cap.tunnel
+            record["tunnel"] = {
+                "clientBytes": up.size, "clientDigest": seal_hex(key, up.digest),
+                "originBytes": down.size, "originDigest": seal_hex(key, down.digest),
+                "truncated": up.truncated or down.truncated,
+            }
         return record
 
     def _correlate(self, cap: Captured, j: Judgement, exchange_id: str) -> dict[str, Any] | None:

@@ -139,7 +139,7 @@ class ClientConnection(asyncio.Protocol):
         ex = self.exchange
         if ex is not None and not ex.finished:
             if ex.tunnel or (ex.request.upgrade and not self.buffer):
-                self._to_upstream(ex, data)
+                self._tunnel_up(ex, data)
                 return
             if not ex.request_done and not self.buffer:
                 self._request_body(ex, data)
@@ -158,6 +158,8 @@ class ClientConnection(asyncio.Protocol):
             return False
         if ex.tunnel:
             ex.client_eof = True
+            if ex.raw.tunnel is not None:
+                ex.raw.tunnel[0].ended = True
             up = ex.upstream.transport if ex.upstream is not None else None
             if up is not None and up.can_write_eof():
                 up.write_eof()
@@ -290,9 +292,12 @@ class ClientConnection(asyncio.Protocol):
             log.error("record.failed", hop=hop.name, error=type(exc).__name__)
         ex.waiting.append(forward)
         ex.waiting_size = len(forward)
+        if request.upgrade:
+            cap = self.hop.options.capture.max_body_bytes
+            raw.tunnel = (RawBody(cap), RawBody(cap))
         if rest:
             if request.upgrade:
-                self._to_upstream(ex, rest)
+                self._tunnel_up(ex, rest)
             else:
                 taken = request.feed(rest) if not request.complete else 0
                 if taken:
@@ -327,6 +332,12 @@ class ClientConnection(asyncio.Protocol):
         ex.raw.request.ended = True
         if ex.response_done:
             self._finish(ex)
+
+    def _tunnel_up(self, ex: Exchange, data: bytes) -> None:
+        """Bytes after an Upgrade request's head: forwarded untouched, a copy captured."""
+        if ex.raw.tunnel is not None:
+            ex.raw.tunnel[0].feed(data, self.clock())
+        self._to_upstream(ex, data)
 
     def _to_upstream(self, ex: Exchange, data: bytes) -> None:
         conn = ex.upstream
@@ -427,6 +438,8 @@ class ClientConnection(asyncio.Protocol):
         ex.replay = None
         if ex.tunnel:
             self.transport.write(data)
+            if ex.raw.tunnel is not None:
+                ex.raw.tunnel[1].feed(data, self.clock())
             return
         if ex.response_head is not None:
             self._response_heads(ex, data)
@@ -440,6 +453,8 @@ class ClientConnection(asyncio.Protocol):
             return
         if ex.tunnel:
             ex.upstream_eof = True
+            if ex.raw.tunnel is not None:
+                ex.raw.tunnel[1].ended = True
             if self.transport is not None and self.transport.can_write_eof():
                 self.transport.write_eof()
             if ex.client_eof:
@@ -572,6 +587,8 @@ class ClientConnection(asyncio.Protocol):
             raw.response_pairs = raw_head
             if response.upgraded:
                 self.transport.write(out + rest if rest else out)
+                if rest and raw.tunnel is not None:
+                    raw.tunnel[1].feed(rest, self.clock())
                 raw.sent_at = self.clock()
                 raw.upgraded = upgrade
                 raw.response_framing = "upgrade"
@@ -808,6 +825,9 @@ class ClientConnection(asyncio.Protocol):
             ex.reserved = False
             self.hop.pool.unreserve()
         raw.request.finish()
+        if raw.tunnel is not None:
+            raw.tunnel[0].finish()
+            raw.tunnel[1].finish()
         if raw.response is not None:
             raw.response.finish()
             if raw.egress_body is None:
