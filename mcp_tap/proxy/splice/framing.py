@@ -31,7 +31,7 @@ _CL = b"\r\ncontent-length:"
 def framing_of(raw: bytes, lower: bytes) -> tuple[str, int]:
     """``("chunked"|"length"|"none", content length)`` of a head the parser accepted
     (``lower``: the head lowercased)."""
-    if _TE in lower:
+    if lower.find(_TE) >= 0:
         return "chunked", 0
     length = field(raw, lower, _CL)
     if length is not None:
@@ -179,7 +179,7 @@ class ResponseMessage:
         belong to no answer). Raises :data:`ParserError` on bytes that are not HTTP."""
         if self.complete:
             return 0
-        if self.chunked and (self.careful or data[:1] == b"0" or b"\n0" in data):
+        if self.chunked and (self.careful or data[:1] == b"0" or data.find(b"\n0") >= 0):
             # A chunked body can only end on the LF of a line after a last-chunk line ("0"
             # at a line start): from the first one in view, bytes go in up to each LF, so
             # the parser stops exactly at the end.
