@@ -16,6 +16,7 @@ these changes applies, each listed as a change for the evidence:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 HEAD_END = b"\r\n\r\n"
@@ -42,16 +43,14 @@ Pairs = tuple[tuple[bytes, bytes], ...]
 # Any line that may name a hop-by-hop field (over-matching is harmless: it only sends the head
 # down the full split-and-rewrite path). The C parser has already refused whitespace before a
 # colon and obs-fold lines, so a field name always starts right after a CRLF.
-# (``bytes.find``, not ``in``: on 3.11, ``in`` first tries the operand as an int and formats
-# a TypeError it then drops; and a regex search costs more than these five scans.)
+_HOP_HINT = re.compile(rb"\r\n(?:connection|keep-alive|proxy-|te|upgrade)").search
+# (One regex scan costs less than five ``bytes.find`` scans; ``bytes.find`` rather than ``in``
+# elsewhere: on 3.11, ``in`` first tries its operand as an int and formats a TypeError.)
 
 
 def may_change(lower: bytes) -> bool:
     """Whether a head (lowercased) may hold a hop-by-hop field: if not, it passes as is."""
-    find = lower.find
-    return (find(b"\r\nconnection") >= 0 or find(b"\r\nkeep-alive") >= 0
-            or find(b"\r\nproxy-") >= 0 or find(b"\r\nte") >= 0
-            or find(b"\r\nupgrade") >= 0)
+    return _HOP_HINT(lower) is not None
 
 
 def field(raw: bytes, lower: bytes, key: bytes) -> bytes | None:

@@ -7,6 +7,7 @@ there as a method of the same name (``client`` is the connection).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import structlog
@@ -28,6 +29,10 @@ log = structlog.get_logger("mcp_tap.proxy")
 _WHY_TRACE = "hop correlation: the client sent no traceparent"
 _SESSION = b"\r\nmcp-session-id:"
 _TRACEPARENT = b"\r\ntraceparent:"
+# One scan says whether a request head needs a closer look (a session, a traceparent or a
+# hop-by-hop field); most heads have none.
+_NOTABLE = re.compile(
+    rb"\r\n(?:mcp-session-id:|traceparent:|connection|keep-alive|proxy-|te|upgrade)").search
 
 
 def next_request(client: ClientConnection) -> None:
@@ -77,13 +82,14 @@ def next_request(client: ClientConnection) -> None:
         target.decode("latin-1"), raw_head, body, client.clock(),
     )
     raw.request_framing = "upgrade" if request.upgrade else request.framing
-    if lower.find(_SESSION) >= 0:
+    notable = _NOTABLE(lower) is not None
+    if notable and lower.find(_SESSION) >= 0:
         session = field(raw_head, lower, _SESSION)
         if session is not None:
             raw.session = session.decode("latin-1")
     forward = raw_head
-    if (lower.find(_TRACEPARENT) >= 0 or hop.add_traceparent or hop.rewrites
-            or may_change(lower)):
+    if hop.add_traceparent or hop.rewrites or (
+            notable and (lower.find(_TRACEPARENT) >= 0 or may_change(lower))):
         # The rare path: the head is split into lines, and rewritten if a change applies.
         head = parse_head(raw_head)
         add: tuple[tuple[bytes, bytes, str], ...] = ()
