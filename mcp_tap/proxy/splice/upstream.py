@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
@@ -82,8 +82,8 @@ class UpstreamConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Connected."""
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses, but have its methods.
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         """Upstream bytes go to the owner; an idle connection that talks is closed."""
