@@ -88,6 +88,7 @@ class TestBytesAfterTheAnswer:
                 writer.write(sent)
                 got += await asyncio.wait_for(reader.readexactly(len(answer)), _TIMEOUT)
             writer.close()
+            await writer.wait_closed()
             counts = dict(tap.hops[0].counts)
         server.close()
         assert got == answer + answer  # the stray bytes never reached the client
@@ -126,6 +127,7 @@ class TestTunnelCapture:
             writer.write_eof()
             assert await asyncio.wait_for(reader.read(), _TIMEOUT) == b""
             writer.close()
+            await writer.wait_closed()
         assert echoed == late.upper()  # untouched both ways
         (rec,) = exchanges(tap)
         tunnel = rec["tunnel"]

@@ -168,13 +168,13 @@ async def test_the_splicing_core_runs_on_uvloop(tap_process: Any, tmp_path: Path
     request = b"POST /mcp HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}"
     answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
     received: list[bytes] = []
+    origin_side: list[asyncio.StreamWriter] = []
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        origin_side.append(writer)
         received.append(await reader.readexactly(len(request)))
         writer.write(answer)
         await writer.drain()
-        await reader.read()
-        writer.close()
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     upstream = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
@@ -183,9 +183,13 @@ async def test_the_splicing_core_runs_on_uvloop(tap_process: Any, tmp_path: Path
     writer.write(request)
     got = await asyncio.wait_for(reader.readexactly(len(answer)), _TIMEOUT)
     writer.close()
+    await writer.wait_closed()
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=_TIMEOUT) == 0
+    for side in origin_side:
+        side.close()
     server.close()
+    await server.wait_closed()
     assert got == answer and received == [request]
     assert not any("Traceback" in ln or "uvloop_missing" in ln for ln in stderr.join().splitlines())
     (bundle,) = (tmp_path / "evidence").iterdir()
