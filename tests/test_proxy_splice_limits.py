@@ -5,6 +5,7 @@ reach no client, and the tap's own refusals are recorded under their own rules."
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from test_proxy_splice import RawOrigin, Step, _exchange_raw, _port, _post, _res
 
 from mcp_tap.core.catalog import RULES
 from mcp_tap.core.hashing import body_digest
-from mcp_tap.proxy.options import CaptureOptions
+from mcp_tap.proxy.options import CaptureOptions, UpstreamOptions
 from mcp_tap.proxy.splice.answers import TAP_ERROR_RULES, tap_error_rule
 
 __all__ = ["raw_origin"]  # the fixture, shared with test_proxy_splice
@@ -139,6 +140,45 @@ class TestTunnelCapture:
         assert tunnel["originBytes"] == len(down) == len(late)
         assert tunnel["originDigest"] == body_digest(TEST_DIGEST_KEY, down)
         assert tunnel["truncated"] is (cap < len(up))
+
+
+class TestIdlePool:
+    """An idle upstream connection is closed once keepalive_s passed (one sweep per pool)."""
+
+    async def test_an_idle_connection_is_closed_and_the_next_request_opens_a_new_one(
+        self, tmp_path: Path
+    ) -> None:
+        """The origin sees the idle connection end; the next request comes on a new one."""
+        sent = _post(b"{}")
+        answer = _response(b"{}")
+        ended: list[asyncio.Event] = []
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            done = asyncio.Event()
+            ended.append(done)
+            try:
+                while True:
+                    await reader.readexactly(len(sent))
+                    writer.write(answer)
+                    await writer.drain()
+            except (asyncio.IncompleteReadError, ConnectionError):
+                done.set()  # the tap closed this connection
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        base = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        opts = replace(tap_options(tmp_path, upstream=base),
+                       upstream=UpstreamOptions(keepalive_s=0.2))
+        async with running_tap(opts) as tap:
+            got = await _exchange_raw(tap, sent, len(answer))
+            await asyncio.wait_for(ended[0].wait(), _TIMEOUT)  # closed while idle
+            idle_after = len(tap.hops[0].pool._idle)
+            again = await _exchange_raw(tap, sent, len(answer))
+        server.close()
+        assert got == again == answer
+        assert idle_after == 0
+        assert len(ended) == 2  # the second request needed a new connection
 
 
 class TestTapErrorRules:
