@@ -16,13 +16,14 @@ from __future__ import annotations
 import random
 from types import SimpleNamespace
 
-from mcp_tap.proxy.splice.client import ClientConnection
+from mcp_tap.proxy.capture import RawBody
 from mcp_tap.proxy.splice.framing import (
     ParserError,
     RequestMessage,
     ResponseMessage,
 )
 from mcp_tap.proxy.splice.head import HEAD_END, HOP_BY_HOP, parse_head, rewrite
+from mcp_tap.proxy.splice.responses import set_framing
 
 MARKER = b"zqmark"
 """Planted in header values and bodies: it must never reach the tap's logs."""
@@ -274,10 +275,10 @@ def check_request_bytes(data: bytes, max_head: int = 65536) -> str:
             requests.reset(lambda _b: None)
         first = False
         try:
-            requests.start(raw, head)
+            requests.start(raw, raw.lower())
         except (ParserError, ValueError):
             return "rejected"
-        assert requests.method or requests.upgrade, "a head the parser did not read passed"
+        assert requests.headed or requests.upgrade, "a head the parser did not read passed"
         parts = head.start.split(b" ", 2)
         if len(parts) != 3:  # the client refuses it as 400 (an HTTP/0.9 line)
             return "rejected"
@@ -306,7 +307,7 @@ def check_request_bytes(data: bytes, max_head: int = 65536) -> str:
 
 def check_response_bytes(data: bytes, head_request: bool = False) -> str:
     """Run one upstream byte stream through the response side; return the outcome's name."""
-    response = ResponseMessage(lambda _b: None, head_request)
+    response = ResponseMessage(RawBody(65536), head_request, lambda: 0.0)
     buf = data
     while True:
         end = buf.find(HEAD_END)
@@ -328,7 +329,7 @@ def check_response_bytes(data: bytes, head_request: bool = False) -> str:
             return "upgraded"
         ex = SimpleNamespace(skip_body=head_request, response_framing="", remaining=-1,
                              close_client=False, raw=SimpleNamespace(response_framing=""))
-        ClientConnection._set_framing(None, ex, head, response)  # type: ignore[arg-type]
+        set_framing(None, ex, raw, raw.lower(), response)  # type: ignore[arg-type]
         try:
             response.feed(rest)
         except (ParserError, ValueError):

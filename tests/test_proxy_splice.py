@@ -529,6 +529,8 @@ class TestNoHeadOfLineBlocking:
         saturated = [r for r in records(tap) if (r.get("tapError") or {}).get("phase")
                      == "saturated"]
         assert len(saturated) == 1
+        assert [(f["rule"], f["strength"]) for f in saturated[0]["findings"]] == [
+            ("tap.saturated", "must")]
 
 
 class TestFlowControl:
@@ -665,3 +667,5 @@ class TestFlowControl:
         (rec,) = exchanges(tap)
         assert rec["tapError"]["phase"] == "client-write-timeout"
         assert rec["origin"]["ended"] is False
+        assert [(f["rule"], f["strength"]) for f in rec["findings"]] == [
+            ("tap.client-write-stall", "must"), ("tap.capture-truncated", "must")]

@@ -41,13 +41,16 @@ def tap_process(tmp_path: Path) -> Iterator[Any]:
     """Start ``mcp-tap proxy`` against ``upstream`` (a function so the origin comes first)."""
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(upstream: str, **env_extra: str) -> tuple[subprocess.Popen[bytes], int, Lines]:
+    def start(
+        upstream: str, *args: str, **env_extra: str
+    ) -> tuple[subprocess.Popen[bytes], int, Lines]:
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TAP_")}
         env.update(PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1", **env_extra)
         proc = subprocess.Popen(
             [sys.executable, "-m", "mcp_tap", "proxy", "--listen", f"127.0.0.1:{port}",
-             "--upstream", upstream, "--evidence", str(tmp_path / "evidence"), "--admin", ""],
+             "--upstream", upstream, "--evidence", str(tmp_path / "evidence"), "--admin", "",
+             *args],
             cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
@@ -151,5 +154,44 @@ async def test_sigterm_with_a_stuck_gzip_bomb_upload_exits_at_the_drain_deadline
     (bundle,) = (tmp_path / "evidence").iterdir()
     (rec,) = [r for r in read_bundle(bundle).records if r.get("kind") == "exchange"]
     assert rec["tapError"]["phase"] == "drain-deadline"
+    tap_rules = [(f["rule"], f["strength"]) for f in rec["findings"]
+                 if f["rule"].startswith("tap.")]
+    assert tap_rules == [("tap.drain-deadline", "must"), ("tap.capture-truncated", "must")]
     assert rec["ingress"]["ended"] is False
     assert rec["ingress"]["truncated"] is True
+
+
+async def test_the_splicing_core_runs_on_uvloop(tap_process: Any, tmp_path: Path) -> None:
+    """With ``--uvloop`` (whose transports are not asyncio.Transport subclasses) a request
+    and its answer pass byte for byte and are recorded."""
+    pytest.importorskip("uvloop")
+    request = b"POST /mcp HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}"
+    answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+    received: list[bytes] = []
+    origin_side: list[asyncio.StreamWriter] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        origin_side.append(writer)
+        received.append(await reader.readexactly(len(request)))
+        writer.write(answer)
+        await writer.drain()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    upstream = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    proc, port, stderr = tap_process(upstream, "--uvloop", MCP_TAP_RECORDING_MODE="inline")
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request)
+    got = await asyncio.wait_for(reader.readexactly(len(answer)), _TIMEOUT)
+    writer.close()
+    await writer.wait_closed()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=_TIMEOUT) == 0
+    for side in origin_side:
+        side.close()
+    server.close()
+    await server.wait_closed()
+    assert got == answer and received == [request]
+    assert not any("Traceback" in ln or "uvloop_missing" in ln for ln in stderr.join().splitlines())
+    (bundle,) = (tmp_path / "evidence").iterdir()
+    (rec,) = [r for r in read_bundle(bundle).records if r.get("kind") == "exchange"]
+    assert rec["origin"]["status"] == 200

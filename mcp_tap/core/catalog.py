@@ -596,6 +596,28 @@ RULES: tuple[Rule, ...] = (
         None,
         "the tap could not reach the upstream and answered 502/504 itself", MUST, _TOOL),
     Rule(
+        "tap.saturated",
+        Boundary.TAP,
+        None,
+        "upstream connections were at max_connections; the tap answered 503 at once",
+        MUST, _TOOL),
+    Rule(
+        "tap.draining",
+        Boundary.TAP,
+        None,
+        "the tap was shutting down; it answered 503 and forwarded nothing", MUST, _TOOL),
+    Rule(
+        "tap.drain-deadline",
+        Boundary.TAP,
+        None,
+        "the exchange was still running at the shutdown drain deadline and was cut",
+        MUST, _TOOL),
+    Rule(
+        "tap.client-write-stall",
+        Boundary.TAP,
+        None,
+        "the client stopped reading for write_timeout_s; its exchange was cut", MUST, _TOOL),
+    Rule(
         "tap.capture-truncated",
         Boundary.TAP,
         None,

@@ -84,10 +84,13 @@ class RawBody:
         """Whether bytes past the cap were not kept."""
         return self.size > self.kept
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def state(self) -> tuple[Any, ...]:
+        """Everything the recorder needs, as plain values (digest frozen first)."""
         self.finish()
-        return (_raw_restored, (self.cap, self.chunks, self.times, self.size, self.ended,
-                                self.digest))
+        return (self.cap, self.chunks, self.times, self.size, self.ended, self.digest)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_raw_restored, self.state())
 
 
 def _raw_restored(
@@ -206,6 +209,7 @@ class RawExchange:
         "status",
         "tap_error",
         "trace_id",
+        "tunnel",
         "upgraded",
         "upstream",
     )
@@ -242,14 +246,43 @@ class RawExchange:
         self.request_framing = ""  # "length", "chunked", "none"
         self.response_framing = ""  # "length", "chunked", "close", "none"
         self.upgraded = False
+        # After an Upgrade: the tunnel's bytes client to origin and back (capped, digested).
+        self.tunnel: tuple[RawBody, RawBody] | None = None
         self.interim: list[int] = []  # 1xx statuses forwarded before the final answer
         self.session: str | None = None  # the Mcp-Session-Id the request named
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_exchange_restored, _STATE(self))
 
+    def state(self) -> tuple[Any, ...]:
+        """The exchange as plain values (tuples, lists, bytes, str, numbers) for the hand-over:
+        they pickle in C alone, with no per-object call back into Python and no lookup of a
+        reconstructor. :meth:`restored` turns them back into an exchange."""
+        response, tunnel = self.response, self.tunnel
+        return (
+            _FLAT(self),
+            self.request.state(),
+            None if response is None else response.state(),
+            None if tunnel is None else (tunnel[0].state(), tunnel[1].state()),
+        )
+
+    @classmethod
+    def restored(cls, state: tuple[Any, ...]) -> RawExchange:
+        """The exchange :meth:`state` describes."""
+        flat, request, response, tunnel = state
+        raw = cls.__new__(cls)
+        for name, value in zip(_FLAT_NAMES, flat, strict=True):
+            setattr(raw, name, value)
+        raw.request = _raw_restored(*request)
+        raw.response = None if response is None else _raw_restored(*response)
+        raw.tunnel = None if tunnel is None else (_raw_restored(*tunnel[0]),
+                                                  _raw_restored(*tunnel[1]))
+        return raw
+
 
 _STATE = operator.attrgetter(*RawExchange.__slots__)  # every field at once, in C
+_FLAT_NAMES = tuple(n for n in RawExchange.__slots__ if n not in ("request", "response", "tunnel"))
+_FLAT = operator.attrgetter(*_FLAT_NAMES)
 
 
 def _exchange_restored(*values: Any) -> RawExchange:

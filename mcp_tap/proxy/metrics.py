@@ -78,7 +78,9 @@ class _Labelled:
         self._lock = threading.Lock()
 
     def _add(self, amount: Number, labels: dict[str, str]) -> None:
-        key = _key(labels)
+        self._add_key(amount, _key(labels))
+
+    def _add_key(self, amount: Number, key: LabelKey) -> None:
         with self._lock:
             self._values[key] += amount
 
@@ -241,6 +243,9 @@ class Metrics:
             "Exchanges over, by hop and the status class the client got (none: no answer).",
         )
         self._gauges: list[tuple[str, str, Callable[[], dict[str, float]]]] = []
+        # Label keys of the per-exchange series, made once (the forwarder adds to them often).
+        self._hop_keys: dict[str, LabelKey] = {}
+        self._answer_keys: dict[tuple[str, int], LabelKey] = {}
         self._evidence: list[EvidenceReader] = []
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_TapCollector(self))
@@ -251,15 +256,24 @@ class Metrics:
 
     def exchange_began(self, hop: str) -> None:
         """One exchange was received on ``hop`` (pair with :meth:`exchange_ended`)."""
-        self.in_flight.add(1, hop=hop)
+        key = self._hop_keys.get(hop)
+        if key is None:
+            key = self._hop_keys[hop] = _key({"hop": hop})
+        self.in_flight._add_key(1, key)
 
     def exchange_ended(self, hop: str, status: int | None) -> None:
         """One exchange on ``hop`` is over; ``status`` is what the client got (None: none)."""
-        self.in_flight.add(-1, hop=hop)
-        status_class = "none"
-        if status is not None and 100 <= status < 600:
-            status_class = f"{status // 100}xx"
-        self.answers.inc(hop=hop, status_class=status_class)
+        key = self._hop_keys.get(hop)
+        if key is None:
+            key = self._hop_keys[hop] = _key({"hop": hop})
+        self.in_flight._add_key(-1, key)
+        status_class = status // 100 if status is not None and 100 <= status < 600 else 0
+        answer = self._answer_keys.get((hop, status_class))
+        if answer is None:
+            label = f"{status_class}xx" if status_class else "none"
+            answer = self._answer_keys[(hop, status_class)] = _key(
+                {"hop": hop, "status_class": label})
+        self.answers._add_key(1, answer)
 
     # -- cross-process hand-over ---------------------------------------------------------
 

@@ -35,6 +35,7 @@ from mcp_tap.proxy.capture import BodyCapture, RawExchange, new_body_hash
 from mcp_tap.proxy.correlate import Correlator, Pending
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions
+from mcp_tap.proxy.splice.answers import tap_error_rule
 from mcp_tap.proxy.splice.head import parse_head
 from mcp_tap.proxy.tracing import tracing_for
 
@@ -126,6 +127,7 @@ class Captured:
     response_framing: str = ""
     upgraded: bool = False
     interim: list[int] = field(default_factory=list)
+    tunnel: tuple[BodyCapture, BodyCapture] | None = None  # client to origin, and back
 
     def __reduce__(self) -> tuple[object, ...]:
         # The hand-over to the recording process pickles every capture on the event loop.
@@ -204,6 +206,9 @@ def materialize(raw: RawExchange, max_sse_events: int) -> Captured:
             "", "identity"
         ):
             _decode_sse(cap, raw, max_sse_events)
+    if raw.tunnel is not None and raw.upgraded:
+        cap.tunnel = (BodyCapture.from_raw(raw.tunnel[0], ""),
+                      BodyCapture.from_raw(raw.tunnel[1], ""))
     if raw.egress_body is not None:
         digest = new_body_hash()
         digest.update(raw.egress_body)
@@ -423,12 +428,10 @@ class Recorder:
         found: list[Finding] = []
         if cap.tap_error is not None:
             reason = self.redactor.redact_reason(str(cap.tap_error["reason"]))
-        if cap.tap_error is not None and cap.tap_error["status"] in (400, 431):
-            found.append(finding("tap.bad-request", f"{cap.tap_error['phase']}: {reason}", "tap"))
-        elif cap.tap_error is not None:
-            found.append(
-                finding("tap.upstream-failure", f"{cap.tap_error['phase']}: {reason}", "tap")
-            )
+        if cap.tap_error is not None:
+            phase = cap.tap_error["phase"]
+            rule = tap_error_rule(cap.tap_error["status"], phase)
+            found.append(finding(rule, f"{phase}: {reason}", "tap"))
         for name, capture in (("ingress", cap.request), ("origin", cap.response)):
             if capture is not None and capture.truncated:
                 found.append(
@@ -590,6 +593,14 @@ class Recorder:
         }
         if request_note is not None:
             record["ingress"]["bodyNote"] = request_note
+        if cap.tunnel is not None:
+            # The tunnel's bytes are not HTTP: sizes and digests of every byte, nothing judged.
+            up, down = cap.tunnel
+            record["tunnel"] = {
+                "clientBytes": up.size, "clientDigest": seal_hex(key, up.digest),
+                "originBytes": down.size, "originDigest": seal_hex(key, down.digest),
+                "truncated": up.truncated or down.truncated,
+            }
         return record
 
     def _correlate(self, cap: Captured, j: Judgement, exchange_id: str) -> dict[str, Any] | None:

@@ -320,7 +320,8 @@ class ProcessRecorder:
         if self._pending_lost:
             self._hand_over_lost()
         self._sent += 1
-        self._queue(("record", cap.handover_key, cap))
+        # Plain values, not the object: see RawExchange.state (decoded in _Handover.handle).
+        self._queue(("record", cap.handover_key, cap.state()))
 
     def _queue(self, message: tuple[Any, ...]) -> None:
         if not self._batch and self._loop is not None:
@@ -493,7 +494,7 @@ class _Handover:
             kind = message[0]
             if kind == "record":
                 taken += 1
-                self._record(message[1], message[2])
+                self._record(message[1], RawExchange.restored(message[2]))
             elif kind == "begin":
                 # Every begun exchange stays here until recorded: the in-flight count.
                 _, key, hop, session = message

@@ -7,6 +7,22 @@ from http import HTTPStatus
 
 TAP_ERROR_HEADER = "X-Mcp-Tap-Error"
 
+TAP_ERROR_RULES = {
+    "saturated": "tap.saturated",
+    "draining": "tap.draining",
+    "drain-deadline": "tap.drain-deadline",
+    "client-write-timeout": "tap.client-write-stall",
+}
+"""The rule of a tap error's phase, where it is not an upstream failure (400/431 answers are
+``tap.bad-request``; every other phase is ``tap.upstream-failure``)."""
+
+
+def tap_error_rule(status: int | None, phase: str) -> str:
+    """The rule id a tap error with this answer status and phase is recorded under."""
+    if status in (400, 431):
+        return "tap.bad-request"
+    return TAP_ERROR_RULES.get(phase, "tap.upstream-failure")
+
 
 def tap_answer(
     status: int, phase: str, hop: str, close: bool

@@ -18,17 +18,22 @@ from collections.abc import Callable
 
 import httptools
 
-from mcp_tap.proxy.splice.head import Head
+from mcp_tap.proxy.capture import RawBody
+from mcp_tap.proxy.splice.head import field
 
 ParserError = httptools.HttpParserError
 Upgrade = httptools.HttpParserUpgrade
 
+_TE = b"\r\ntransfer-encoding:"
+_CL = b"\r\ncontent-length:"
 
-def _framing(head: Head) -> tuple[str, int]:
-    """``("chunked"|"length"|"none", content length)`` of a head the parser accepted."""
-    if head.has(b"transfer-encoding"):
+
+def framing_of(raw: bytes, lower: bytes) -> tuple[str, int]:
+    """``("chunked"|"length"|"none", content length)`` of a head the parser accepted
+    (``lower``: the head lowercased)."""
+    if lower.find(_TE) >= 0:
         return "chunked", 0
-    length = head.first(b"content-length")
+    length = field(raw, lower, _CL)
     if length is not None:
         return ("length", int(length)) if int(length) else ("none", 0)
     return "none", 0
@@ -43,10 +48,8 @@ class RequestMessage:
         "complete",
         "framing",
         "keep_alive",
-        "method",
         "remaining",
         "upgrade",
-        "version",
     )
 
     def __init__(self, body: Callable[[bytes], None]) -> None:
@@ -61,8 +64,6 @@ class RequestMessage:
         self.keep_alive = True
         self.framing = "none"
         self.remaining = 0
-        self.method = b""
-        self.version = ""
 
     # -- parser callbacks --
     def on_body(self, data: bytes) -> None:
@@ -76,11 +77,9 @@ class RequestMessage:
     def on_headers_complete(self) -> None:
         """The head is whole: read what the parser knows about it."""
         self.keep_alive = self._parser.should_keep_alive()
-        self.method = self._parser.get_method()
-        self.version = self._parser.get_http_version()
 
     # -- the forwarder's side --
-    def start(self, raw: bytes, head: Head) -> None:
+    def start(self, raw: bytes, lower: bytes) -> None:
         """Feed the head; raises :data:`ParserError` when the parser rejects it."""
         try:
             self._parser.feed_data(raw)
@@ -90,7 +89,7 @@ class RequestMessage:
             return
         if not self.method:  # llhttp pauses on PRI (an HTTP/2 preface), silently: no head
             raise ParserError("an HTTP/2 connection preface")
-        self.framing, self.remaining = _framing(head)
+        self.framing, self.remaining = framing_of(raw, lower)
         if self.framing == "none":
             self.complete = True
 
@@ -100,7 +99,7 @@ class RequestMessage:
             return 0
         if self.framing == "length":
             take = min(self.remaining, len(data))
-            self._parser.feed_data(data[:take])
+            self._parser.feed_data(data if take == len(data) else data[:take])
             self.remaining -= take
             if not self.remaining:
                 self.complete = True
@@ -118,11 +117,19 @@ class RequestMessage:
 
 
 class ResponseMessage:
-    """One exchange's answer: interim 1xx answers, then the final one, fed as it comes."""
+    """One exchange's answer: interim 1xx answers, then the final one, fed as it comes.
+
+    An upstream connection keeps its one for the answers that follow on it (:meth:`reset`),
+    except after an answer to a HEAD (the parser would wait for the body it announced) or a
+    message that did not end cleanly (the connection is not reused then).
+    """
 
     __slots__ = (
         "_parser",
         "body",
+        "careful",
+        "chunked",
+        "clock",
         "complete",
         "head_done",
         "keep_alive",
@@ -132,8 +139,13 @@ class ResponseMessage:
         "upgraded",
     )
 
-    def __init__(self, body: Callable[[bytes], None], skip_body: bool) -> None:
+    def __init__(self, body: RawBody, skip_body: bool, clock: Callable[[], float]) -> None:
         self._parser = httptools.HttpResponseParser(self)
+        self.clock = clock
+        self.reset(body, skip_body)
+
+    def reset(self, body: RawBody, skip_body: bool) -> None:
+        """Ready for the next answer on the same connection (its body kept in ``body``)."""
         self.body = body
         self.skip_body = skip_body  # the answer to a HEAD: no body whatever its headers say
         self.complete = False
@@ -142,6 +154,8 @@ class ResponseMessage:
         self.status = 0
         self.upgraded = False
         self.tunnel_offset = 0
+        self.chunked = False  # set by the forwarder once the final head is read
+        self.careful = False  # fed line by line: the end of a chunked body may be in view
 
     def on_headers_complete(self) -> None:
         """A head (interim or final) is whole."""
@@ -155,20 +169,35 @@ class ResponseMessage:
     def on_body(self, data: bytes) -> None:
         """A piece of the body payload."""
         if not self.complete:
-            self.body(data)
+            self.body.feed(data, self.clock())
 
     def on_message_complete(self) -> None:
         """A message ended: the final answer if it was not a 1xx."""
         if self.status >= 200:
             self.complete = True
 
-    def feed(self, data: bytes) -> None:
-        """Feed response bytes; raises :data:`ParserError` on bytes that are not HTTP."""
+    def feed(self, data: bytes) -> int:
+        """Feed response bytes; how many belong to this answer (the rest follow its end and
+        belong to no answer). Raises :data:`ParserError` on bytes that are not HTTP."""
         if self.complete:
-            return
+            return 0
+        if self.chunked and (self.careful or data[:1] == b"0" or data.find(b"\n0") >= 0):
+            # A chunked body can only end on the LF of a line after a last-chunk line ("0"
+            # at a line start): from the first one in view, bytes go in up to each LF, so
+            # the parser stops exactly at the end.
+            self.careful = True
+            view = memoryview(data)
+            start, size = 0, len(data)
+            while start < size and not self.complete:
+                newline = data.find(b"\n", start)
+                end = size if newline < 0 else newline + 1
+                self._parser.feed_data(view[start:end])
+                start = end
+            return start
         try:
             self._parser.feed_data(data)
         except Upgrade as exc:
             self.upgraded = True
             self.complete = True
             self.tunnel_offset = int(exc.args[0]) if exc.args else 0
+        return len(data)

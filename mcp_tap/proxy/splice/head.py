@@ -16,6 +16,7 @@ these changes applies, each listed as a change for the evidence:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 HEAD_END = b"\r\n\r\n"
@@ -38,6 +39,28 @@ _UPGRADE_KEPT = frozenset({b"connection", b"upgrade"})
 _WHY_HOP = "hop-by-hop (RFC 9110 7.6.1)"
 
 Pairs = tuple[tuple[bytes, bytes], ...]
+
+# Any line that may name a hop-by-hop field (over-matching is harmless: it only sends the head
+# down the full split-and-rewrite path). The C parser has already refused whitespace before a
+# colon and obs-fold lines, so a field name always starts right after a CRLF.
+_HOP_HINT = re.compile(rb"\r\n(?:connection|keep-alive|proxy-|te|upgrade)").search
+# (One regex scan costs less than five ``bytes.find`` scans; ``bytes.find`` rather than ``in``
+# elsewhere: on 3.11, ``in`` first tries its operand as an int and formats a TypeError.)
+
+
+def may_change(lower: bytes) -> bool:
+    """Whether a head (lowercased) may hold a hop-by-hop field: if not, it passes as is."""
+    return _HOP_HINT(lower) is not None
+
+
+def field(raw: bytes, lower: bytes, key: bytes) -> bytes | None:
+    """The first value of the field ``key`` (``b"\\r\\nname:"``, lowercase) of a head the parser
+    accepted, found in its lowercased copy ``lower``; None when absent."""
+    at = lower.find(key)
+    if at < 0:
+        return None
+    start = at + len(key)
+    return raw[start : raw.find(b"\r\n", start)].strip(b" \t")
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,9 @@ from mcp_tap.proxy.splice.upstream import UpstreamPool, UpstreamTarget
 
 log = structlog.get_logger("mcp_tap.proxy")
 
-COUNTED = ("bad_request", "saturated", "head_timeout", "write_stall", "cut")
+COUNTED = (
+    "bad_request", "saturated", "head_timeout", "write_stall", "cut", "stray_upstream_bytes",
+)
 """What a hop counts itself (the recorder counts the rest): ``/metrics`` shows them."""
 
 
@@ -51,6 +53,8 @@ class HopCore:
             connect_timeout_s=up.connect_timeout_s,
         )
         self.host_rewrite = self.target.authority if up.host == "rewrite" else None
+        # Whether every request head may change (else only one naming a hop-by-hop field).
+        self.rewrites = self.host_rewrite is not None or bool(self.target.prefix)
         # A traceparent is added only where hop correlation needs one: two hops in one tap.
         self.add_traceparent = options.tracing.add_traceparent and len(options.hops) > 1
         self.connections: set[ClientConnection] = set()

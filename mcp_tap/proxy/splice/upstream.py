@@ -1,7 +1,8 @@
 """The upstream leg: one protocol per upstream connection and a capped pool of them.
 
 A connection is bound to one exchange while it is in flight and goes back to the pool
-(idle, for at most ``keepalive_s``) when its answer ended cleanly; a held-open stream holds
+(idle, for at most ``keepalive_s``, closed by one sweep timer for the whole pool rather than
+a timer per release) when its answer ended cleanly; a held-open stream holds
 only its own connection, so nothing waits behind it. At ``max_connections`` bound at once,
 :meth:`UpstreamPool.reserve` says no and the tap answers 503 at once.
 """
@@ -11,8 +12,11 @@ from __future__ import annotations
 import asyncio
 import ssl
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from mcp_tap.proxy.splice.framing import ResponseMessage
 
 
 class UpstreamOwner(Protocol):
@@ -73,12 +77,13 @@ class UpstreamConnection(asyncio.Protocol):
         self.owner: UpstreamOwner | None = None
         self.reused = False
         self.closed = False
-        self._expiry: asyncio.TimerHandle | None = None
+        self.response: ResponseMessage | None = None  # the answer parser, kept across answers
+        self.idle_since = 0.0  # loop time it went back to the idle list
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Connected."""
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses, but have its methods.
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         """Upstream bytes go to the owner; an idle connection that talks is closed."""
@@ -97,7 +102,6 @@ class UpstreamConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         """Gone: tell the owner, or leave the idle list."""
         self.closed = True
-        self._cancel_expiry()
         owner, self.owner = self.owner, None
         if owner is not None:
             owner.upstream_lost(exc)
@@ -131,11 +135,6 @@ class UpstreamConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
-    def _cancel_expiry(self) -> None:
-        if self._expiry is not None:
-            self._expiry.cancel()
-            self._expiry = None
-
 
 class UpstreamPool:
     """Connections to one upstream: at most ``max_connections`` bound at once."""
@@ -156,7 +155,9 @@ class UpstreamPool:
         self.connect_timeout_s = connect_timeout_s
         self.bound = 0  # connections bound to an exchange (or being opened for one)
         self.saturated = 0  # requests answered 503 because the cap was reached
-        self._idle: list[UpstreamConnection] = []
+        self._idle: list[UpstreamConnection] = []  # oldest first
+        # One coarse sweep closes idle connections past keepalive_s (no timer per release).
+        self._sweep: asyncio.TimerHandle | None = None
 
     @property
     def at_cap(self) -> bool:
@@ -179,7 +180,6 @@ class UpstreamPool:
         """The most recently used idle connection, if one is still open."""
         while self._idle:
             conn = self._idle.pop()
-            conn._cancel_expiry()
             if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
                 conn.reused = True
                 return conn
@@ -209,16 +209,22 @@ class UpstreamPool:
         if not reusable or conn.closed or len(self._idle) >= self.max_idle:
             conn.close()
             return
+        loop = asyncio.get_running_loop()
+        conn.idle_since = loop.time()
         self._idle.append(conn)
-        if self.keepalive_s:
-            conn._expiry = asyncio.get_running_loop().call_later(
-                self.keepalive_s, self._expire, conn
-            )
+        if self.keepalive_s and self._sweep is None:
+            self._sweep = loop.call_at(conn.idle_since + self.keepalive_s, self._expire)
 
-    def _expire(self, conn: UpstreamConnection) -> None:
-        conn._expiry = None
-        self.forget(conn)
-        conn.close()
+    def _expire(self) -> None:
+        """Close the idle connections unused for ``keepalive_s``; come back for the next."""
+        self._sweep = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        idle = self._idle
+        while idle and idle[0].idle_since + self.keepalive_s <= now:
+            idle.pop(0).close()
+        if idle:  # the oldest left decides (reuse takes the newest: the order holds)
+            self._sweep = loop.call_at(idle[0].idle_since + self.keepalive_s, self._expire)
 
     def forget(self, conn: UpstreamConnection) -> None:
         """Drop a connection from the idle list (it closed)."""
@@ -228,6 +234,8 @@ class UpstreamPool:
     def close(self) -> None:
         """Close every idle connection."""
         idle, self._idle = self._idle, []
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         for conn in idle:
-            conn._cancel_expiry()
             conn.close()

@@ -1,0 +1,196 @@
+"""Reading requests: each whole head starts an exchange; body bytes go upstream as
+they come, cut exactly at the message's end (a pipelined request may follow).
+
+Part of :class:`~mcp_tap.proxy.splice.client.ClientConnection`: each function here is bound
+there as a method of the same name (``client`` is the connection).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import structlog
+
+from mcp_tap.proxy.capture import RawBody, RawExchange
+from mcp_tap.proxy.splice.exchange import HIGH_WATER, REPLAY_MAX, Exchange, parser_reason
+from mcp_tap.proxy.splice.framing import (
+    ParserError,
+    RequestMessage,
+)
+from mcp_tap.proxy.splice.head import HEAD_END, field, may_change, parse_head, rewrite
+from mcp_tap.proxy.splice.tracing import new_traceparent, trace_id_of
+
+if TYPE_CHECKING:
+    from mcp_tap.proxy.splice.client import ClientConnection
+
+log = structlog.get_logger("mcp_tap.proxy")
+
+_WHY_TRACE = "hop correlation: the client sent no traceparent"
+_SESSION = b"\r\nmcp-session-id:"
+_TRACEPARENT = b"\r\ntraceparent:"
+# One scan says whether a request head needs a closer look (a session, a traceparent or a
+# hop-by-hop field); most heads have none.
+_NOTABLE = re.compile(
+    rb"\r\n(?:mcp-session-id:|traceparent:|connection|keep-alive|proxy-|te|upgrade)").search
+
+
+def next_request(client: ClientConnection) -> None:
+    """Start the exchange of the next whole request head in the buffer, if any."""
+    client._scheduled = False
+    if client.closed or client.exchange is not None:
+        return
+    buf = client.buffer
+    while buf[:2] == b"\r\n":  # empty lines before a request line are ignored (RFC 9112)
+        del buf[:2]
+    if not buf:
+        return
+    end = buf.find(HEAD_END)
+    limit = client.hop.options.listener.max_head_bytes
+    if end < 0 or end + len(HEAD_END) > limit:
+        if len(buf) > limit:
+            client._refuse(431, "head-too-large", "the request head exceeds max_head_bytes")
+        return
+    client.head_timer.stop()
+    cut = end + len(HEAD_END)
+    raw_head = bytes(buf[:cut])
+    if len(buf) > cut:
+        rest = bytes(buf[cut:])
+        client.buffer = bytearray()
+    else:
+        rest = b""
+        buf.clear()
+    lower = raw_head.lower()
+    body = RawBody(client.hop.options.capture.max_body_bytes)
+    request = client._requests
+    if request is None:
+        request = client._requests = RequestMessage(body.feed)
+    else:
+        request.reset(body.feed)
+    try:
+        request.start(raw_head, lower)
+    except (ParserError, ValueError) as exc:
+        client._refuse(400, "bad-request", parser_reason(exc))
+        return
+    parts = raw_head[: raw_head.find(b"\r\n")].split(b" ", 2)
+    if len(parts) != 3:  # llhttp takes an HTTP/0.9 line (no version): not forwardable
+        client._refuse(400, "bad-request", "a request line without an HTTP version")
+        return
+    method, target, _ = parts
+    if method == b"CONNECT":
+        client._refuse(400, "connect-not-supported", "a reverse proxy does not tunnel CONNECT")
+        return
+    hop = client.hop
+    raw = RawExchange(
+        hop.name, hop.target.url, client.peer, method.decode("latin-1"),
+        target.decode("latin-1"), raw_head, body, client.clock(),
+    )
+    raw.request_framing = "upgrade" if request.upgrade else request.framing
+    notable = _NOTABLE(lower) is not None
+    if notable and lower.find(_SESSION) >= 0:
+        session = field(raw_head, lower, _SESSION)
+        if session is not None:
+            raw.session = session.decode("latin-1")
+    forward = raw_head
+    if hop.add_traceparent or hop.rewrites or (
+            notable and (lower.find(_TRACEPARENT) >= 0 or may_change(lower))):
+        # The rare path: the head is split into lines, and rewritten if a change applies.
+        head = parse_head(raw_head)
+        add: tuple[tuple[bytes, bytes, str], ...] = ()
+        if head.has(b"traceparent"):
+            raw.trace_id = trace_id_of(
+                [line.partition(b":")[2] for line, name in zip(head.lines, head.lower,
+                                                                strict=True)
+                 if name == b"traceparent"])
+        elif hop.add_traceparent:
+            raw.trace_id, value = new_traceparent(hop.options.tracing)
+            add = ((b"traceparent", value, _WHY_TRACE),)
+        forward, changes = rewrite(
+            head, raw_head, upgrade=request.upgrade, host=hop.host_rewrite,
+            target_prefix=hop.target.prefix, add=add,
+        )
+        if changes:
+            raw.head_changes = changes
+            raw.forwarded_pairs = forward
+    ex = Exchange(raw, request)
+    ex.skip_body = method == b"HEAD"
+    client.exchange = ex
+    hop.metrics.exchange_began(hop.name)
+    try:
+        hop.recorder.begin(raw)
+    except Exception as exc:  # noqa: BLE001 - evidence must never break traffic
+        log.error("record.failed", hop=hop.name, error=type(exc).__name__)
+    ex.waiting.append(forward)
+    ex.waiting_size = len(forward)
+    if request.upgrade:
+        cap = client.hop.options.capture.max_body_bytes
+        raw.tunnel = (RawBody(cap), RawBody(cap))
+    if rest:
+        if request.upgrade:
+            client._tunnel_up(ex, rest)
+        else:
+            try:
+                taken = request.feed(rest) if not request.complete else 0
+            except (ParserError, ValueError) as exc:
+                # Nothing went upstream yet: the tap's own 400, and the connection ends.
+                client._answer(ex, 400, "bad-request-body", parser_reason(exc))
+                return
+            if taken:
+                client._to_upstream(ex, rest[:taken])
+            if request.complete:
+                client._request_ended(ex)
+            if taken < len(rest):
+                client.buffer += rest[taken:]
+                if len(client.buffer) > HIGH_WATER:
+                    client._pause("pipelined")
+    elif request.complete:
+        client._request_ended(ex)
+    client._bind(ex)
+
+
+def request_body(client: ClientConnection, ex: Exchange, data: bytes) -> None:
+    """Body bytes of the request in flight: upstream up to its end, the rest kept for the next."""
+    try:
+        taken = ex.request.feed(data)
+    except (ParserError, ValueError) as exc:
+        # Mid-body: the head is upstream already; the honest signal is a cut stream.
+        client._cut(ex, "bad-request-body", parser_reason(exc))
+        return
+    client._to_upstream(ex, data if taken == len(data) else data[:taken])
+    if ex.request.complete:
+        client._request_ended(ex)
+        if taken < len(data):
+            client.buffer += data[taken:]
+            if len(client.buffer) > HIGH_WATER:
+                client._pause("pipelined")
+
+
+def request_ended(client: ClientConnection, ex: Exchange) -> None:
+    """The request's last byte went upstream."""
+    ex.request_done = True
+    ex.raw.request.ended = True
+    if ex.response_done:
+        client._finish(ex)
+
+
+def tunnel_up(client: ClientConnection, ex: Exchange, data: bytes) -> None:
+    """Bytes after an Upgrade request's head: forwarded untouched, a copy captured."""
+    if ex.raw.tunnel is not None:
+        ex.raw.tunnel[0].feed(data, client.clock())
+    client._to_upstream(ex, data)
+
+
+def to_upstream(client: ClientConnection, ex: Exchange, data: bytes) -> None:
+    """Send request bytes upstream (held until the connection is there)."""
+    conn = ex.upstream
+    if conn is None:
+        ex.waiting.append(data)
+        ex.waiting_size += len(data)
+        if ex.waiting_size > HIGH_WATER:
+            client._pause("connecting")
+        return
+    conn.write(data)
+    if ex.replay is not None:
+        ex.replay.append(data)
+        if sum(len(d) for d in ex.replay) > REPLAY_MAX:
+            ex.replay = None
