@@ -89,6 +89,7 @@ class ProcessRecorder:
         self.bundle_dir = bundle_dir
         self.bundle_dirs = [bundle_dir]  # one per recording process this proxy ran
         self.restarts = 0
+        self._died_with: int | None = None  # the exit code of the last one that died
         self.queue_size = options.recording.queue_size
         self.lost = 0  # captures that never reached the recording process
         self._pending_lost = 0  # ... of which no gap record has been handed over yet
@@ -172,7 +173,8 @@ class ProcessRecorder:
             self._watch()
             return
         self._batch = []  # its captures were counted as handed over: see _restart
-        log.error("recorder.died", exitcode=self._process.exitcode)
+        self._died_with = self._process.exitcode
+        log.error("recorder.died", exitcode=self._died_with)
         if self._transport is not None:
             self._transport.close()
             self._transport = None
@@ -347,7 +349,10 @@ class ProcessRecorder:
     def problems(self) -> list[str]:
         """Why evidence is not being recorded right now (empty when it is)."""
         problems: list[str] = []
-        if not self._process.is_alive():
+        if self._restarting is not None:  # not ready until the new one says it is
+            problems.append(
+                f"the recording process exited (code {self._died_with}); restarting it")
+        elif not self._process.is_alive():
             problems.append(f"the recording process exited (code {self._process.exitcode})")
         if self._writer_counters.get("failing"):
             lost = self._writer_counters.get("lost_total", 0)
