@@ -18,17 +18,15 @@ any crash or failure, with the seed and input index to replay it (``--only N``).
 
 from __future__ import annotations
 
-import argparse
 import random
 import string
 import sys
-import time
-import traceback
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
 import orjson
+from fuzz_runner import fuzz_parser, run_target
 
 from mcp_tap.core.deepjson import dumps
 from mcp_tap.core.redaction import DEFAULT_PATTERNS, KeyMatcher, Redactor
@@ -231,38 +229,17 @@ TARGETS: dict[str, Callable[[random.Random, Redactor], None]] = {
 
 def main() -> int:
     """Run every target for ``--inputs`` inputs; print counts; exit 1 on any crash."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--inputs", type=int, default=100_000, help="per target (100000)")
-    parser.add_argument("--seed", type=int, default=12, help="random seed (default 12)")
-    parser.add_argument("--target", choices=sorted(TARGETS), action="append",
-                        help="run only this target (repeatable; default: all)")
-    parser.add_argument("--only", type=int, metavar="N", help="replay input N only")
-    args = parser.parse_args()
+    args = fuzz_parser(__doc__.splitlines()[0], TARGETS).parse_args()
     sys.setrecursionlimit(1000)  # the default: nothing may need more
     redactor = Redactor()
     bad = 0
     for name in args.target or sorted(TARGETS):
         target = TARGETS[name]
-        started = time.monotonic()
-        crashes = failures = 0
-        indices = [args.only] if args.only is not None else range(args.inputs)
-        for index in indices:
-            rng = random.Random(f"{args.seed}:{name}:{index}")
-            try:
-                target(rng, redactor)
-            except AssertionError as exc:
-                failures += 1
-                if failures <= 5:
-                    print(f"FAIL {name} seed={args.seed} input={index}: {exc}"[:500])
-            except Exception:  # noqa: BLE001 - a fuzzer reports every crash
-                crashes += 1
-                if crashes <= 5:
-                    print(f"CRASH {name} seed={args.seed} input={index}")
-                    traceback.print_exc()
-        took = time.monotonic() - started
-        print(f"{name}: {len(indices)} inputs, {crashes} crashes, {failures} failures, "
-              f"{took:.0f} s")
-        bad += crashes + failures
+
+        def one(rng: random.Random, target: Callable[..., None] = target) -> None:
+            target(rng, redactor)
+
+        bad += run_target(name, one, args)
     return 1 if bad else 0
 
 
