@@ -47,6 +47,7 @@ class RequestMessage:
         "body",
         "complete",
         "framing",
+        "headed",
         "keep_alive",
         "remaining",
         "upgrade",
@@ -60,6 +61,7 @@ class RequestMessage:
         """Ready for the connection's next request (whose body goes to ``body``)."""
         self.body = body
         self.complete = False
+        self.headed = False
         self.upgrade = False
         self.keep_alive = True
         self.framing = "none"
@@ -76,6 +78,7 @@ class RequestMessage:
 
     def on_headers_complete(self) -> None:
         """The head is whole: read what the parser knows about it."""
+        self.headed = True
         self.keep_alive = self._parser.should_keep_alive()
 
     # -- the forwarder's side --
@@ -87,7 +90,7 @@ class RequestMessage:
             self.upgrade = True
             self.complete = True  # what follows is the tunnel's, not HTTP
             return
-        if not self.method:  # llhttp pauses on PRI (an HTTP/2 preface), silently: no head
+        if not self.headed:  # llhttp pauses on PRI (an HTTP/2 preface), silently: no head
             raise ParserError("an HTTP/2 connection preface")
         self.framing, self.remaining = framing_of(raw, lower)
         if self.framing == "none":
