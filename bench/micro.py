@@ -31,9 +31,10 @@ from mcp_tap.evidence import EvidenceWriter
 from mcp_tap.evidence.format import record_digest
 from mcp_tap.logs import configure_logging
 from mcp_tap.proxy.capture import RawBody, RawExchange
+from mcp_tap.proxy.captured import materialize
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import load_options
-from mcp_tap.proxy.recorder import Recorder, materialize
+from mcp_tap.proxy.recorder import Recorder
 from mcp_tap.proxy.splice.head import parse_head, rewrite
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

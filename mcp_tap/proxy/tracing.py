@@ -37,8 +37,8 @@ from mcp_tap.urls import check_http_url
 
 if TYPE_CHECKING:
     from mcp_tap.core.exchange import Judgement
+    from mcp_tap.proxy.captured import Captured
     from mcp_tap.proxy.options import TapOptions, TracingOptions
-    from mcp_tap.proxy.recorder import Captured
 
 _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?")
 _TRACE_ID_LIMIT = (1 << 64) - 1  # the SDK's TraceIdRatioBased looks at the low 64 bits
