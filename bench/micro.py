@@ -302,7 +302,7 @@ async def _splice_rows(opts: Any, n: int, repeat: int) -> list[tuple[str, str, f
     recorder._transport = pipe  # type: ignore[assignment]
     recorder._loop = asyncio.get_running_loop()
     recorder.queue_size = 1 << 60
-    hop = HopCore("tap", "http://127.0.0.1:9001", opts, recorder, False, time.time, metrics)
+    hop = HopCore("tap", "http://127.0.0.1:9001", opts, recorder, False, time.time)
     return [row for call in (JSON_CALL, SSE_CALL)
             for row in _splice_call(hop, recorder, pipe, call, n, repeat)]
 

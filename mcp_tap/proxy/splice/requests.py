@@ -115,7 +115,7 @@ def next_request(client: ClientConnection) -> None:
     ex = Exchange(raw, request)
     ex.skip_body = method == b"HEAD"
     client.exchange = ex
-    hop.metrics.exchange_began(hop.name)
+    hop.began += 1
     try:
         hop.recorder.begin(raw)
     except Exception as exc:  # noqa: BLE001 - evidence must never break traffic
