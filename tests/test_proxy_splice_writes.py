@@ -141,3 +141,33 @@ async def test_pipelined_requests_are_cut_at_each_end() -> None:
     assert len(splice.recorder.records) == 2
     splice.close()
 
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+# The second chunk's data has a line starting with "0" (not the last chunk).
+CHUNKED = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+           b"\r\n" + _chunk(b"event: message\ndata: 1\n\n") + _chunk(b"data: 2\n0\n\n")
+           + b"0;ext=1\r\nTrailer: t\r\n\r\n")
+
+
+async def test_a_chunked_answer_ends_exactly_wherever_the_reads_split_it() -> None:
+    """The last chunk and trailers end the answer at their last byte, whether it comes in
+    one read (that object, one write) or split anywhere; what follows is not sent."""
+    for split in range(1, len(CHUNKED)):
+        splice = _Splice()
+        splice.client.data_received(REQUEST)
+        splice.conn.data_received(CHUNKED[:split])
+        splice.conn.data_received(CHUNKED[split:] + b"stray")
+        assert b"".join(splice.down.writes) == CHUNKED, split
+        (raw,) = splice.recorder.records
+        assert raw.response is not None and raw.response.ended
+        splice.close()
+    splice = _Splice()
+    answer = bytes(CHUNKED)
+    splice.client.data_received(REQUEST)
+    splice.conn.data_received(answer)
+    assert len(splice.down.writes) == 1 and splice.down.writes[0] is answer
+    splice.close()

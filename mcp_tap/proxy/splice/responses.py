@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("mcp_tap.proxy")
 
-_CONTENT_LENGTH = b"\r\ncontent-length:"
 
 
 def upstream_data(client: ClientConnection, data: bytes) -> None:
@@ -160,11 +159,11 @@ def set_framing(
     if ex.skip_body or status in (204, 304):
         ex.response_framing = "none"
     else:
-        framing, length = framing_of(raw_head, lower)
+        framing, length = framing_of(lower)
         if framing == "chunked":
             ex.response_framing = "chunked"
             response.chunked = True
-        elif lower.find(_CONTENT_LENGTH) >= 0:
+        elif framing == "length":
             ex.response_framing = "length"
             ex.remaining = length
         else:
