@@ -92,28 +92,33 @@ class TestSeries:
         assert 'mcptap_added_latency_seconds_bucket{hop="tap",le="0.0001"} 1.0' in lines
 
     def test_answers_are_counted_by_status_class(self) -> None:
-        """Answers count per status class; no answer at all is its own class."""
+        """The forwarder's own counts, read at scrape time: answers per status class (no
+        answer at all is its own class, a class never seen has no line), in flight per hop,
+        and two readers of one hop add up."""
         m = Metrics()
-        for status in (200, 202, 404, 502, None):
-            m.exchange_began("tap")
-            assert m.in_flight.value(hop="tap") == 1
-            m.exchange_ended("tap", status)
-        classes = {c: m.answers.value(hop="tap", status_class=c) for c in ("2xx", "4xx", "5xx")}
-        assert classes == {"2xx": 2, "4xx": 1, "5xx": 1}
-        assert m.answers.value(hop="tap", status_class="none") == 1
-        assert m.in_flight.value(hop="tap") == 0
+        m.forwarder(lambda: {"tap": (1, [1, 0, 2, 0, 1, 1]), "idle": (0, [0] * 6)})
+        m.forwarder(lambda: {"tap": (2, [0, 0, 1, 0, 0, 0])})
+        lines = m.render().splitlines()
+        assert 'mcptap_answers_total{hop="tap",status_class="2xx"} 3.0' in lines
+        assert 'mcptap_answers_total{hop="tap",status_class="4xx"} 1.0' in lines
+        assert 'mcptap_answers_total{hop="tap",status_class="5xx"} 1.0' in lines
+        assert 'mcptap_answers_total{hop="tap",status_class="none"} 1.0' in lines
+        assert not [line for line in lines if 'status_class="1xx"' in line]
+        assert not [line for line in lines if line.startswith('mcptap_answers_total{hop="idle"')]
+        assert 'mcptap_in_flight_exchanges{hop="tap"} 3.0' in lines
+        assert 'mcptap_in_flight_exchanges{hop="idle"} 0.0' in lines
+        assert _promtool("\n".join(lines) + "\n").returncode == 0
 
     def test_restore_leaves_the_forwarder_series_alone(self) -> None:
         """A snapshot from the recording process never overwrites in-flight or answers."""
         recording, proxy = Metrics(), Metrics()
         recording.exchanges.inc(hop="tap", era="modern")
-        proxy.exchange_began("tap")
-        proxy.exchange_ended("tap", 200)
-        proxy.exchange_began("tap")
+        proxy.forwarder(lambda: {"tap": (1, [0, 0, 1, 0, 0, 0])})
         proxy.restore(recording.snapshot())
+        lines = proxy.render().splitlines()
         assert proxy.exchanges.value(hop="tap", era="modern") == 1
-        assert proxy.in_flight.value(hop="tap") == 1
-        assert proxy.answers.value(hop="tap", status_class="2xx") == 1
+        assert 'mcptap_in_flight_exchanges{hop="tap"} 1.0' in lines
+        assert 'mcptap_answers_total{hop="tap",status_class="2xx"} 1.0' in lines
 
     def test_evidence_counters_get_one_family_each(self) -> None:
         """Records written, records lost, bytes and segments are separate families."""

@@ -6,8 +6,10 @@ latencies and ships a picklable :meth:`Metrics.snapshot` to the proxy every so o
 proxy :meth:`Metrics.restore` s it. A custom collector (:class:`_TapCollector`) turns those
 series into metric families at scrape time, and ``prometheus_client`` renders them (label
 escaping, float formatting that keeps every digit of an integer up to 2**53) next to its
-process and platform collectors. Series the forwarder feeds (in-flight exchanges, answers by
-status class) live only in the proxy and are never part of a snapshot.
+process and platform collectors. The forwarder's own counts (in-flight exchanges, answers by
+status class) are plain integers it keeps per hop, read at scrape time through
+:meth:`Metrics.forwarder`: nothing here is touched per request, and they are never part of a
+snapshot.
 
 Labels are small and bounded (hop names, rule ids, eras, status classes); values never carry
 request data.
@@ -70,7 +72,7 @@ def _key(labels: dict[str, str]) -> LabelKey:
 
 
 class _Labelled:
-    """Numbers per label set, exact (what :class:`Counter` and :class:`Gauge` share)."""
+    """Numbers per label set, exact (a :class:`Counter`'s series)."""
 
     def __init__(self, name: str, help_text: str) -> None:
         self.name, self.help = name, help_text
@@ -78,9 +80,7 @@ class _Labelled:
         self._lock = threading.Lock()
 
     def _add(self, amount: Number, labels: dict[str, str]) -> None:
-        self._add_key(amount, _key(labels))
-
-    def _add_key(self, amount: Number, key: LabelKey) -> None:
+        key = _key(labels)
         with self._lock:
             self._values[key] += amount
 
@@ -127,22 +127,6 @@ class Counter(_Labelled):
         """The series as one ``prometheus_client`` counter family."""
         # prometheus_client appends _total itself and wants the name without it.
         return self._family(CounterMetricFamily, self.name.removesuffix("_total"))
-
-
-class Gauge(_Labelled):
-    """A value that goes up and down, with labels (e.g. exchanges in flight)."""
-
-    def __init__(self, name: str, help_text: str) -> None:
-        """``name`` is in base units; ``help_text`` is its ``# HELP`` line."""
-        super().__init__(name, help_text)
-
-    def add(self, amount: Number, **labels: str) -> None:
-        """Add ``amount`` (negative to lower it) to the series with ``labels``."""
-        self._add(amount, labels)
-
-    def family(self) -> Metric:
-        """The series as one ``prometheus_client`` gauge family."""
-        return self._family(GaugeMetricFamily, self.name)
 
 
 class Histogram:
@@ -205,6 +189,10 @@ _EVIDENCE_FAMILIES = {
 }
 
 EvidenceReader = Callable[[], dict[str, int]]
+ForwarderReader = Callable[[], dict[str, tuple[int, Sequence[int]]]]
+"""Maps each hop to (exchanges in flight, answers by status class: index 0 for none, 1 for
+1xx ... 5 for 5xx)."""
+STATUS_CLASSES = ("none", "1xx", "2xx", "3xx", "4xx", "5xx")
 
 
 class Metrics:
@@ -234,46 +222,13 @@ class Metrics:
             "Time the tap itself spent before forwarding, by hop.",
             ADDED_LATENCY_BUCKETS_S,
         )
-        # Fed by the forwarder in the proxy process; never in a snapshot.
-        self.in_flight = Gauge(
-            "mcptap_in_flight_exchanges", "Exchanges received and not yet over, by hop."
-        )
-        self.answers = Counter(
-            "mcptap_answers_total",
-            "Exchanges over, by hop and the status class the client got (none: no answer).",
-        )
         self._gauges: list[tuple[str, str, Callable[[], dict[str, float]]]] = []
-        # Label keys of the per-exchange series, made once (the forwarder adds to them often).
-        self._hop_keys: dict[str, LabelKey] = {}
-        self._answer_keys: dict[tuple[str, int], LabelKey] = {}
         self._evidence: list[EvidenceReader] = []
+        self._forwarders: list[ForwarderReader] = []
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_TapCollector(self))
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry, platform=platform)
-
-    # -- what the forwarder calls (one line per call site) -------------------------------
-
-    def exchange_began(self, hop: str) -> None:
-        """One exchange was received on ``hop`` (pair with :meth:`exchange_ended`)."""
-        key = self._hop_keys.get(hop)
-        if key is None:
-            key = self._hop_keys[hop] = _key({"hop": hop})
-        self.in_flight._add_key(1, key)
-
-    def exchange_ended(self, hop: str, status: int | None) -> None:
-        """One exchange on ``hop`` is over; ``status`` is what the client got (None: none)."""
-        key = self._hop_keys.get(hop)
-        if key is None:
-            key = self._hop_keys[hop] = _key({"hop": hop})
-        self.in_flight._add_key(-1, key)
-        status_class = status // 100 if status is not None and 100 <= status < 600 else 0
-        answer = self._answer_keys.get((hop, status_class))
-        if answer is None:
-            label = f"{status_class}xx" if status_class else "none"
-            answer = self._answer_keys[(hop, status_class)] = _key(
-                {"hop": hop, "status_class": label})
-        self.answers._add_key(1, answer)
 
     # -- cross-process hand-over ---------------------------------------------------------
 
@@ -302,6 +257,12 @@ class Metrics:
         ("" for no label)."""
         self._gauges.append((name, help_text, read))
 
+    def forwarder(self, read: ForwarderReader) -> None:
+        """Expose the forwarder's counts, read at scrape time (see :data:`ForwarderReader`):
+        ``mcptap_in_flight_exchanges`` and ``mcptap_answers_total`` (a status class shows
+        once it has a count)."""
+        self._forwarders.append(read)
+
     def evidence(self, read: EvidenceReader) -> None:
         """Expose the evidence writer's counters (``EvidenceWriter.counters()``), each in its
         own family: records written, records lost by reason, bytes, segments, disk errors."""
@@ -316,8 +277,7 @@ class Metrics:
         counters, histograms = self._series()
         for counter in counters:
             yield counter.family()
-        yield self.answers.family()
-        yield self.in_flight.family()
+        yield from self._forwarder_families()
         for hist in histograms:
             yield hist.family()
         build = GaugeMetricFamily(
@@ -334,6 +294,29 @@ class Metrics:
             for label, value in sorted(values.items()):
                 family.add_metric([label] if label else [], value)
             yield family
+
+    def _forwarder_families(self) -> Iterator[Metric]:
+        answers = CounterMetricFamily(
+            "mcptap_answers",
+            "Exchanges over, by hop and the status class the client got (none: no answer).",
+            labels=["hop", "status_class"],
+        )
+        in_flight = GaugeMetricFamily(
+            "mcptap_in_flight_exchanges", "Exchanges received and not yet over, by hop.",
+            labels=["hop"],
+        )
+        hops: dict[str, tuple[int, list[int]]] = {}
+        for read in self._forwarders:
+            for hop, (now, by_class) in read().items():
+                flying, total = hops.get(hop, (0, [0] * len(STATUS_CLASSES)))
+                hops[hop] = (flying + now, [a + b for a, b in zip(total, by_class, strict=True)])
+        for hop, (flying, by_class) in sorted(hops.items()):
+            in_flight.add_metric([hop], flying)
+            for label, count in zip(STATUS_CLASSES, by_class, strict=True):
+                if count:
+                    answers.add_metric([hop, label], count)
+        yield answers
+        yield in_flight
 
     def _evidence_families(self) -> Iterator[Metric]:
         if not self._evidence:

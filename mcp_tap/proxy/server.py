@@ -95,6 +95,7 @@ class TapServer:
         self._admin_runner: web.AppRunner | None = None
         self.hops: list[HopCore] = []
         self.metrics.evidence(self._evidence_counters)
+        self.metrics.forwarder(lambda: {h.name: h.metric_counts() for h in self.hops})
         self.metrics.gauge(
             "mcptap_forwarder_events",
             "Events of the forwarding core: bad requests (400/431), saturated (503), head "
@@ -147,8 +148,7 @@ class TapServer:
         elif self.writer is not None:
             self.writer.start()
         for hop in self.options.hops:
-            core = HopCore(hop.name, hop.upstream, self.options, self.recorder, tls, self.clock,
-                           self.metrics)
+            core = HopCore(hop.name, hop.upstream, self.options, self.recorder, tls, self.clock)
             self.hops.append(core)
             host, port = parse_listen(hop.listen)
             try:

@@ -7,8 +7,9 @@ capped bodies, SSE events: a few KB) to a recording process, which runs the very
 :class:`Recorder` and :class:`EvidenceWriter`, so the evidence is the same in both modes.
 
 The handover is cheap on purpose: captures that end in the same event-loop iteration are
-pickled together, once, on the loop thread, and written to a pipe through a non-blocking
-asyncio transport (length-prefixed frames). No thread is woken per capture.
+encoded together, once, on the loop thread (marshal, see :mod:`~mcp_tap.proxy.handoff`), and
+written to a pipe through a non-blocking asyncio transport (length-prefixed frames). No
+thread is woken per capture.
 
 The recording process reports its metrics, the writer's counters and how many captures it
 has taken every ``_REPORT_EVERY_S`` and once more when it stops; ``/metrics`` shows the
@@ -27,7 +28,6 @@ import gc
 import itertools
 import multiprocessing
 import os
-import pickle
 import select
 import signal
 import threading
@@ -44,6 +44,7 @@ from mcp_tap.errors import InputError
 from mcp_tap.evidence import EvidenceWriter, read_bundle
 from mcp_tap.evidence.signing import load_signing_key
 from mcp_tap.logs import configure_logging
+from mcp_tap.proxy import handoff
 from mcp_tap.proxy.capture import RawExchange
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions
@@ -56,7 +57,6 @@ _START_TIMEOUT_S = 120.0  # the recording process imports the schema models on s
 _STOP_TIMEOUT_S = 30.0
 _LOG_EVERY_S = 5.0
 _MAX_PENDING_BEGINS = 10000
-_FRAME_HEADER = 4  # big-endian length of the pickled batch that follows
 _WATCH_EVERY_S = 0.5  # how often the forwarder checks its recording process is alive
 _COALESCE_S = 0.01  # the recording process's pause after a small read (see its loop)
 _COALESCE_BYTES = 256 * 1024  # a read this big means a backlog: no pause
@@ -334,8 +334,7 @@ class ProcessRecorder:
         batch, self._batch = self._batch, []
         if not batch or self._transport is None or self._transport.is_closing():
             return
-        frame = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
-        self._transport.write(len(frame).to_bytes(_FRAME_HEADER, "big") + frame)
+        self._transport.write(handoff.encode(batch))
 
     # -- what the admin listener shows ---------------------------------------------------
 
@@ -421,7 +420,7 @@ def run_recording_process(
         # The forwarder's writes must find room during the pause below, or its transport
         # would buffer and poll for the pipe.
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
-    buffer = bytearray()
+    frames = handoff.FrameDecoder()
     next_report = time.monotonic() + _REPORT_EVERY_S
     stopped = False
     while not stopped:
@@ -430,9 +429,8 @@ def run_recording_process(
             chunk = os.read(fd, 1 << 20)
             if not chunk:
                 break  # the proxy is gone: finish what was handed over
-            buffer += chunk
             recorder.lines.hold()  # the exchange lines of what was read: one write
-            for frame in _frames(buffer):
+            for frame in frames.feed(chunk):
                 taken_now, stopped = state.handle(frame)
                 taken += taken_now
             batch.flush()
@@ -447,6 +445,8 @@ def run_recording_process(
         if time.monotonic() >= next_report:
             report()
             next_report = time.monotonic() + _REPORT_EVERY_S
+    if frames.bad or frames.pending:  # never expected: a frame that did not decode
+        log.error("handoff.bad-frames", bad=frames.bad, cut_short_bytes=frames.pending)
     # EOF before "stop": the forwarder died; what it had begun is lost, and the bundle says so.
     writer.close(abrupt=not stopped, inflight=len(state.sessions))
     report()
@@ -470,18 +470,6 @@ class _BatchSink:
         if self.records:
             records, self.records = self.records, []
             self.writer.submit_many(records)
-
-
-def _frames(buffer: bytearray) -> list[list[tuple[Any, ...]]]:
-    """Cut the complete frames off the front of ``buffer`` and unpickle them."""
-    batches = []
-    while len(buffer) >= _FRAME_HEADER:
-        size = int.from_bytes(buffer[:_FRAME_HEADER], "big")
-        if len(buffer) < _FRAME_HEADER + size:
-            break
-        batches.append(pickle.loads(buffer[_FRAME_HEADER : _FRAME_HEADER + size]))
-        del buffer[: _FRAME_HEADER + size]
-    return batches
 
 
 class _Handover:

@@ -80,8 +80,9 @@ def attach(client: ClientConnection, ex: Exchange, conn: UpstreamConnection) -> 
     ex.upstream = conn
     conn.owner = client
     ex.raw.forwarded_at = client.clock()
-    data = b"".join(ex.waiting) if len(ex.waiting) > 1 else ex.waiting[0]
-    ex.replay = list(ex.waiting) if conn.reused and ex.waiting_size <= REPLAY_MAX else None
+    waiting = ex.waiting
+    data = b"".join(waiting) if len(waiting) > 1 else waiting[0]
+    ex.replay = waiting if conn.reused and ex.waiting_size <= REPLAY_MAX else None
     ex.waiting = []
     ex.waiting_size = 0
     conn.write(data)

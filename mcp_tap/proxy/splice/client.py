@@ -76,8 +76,11 @@ class ClientConnection(asyncio.Protocol):
             if len(self.buffer) > HIGH_WATER:
                 self._pause("pipelined")
             return
-        self.buffer += data
-        self._next_request()
+        if self.buffer:
+            self.buffer += data
+            self._next_request()
+        else:
+            self._next_request(data)  # the usual case: read in place, not via the buffer
 
     def eof_received(self) -> bool:
         """The client half-closed: answer a whole request not yet answered, then close."""

@@ -115,7 +115,8 @@ def finish(client: ClientConnection, ex: Exchange) -> None:
         if raw.egress_body is None:
             raw.egress_bytes = raw.response.size  # spliced: what came is what was sent
     client.exchange = None
-    client.hop.metrics.exchange_ended(client.hop.name, raw.egress_status)
+    status = raw.egress_status
+    client.hop.answered[status // 100 if status is not None and 100 <= status < 600 else 0] += 1
     try:
         client.hop.recorder.record(raw)
     except Exception as exc:  # noqa: BLE001 - evidence must never break traffic
@@ -153,8 +154,8 @@ def refuse(client: ClientConnection, status: int, phase: str, reason: str) -> No
     if client.transport is not None:
         client.transport.write(head + body)
     client._close()
-    hop.metrics.exchange_began(hop.name)
-    hop.metrics.exchange_ended(hop.name, status)
+    hop.began += 1
+    hop.answered[status // 100 if 100 <= status < 600 else 0] += 1
     try:
         hop.recorder.record(raw)
     except Exception as exc:  # noqa: BLE001 - evidence must never break traffic

@@ -14,29 +14,29 @@ is only ever followed by the answer to the next request the tap sends, so it is 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import httptools
 
 from mcp_tap.proxy.capture import RawBody
-from mcp_tap.proxy.splice.head import field
 
 ParserError = httptools.HttpParserError
 Upgrade = httptools.HttpParserUpgrade
 
 _TE = b"\r\ntransfer-encoding:"
-_CL = b"\r\ncontent-length:"
+# The parser has accepted the head: a Content-Length is digits after optional whitespace,
+# and there is at most one. (One regex scan: a find, a slice and a strip cost twice as much.)
+_CL = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)").search
 
 
-def framing_of(raw: bytes, lower: bytes) -> tuple[str, int]:
+def framing_of(lower: bytes) -> tuple[str, int]:
     """``("chunked"|"length"|"none", content length)`` of a head the parser accepted
-    (``lower``: the head lowercased)."""
+    (``lower``: the head lowercased); ``"length"`` with 0 for ``Content-Length: 0``."""
     if lower.find(_TE) >= 0:
         return "chunked", 0
-    length = field(raw, lower, _CL)
-    if length is not None:
-        return ("length", int(length)) if int(length) else ("none", 0)
-    return "none", 0
+    length = _CL(lower)
+    return ("length", int(length[1])) if length is not None else ("none", 0)
 
 
 class RequestMessage:
@@ -92,7 +92,9 @@ class RequestMessage:
             return
         if not self.headed:  # llhttp pauses on PRI (an HTTP/2 preface), silently: no head
             raise ParserError("an HTTP/2 connection preface")
-        self.framing, self.remaining = framing_of(raw, lower)
+        self.framing, self.remaining = framing_of(lower)
+        if self.framing == "length" and not self.remaining:
+            self.framing = "none"  # Content-Length: 0 is no body, as none at all
         if self.framing == "none":
             self.complete = True
 
@@ -186,11 +188,14 @@ class ResponseMessage:
             return 0
         if self.chunked and (self.careful or data[:1] == b"0" or data.find(b"\n0") >= 0):
             # A chunked body can only end on the LF of a line after a last-chunk line ("0"
-            # at a line start): from the first one in view, bytes go in up to each LF, so
-            # the parser stops exactly at the end.
-            self.careful = True
+            # at a line start): the bytes before the first one in view go in at once (the
+            # end cannot be there), then up to each LF, so the parser stops exactly at the end.
             view = memoryview(data)
             start, size = 0, len(data)
+            if not self.careful and data[:1] != b"0":
+                start = data.find(b"\n0") + 1
+                self._parser.feed_data(view[:start])
+            self.careful = True
             while start < size and not self.complete:
                 newline = data.find(b"\n", start)
                 end = size if newline < 0 else newline + 1

@@ -9,7 +9,6 @@ from collections.abc import Callable
 
 import structlog
 
-from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions
 from mcp_tap.proxy.recorder import ExchangeRecorder
 from mcp_tap.proxy.splice.client import ClientConnection
@@ -34,11 +33,12 @@ class HopCore:
         recorder: ExchangeRecorder,
         tls: ssl.SSLContext | bool,
         clock: Callable[[], float] = time.time,
-        metrics: Metrics | None = None,
     ) -> None:
         self.name = name
-        # In-flight exchanges and answers by status class live in this process only.
-        self.metrics = Metrics() if metrics is None else metrics
+        # Exchanges begun, and answers by status class (index 0: none, 1: 1xx ... 5: 5xx):
+        # plain ints, read at scrape time (Metrics.forwarder), nothing else per request.
+        self.began = 0
+        self.answered = [0] * 6
         self.options = options
         self.recorder = recorder
         self.clock = clock
@@ -65,6 +65,10 @@ class HopCore:
     def count(self, what: str) -> None:
         """Count one event of the hop's own (see :data:`COUNTED`)."""
         self.counts[what] += 1
+
+    def metric_counts(self) -> tuple[int, list[int]]:
+        """Exchanges in flight and answers by status class (see :attr:`answered`)."""
+        return self.began - sum(self.answered), self.answered
 
     @property
     def in_flight(self) -> int:

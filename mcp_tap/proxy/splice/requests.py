@@ -35,31 +35,46 @@ _NOTABLE = re.compile(
     rb"\r\n(?:mcp-session-id:|traceparent:|connection|keep-alive|proxy-|te|upgrade)").search
 
 
-def next_request(client: ClientConnection) -> None:
-    """Start the exchange of the next whole request head in the buffer, if any."""
+def next_request(client: ClientConnection, data: bytes | None = None) -> None:
+    """Start the exchange of the next whole request head, if any: in ``data`` (bytes just
+    received, nothing buffered before them: read in place, no copy) or in the buffer."""
     client._scheduled = False
     if client.closed or client.exchange is not None:
+        if data:
+            client.buffer += data
         return
-    buf = client.buffer
-    while buf[:2] == b"\r\n":  # empty lines before a request line are ignored (RFC 9112)
-        del buf[:2]
-    if not buf:
-        return
-    end = buf.find(HEAD_END)
     limit = client.hop.options.listener.max_head_bytes
-    if end < 0 or end + len(HEAD_END) > limit:
-        if len(buf) > limit:
-            client._refuse(431, "head-too-large", "the request head exceeds max_head_bytes")
-        return
-    client.head_timer.stop()
-    cut = end + len(HEAD_END)
-    raw_head = bytes(buf[:cut])
-    if len(buf) > cut:
-        rest = bytes(buf[cut:])
+    if data is None or data[:2] == b"\r\n":
+        buf = client.buffer
+        if data is not None:
+            buf += data
+        while buf[:2] == b"\r\n":  # empty lines before a request line are ignored (RFC 9112)
+            del buf[:2]
+        if not buf:
+            return
+        end = buf.find(HEAD_END)
+        if end < 0 or end + len(HEAD_END) > limit:
+            if len(buf) > limit:
+                client._refuse(431, "head-too-large", "the request head exceeds max_head_bytes")
+            return
+        data = bytes(buf)
         client.buffer = bytearray()
     else:
+        end = data.find(HEAD_END)
+        if end < 0 or end + len(HEAD_END) > limit:
+            if len(data) > limit:
+                client._refuse(431, "head-too-large", "the request head exceeds max_head_bytes")
+            else:
+                client.buffer += data  # a head in pieces: wait for the rest
+            return
+    client.head_timer.stop()
+    cut = end + len(HEAD_END)
+    if len(data) > cut:
+        raw_head = data[:cut]
+        rest = data[cut:]
+    else:
+        raw_head = data
         rest = b""
-        buf.clear()
     lower = raw_head.lower()
     body = RawBody(client.hop.options.capture.max_body_bytes)
     request = client._requests
@@ -115,7 +130,7 @@ def next_request(client: ClientConnection) -> None:
     ex = Exchange(raw, request)
     ex.skip_body = method == b"HEAD"
     client.exchange = ex
-    hop.metrics.exchange_began(hop.name)
+    hop.began += 1
     try:
         hop.recorder.begin(raw)
     except Exception as exc:  # noqa: BLE001 - evidence must never break traffic
@@ -135,8 +150,14 @@ def next_request(client: ClientConnection) -> None:
                 # Nothing went upstream yet: the tap's own 400, and the connection ends.
                 client._answer(ex, 400, "bad-request-body", parser_reason(exc))
                 return
-            if taken:
-                client._to_upstream(ex, rest[:taken])
+            if taken == len(rest) and forward is raw_head:
+                # Head and body as they came, in one object: one write upstream, no join.
+                ex.waiting[0] = data
+                ex.waiting_size = len(data)
+                if ex.waiting_size > HIGH_WATER:
+                    client._pause("connecting")
+            elif taken:
+                client._to_upstream(ex, rest if taken == len(rest) else rest[:taken])
             if request.complete:
                 client._request_ended(ex)
             if taken < len(rest):

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("mcp_tap.proxy")
 
-_CONTENT_LENGTH = b"\r\ncontent-length:"
 
 
 def upstream_data(client: ClientConnection, data: bytes) -> None:
@@ -106,7 +105,7 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
         raw.status = raw.egress_status = response.status
         raw.response_pairs = raw_head
         if response.upgraded:
-            client.transport.write(out + rest if rest else out)
+            client.transport.write(data if out is raw_head else out + rest if rest else out)
             if rest and raw.tunnel is not None:
                 raw.tunnel[1].feed(rest, client.clock())
             raw.sent_at = client.clock()
@@ -130,7 +129,8 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
             client._stray(ex, len(rest))
             client._response_complete(ex)
             return
-        client._body_out(ex, rest, out)
+        # Head and body as received, in one object: one write to the client, no join.
+        client._body_out(ex, rest, out, data if out is raw_head else None)
         return
 
 
@@ -159,11 +159,11 @@ def set_framing(
     if ex.skip_body or status in (204, 304):
         ex.response_framing = "none"
     else:
-        framing, length = framing_of(raw_head, lower)
+        framing, length = framing_of(lower)
         if framing == "chunked":
             ex.response_framing = "chunked"
             response.chunked = True
-        elif lower.find(_CONTENT_LENGTH) >= 0:
+        elif framing == "length":
             ex.response_framing = "length"
             ex.remaining = length
         else:
@@ -174,12 +174,15 @@ def set_framing(
 
 def response_body(client: ClientConnection, ex: Exchange, data: bytes) -> None:
     """Body bytes of the answer in flight."""
-    client._body_out(ex, data, b"")
+    client._body_out(ex, data, b"", None)
 
 
-def body_out(client: ClientConnection, ex: Exchange, data: bytes, head: bytes) -> None:
-    """Body bytes (after ``head``, when it goes in the same send): to the client first,
-    then the copy is parsed; bytes past the answer's end are no one's and not sent."""
+def body_out(
+    client: ClientConnection, ex: Exchange, data: bytes, head: bytes, whole: bytes | None
+) -> None:
+    """Body bytes (after ``head``, when it goes in the same send; ``whole``: the bytes
+    received, head and body as they came, when nothing in the head changed): to the client
+    first, then the copy is parsed; bytes past the answer's end are no one's and not sent."""
     assert client.transport is not None and ex.response is not None
     response = ex.response
     remaining = ex.remaining
@@ -187,8 +190,9 @@ def body_out(client: ClientConnection, ex: Exchange, data: bytes, head: bytes) -
         stray = len(data) - remaining
         if stray > 0:
             data = data[:remaining]
+            whole = None
         ex.remaining = remaining - len(data)
-        client.transport.write(head + data if head else data)
+        client.transport.write(whole if whole is not None else head + data if head else data)
         if head:
             ex.raw.sent_at = client.clock()
         if stray > 0:
@@ -206,8 +210,11 @@ def body_out(client: ClientConnection, ex: Exchange, data: bytes, head: bytes) -
             client._abort_upstream(ex)
             client._cut(ex, "upstream-bad-response", parser_reason(exc))
             return
-        body = data if taken == len(data) else data[:taken]
-        client.transport.write(head + body if head else body)
+        if taken < len(data):
+            body, whole = data[:taken], None
+        else:
+            body = data
+        client.transport.write(whole if whole is not None else head + body if head else body)
         if head:
             ex.raw.sent_at = client.clock()
         if taken < len(data):
@@ -215,7 +222,8 @@ def body_out(client: ClientConnection, ex: Exchange, data: bytes, head: bytes) -
         if response.complete:
             client._response_complete(ex)
         return
-    client.transport.write(head + data if head else data)  # to the client first ...
+    # To the client first ...
+    client.transport.write(whole if whole is not None else head + data if head else data)
     if head:
         ex.raw.sent_at = client.clock()
     client._parse_body(ex, data)  # ... then the copy is parsed

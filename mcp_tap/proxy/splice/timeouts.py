@@ -5,12 +5,19 @@ only fires at the old deadline, sees the new one and sleeps again, so a busy str
 no timer churn. Stopping only marks the timer off (the loop timer, when it comes, sees that
 and goes), so a keep-alive connection that stops and starts it per request costs no churn
 either. A timer of 0 seconds never fires (the option's "no limit").
+
+Deadlines are read from :func:`time.monotonic` itself, not ``loop.time()``: that is the same
+clock on asyncio's loop, but a Python-level call per read, and these are read per request.
+The loop timer is set with ``call_later`` (relative), so it works on any loop's clock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
+
+_now = time.monotonic
 
 
 class Timer:
@@ -33,14 +40,14 @@ class Timer:
         if not self.seconds:
             return
         self.active = True
-        self.deadline = self.loop.time() + self.seconds
+        self.deadline = _now() + self.seconds
         if self._handle is None:
-            self._handle = self.loop.call_at(self.deadline, self._check)
+            self._handle = self.loop.call_later(self.seconds, self._check)
 
     def touch(self) -> None:
         """Activity: push the deadline forward (starts the timer if it is not running)."""
         if self.active:
-            self.deadline = self.loop.time() + self.seconds
+            self.deadline = _now() + self.seconds
         else:
             self.start()
 
@@ -64,8 +71,9 @@ class Timer:
         self._handle = None
         if not self.active:
             return
-        if self.loop.time() < self.deadline:
-            self._handle = self.loop.call_at(self.deadline, self._check)
+        left = self.deadline - _now()
+        if left > 0:
+            self._handle = self.loop.call_later(left, self._check)
             return
         self.active = False
         self.fire()

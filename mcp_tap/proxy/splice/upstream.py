@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, cast
 from urllib.parse import urlsplit
@@ -78,7 +79,7 @@ class UpstreamConnection(asyncio.Protocol):
         self.reused = False
         self.closed = False
         self.response: ResponseMessage | None = None  # the answer parser, kept across answers
-        self.idle_since = 0.0  # loop time it went back to the idle list
+        self.idle_since = 0.0  # time.monotonic() when it went back to the idle list
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Connected."""
@@ -209,22 +210,23 @@ class UpstreamPool:
         if not reusable or conn.closed or len(self._idle) >= self.max_idle:
             conn.close()
             return
-        loop = asyncio.get_running_loop()
-        conn.idle_since = loop.time()
+        # time.monotonic, not the running loop's clock: asyncio.get_running_loop() costs a
+        # getpid() system call per call on Python 3.11, and this runs once per request.
+        conn.idle_since = time.monotonic()
         self._idle.append(conn)
         if self.keepalive_s and self._sweep is None:
-            self._sweep = loop.call_at(conn.idle_since + self.keepalive_s, self._expire)
+            self._sweep = asyncio.get_running_loop().call_later(self.keepalive_s, self._expire)
 
     def _expire(self) -> None:
         """Close the idle connections unused for ``keepalive_s``; come back for the next."""
         self._sweep = None
-        loop = asyncio.get_running_loop()
-        now = loop.time()
+        now = time.monotonic()
         idle = self._idle
         while idle and idle[0].idle_since + self.keepalive_s <= now:
             idle.pop(0).close()
         if idle:  # the oldest left decides (reuse takes the newest: the order holds)
-            self._sweep = loop.call_at(idle[0].idle_since + self.keepalive_s, self._expire)
+            self._sweep = asyncio.get_running_loop().call_later(
+                idle[0].idle_since + self.keepalive_s - now, self._expire)
 
     def forget(self, conn: UpstreamConnection) -> None:
         """Drop a connection from the idle list (it closed)."""
