@@ -26,6 +26,7 @@ from mcp_tap.core.hashing import DigestKey, seal_hex
 from mcp_tap.core.hops import HopView
 from mcp_tap.core.jsonrpc import Kind
 from mcp_tap.core.redaction import Redacted, Redactor
+from mcp_tap.core.redaction.clean import CLEAN_CHECK_MIN
 from mcp_tap.core.resume import Parked, ResumeTracker, last_event_id, resumable
 from mcp_tap.core.selection import ClientEvent, ClientTracker
 from mcp_tap.logs import LineBatch
@@ -302,7 +303,7 @@ class Recorder:
             except orjson.JSONDecodeError:
                 text = capture.body[:_RAW_TEXT_CHARS].decode("utf-8", "replace")
                 return {"raw": self.redactor.redact_text(text)}, None
-        return self._recordable(self.redactor.walk_message(messages), 2)
+        return self._recordable(self.redactor.walk_message_text(messages, capture.body), 2)
 
     def _recordable(self, done: Redacted, levels: int) -> tuple[Any, str | None]:
         """``done``'s value, or its redacted JSON text when orjson cannot write it."""
@@ -317,8 +318,12 @@ class Recorder:
             data: Any
             note = None
             try:
-                data, note = self._recordable(
-                    self.redactor.walk_message(orjson.loads(t.event.data)), 4)
+                if len(t.event.data) < CLEAN_CHECK_MIN:
+                    done = self.redactor.walk_message(orjson.loads(t.event.data))
+                else:
+                    text = t.event.data.encode("utf-8", "surrogatepass")
+                    done = self.redactor.walk_message_text(orjson.loads(text), text)
+                data, note = self._recordable(done, 4)
             except orjson.JSONDecodeError:
                 data = self.redactor.redact_text(t.event.data)
             event = {"at": t.at, "id": t.event.id, "event": t.event.event, "data": data}
