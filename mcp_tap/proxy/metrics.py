@@ -36,6 +36,12 @@ from mcp_tap import __version__
 
 LabelKey = tuple[tuple[str, str], ...]
 Number = int | float
+# One recorded exchange, as the recorder counts it (see Metrics.add_exchanges): hop, era,
+# finding rule ids, tap error phase, then upstream latency, first byte, first SSE event and
+# added latency in seconds (None: not seen).
+ExchangeTally = tuple[
+    str, str, Sequence[str], str | None, float | None, float | None, float | None, float | None
+]
 
 # What ``/metrics`` answers with: the classic text format every Prometheus 2.x parses (the
 # names are all legacy-valid, so generate_latest's output is that format).
@@ -83,6 +89,12 @@ class _Labelled:
     def _add_key(self, amount: Number, key: LabelKey) -> None:
         with self._lock:
             self._values[key] += amount
+
+    def _add_keys(self, amounts: dict[LabelKey, Number]) -> None:
+        with self._lock:
+            values = self._values
+            for key, amount in amounts.items():
+                values[key] += amount
 
     def value(self, **labels: str) -> Number:
         """The current value of one series (0 when never touched)."""
@@ -162,6 +174,17 @@ class Histogram:
             counts = self._counts.setdefault(key, [0] * (len(self.buckets) + 1))
             counts[bisect.bisect_left(self.buckets, value)] += 1
             self._sums[key] += value
+
+    def _observe_key(self, key: LabelKey, values: Sequence[float]) -> None:
+        """Record ``values`` in the series ``key`` (one lock for all of them)."""
+        buckets = self.buckets
+        with self._lock:
+            counts = self._counts.setdefault(key, [0] * (len(buckets) + 1))
+            total = self._sums[key]
+            for value in values:
+                counts[bisect.bisect_left(buckets, value)] += 1
+                total += value  # in order, as observe() adds: the same float
+            self._sums[key] = total
 
     def count(self, **labels: str) -> int:
         """How many observations one series has."""
@@ -274,6 +297,38 @@ class Metrics:
             answer = self._answer_keys[(hop, status_class)] = _key(
                 {"hop": hop, "status_class": label})
         self.answers._add_key(1, answer)
+
+    # -- what the recorder calls ---------------------------------------------------------
+
+    def add_exchanges(self, tallies: Sequence[ExchangeTally]) -> None:
+        """Count recorded exchanges (the recording process: one call per batch).
+
+        Per exchange the same as ``exchanges.inc(hop, era)``, ``findings.inc(hop, rule)`` per
+        finding, ``tap_errors.inc(hop, reason=phase)`` and an observation per time seen; per
+        batch one lock per series instead of one per update.
+        """
+        exchanges: dict[LabelKey, Number] = defaultdict(int)
+        findings: dict[LabelKey, Number] = defaultdict(int)
+        tap_errors: dict[LabelKey, Number] = defaultdict(int)
+        times: tuple[dict[str, list[float]], ...] = ({}, {}, {}, {})
+        for hop, era, rules, phase, *seen in tallies:
+            exchanges[(("era", era), ("hop", hop))] += 1
+            for rule in rules:
+                findings[(("hop", hop), ("rule", rule))] += 1
+            if phase is not None:
+                tap_errors[(("hop", hop), ("reason", phase))] += 1
+            for by_hop, value in zip(times, seen, strict=True):
+                if value is not None:
+                    by_hop.setdefault(hop, []).append(value)
+        self.exchanges._add_keys(exchanges)
+        if findings:
+            self.findings._add_keys(findings)
+        if tap_errors:
+            self.tap_errors._add_keys(tap_errors)
+        histograms = (self.latency, self.first_byte, self.sse_first_event, self.added)
+        for histogram, by_hop in zip(histograms, times, strict=True):
+            for hop, values in by_hop.items():
+                histogram._observe_key((("hop", hop),), values)
 
     # -- cross-process hand-over ---------------------------------------------------------
 

@@ -33,7 +33,7 @@ from mcp_tap.logs import LineBatch
 from mcp_tap.proxy.capture import BodyCapture, RawExchange
 from mcp_tap.proxy.captured import Captured, materialize
 from mcp_tap.proxy.correlate import Correlator, Pending
-from mcp_tap.proxy.metrics import Metrics
+from mcp_tap.proxy.metrics import ExchangeTally, Metrics
 from mcp_tap.proxy.options import TapOptions
 from mcp_tap.proxy.splice.answers import tap_error_rule
 from mcp_tap.proxy.tracing import tracing_for
@@ -106,9 +106,34 @@ class Recorder:
         self.tracing = tracing_for(options)
         self._hops: dict[str, _HopState] = {h.name: _HopState() for h in options.hops}
         self.lines = LineBatch("mcp_tap.proxy")  # the exchange lines
+        self._tallies: list[ExchangeTally] | None = None  # metrics held for a batch
+        self._ids = ""  # random hex, cut into exchange ids (see _exchange_id)
         self.correlator = Correlator(
             options.hop_comparison.thresholds(), window_s=options.hop_comparison.window_s
         )
+
+    # -- batches ------------------------------------------------------------------------
+
+    def hold(self) -> None:
+        """Keep the exchange lines and metrics of what is recorded until :meth:`release`
+        (the recording process: one write of lines and one metrics update per batch)."""
+        self.lines.hold()
+        if self._tallies is None:
+            self._tallies = []
+
+    def release(self) -> None:
+        """Count and write what was held since :meth:`hold`, and stop holding."""
+        tallies, self._tallies = self._tallies, None
+        if tallies:
+            self.metrics.add_exchanges(tallies)
+        self.lines.release()
+
+    def _exchange_id(self) -> str:
+        """A random exchange id (64 bits, hex), drawn 256 at a time (one system call)."""
+        if not self._ids:
+            self._ids = secrets.token_hex(8 * 256)
+        exchange_id, self._ids = self._ids[:16], self._ids[16:]
+        return exchange_id
 
     # -- state lookups the forwarder and the judge need -----------------------------------
 
@@ -357,6 +382,9 @@ class Recorder:
         response_headers = red.redact_header_lists(cap.response_headers.pairs)
         request_headers = red.redact_header_lists(cap.request_headers.pairs)
         origin: dict[str, Any] | None = None
+        # Spliced, the client got the origin's bytes: one sealed digest for both views.
+        same_bytes = response is not None and cap.egress_digest == response.digest
+        origin_digest = seal_hex(key, response.digest) if response is not None else ""
         if cap.status is not None and response is not None:
             body, note = (None, None) if is_sse else self._body_json(
                 response, j.response_messages[0] if len(j.response_messages) == 1 else None
@@ -364,7 +392,7 @@ class Recorder:
             origin = {
                 "status": cap.status,
                 "headers": response_headers,
-                "bodyDigest": seal_hex(key, response.digest),
+                "bodyDigest": origin_digest,
                 "bodySize": response.size,
                 "truncated": not response.complete,
                 "ended": response.ended,
@@ -389,7 +417,7 @@ class Recorder:
         record = {
             "kind": "exchange",
             "hop": cap.hop,
-            "exchangeId": secrets.token_hex(8),
+            "exchangeId": self._exchange_id(),
             "traceId": cap.trace_id,
             "client": cap.client,
             "era": str(j.era),
@@ -418,16 +446,14 @@ class Recorder:
                 "headers": response_headers
                 if cap.egress_headers is cap.response_headers
                 else red.redact_header_lists(cap.egress_headers.pairs),
-                "bodyDigest": seal_hex(key, cap.egress_digest),
+                "bodyDigest": origin_digest if same_bytes else seal_hex(key, cap.egress_digest),
                 "bodySize": cap.egress_bytes,
                 "sentAt": cap.sent_at,
                 "endAt": cap.egress_end_at,
                 "clientGone": cap.client_gone,
                 "headChanges": cap.egress_changes,
                 # Same bytes and status as the origin view: the origin's findings hold here too.
-                "sameAsOrigin": response is not None
-                and cap.egress_status == cap.status
-                and cap.egress_digest == response.digest,
+                "sameAsOrigin": same_bytes and cap.egress_status == cap.status,
             },
             "tapError": tap_error,
             "upgraded": cap.upgraded,
@@ -484,22 +510,24 @@ class Recorder:
         pair: dict[str, Any] | None,
         ids: dict[str, str],
     ) -> None:
-        m = self.metrics
-        m.exchanges.inc(hop=cap.hop, era=str(j.era))
-        for f in found:
-            m.findings.inc(hop=cap.hop, rule=f.rule)
-        for f in (pair or {}).get("findings", []):
-            m.findings.inc(hop=cap.hop, rule=f["rule"])
-        if cap.tap_error is not None:
-            m.tap_errors.inc(hop=cap.hop, reason=str(cap.tap_error["phase"]))
-        if cap.end_at is not None:
-            m.latency.observe(cap.end_at - cap.received_at, hop=cap.hop)
-        if cap.first_byte_at is not None:
-            m.first_byte.observe(cap.first_byte_at - cap.received_at, hop=cap.hop)
-        if cap.sse:
-            m.sse_first_event.observe(cap.sse[0].at - cap.received_at, hop=cap.hop)
-        if cap.forwarded_at is not None:
-            m.added.observe(cap.forwarded_at - cap.received_at, hop=cap.hop)
+        at = cap.received_at
+        rules = [f.rule for f in found]
+        if pair is not None:
+            rules += [f["rule"] for f in pair["findings"]]
+        tally: ExchangeTally = (
+            cap.hop,
+            str(j.era),
+            rules,
+            None if cap.tap_error is None else str(cap.tap_error["phase"]),
+            None if cap.end_at is None else cap.end_at - at,
+            None if cap.first_byte_at is None else cap.first_byte_at - at,
+            cap.sse[0].at - at if cap.sse else None,
+            None if cap.forwarded_at is None else cap.forwarded_at - at,
+        )
+        if self._tallies is not None:
+            self._tallies.append(tally)
+        else:
+            self.metrics.add_exchanges((tally,))
         self.lines.info("exchange", {
             "hop": cap.hop,
             "era": str(j.era),

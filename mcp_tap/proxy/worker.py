@@ -438,12 +438,12 @@ def run_recording_process(
                 break  # the proxy is gone: finish what was handed over
             last_read = time.monotonic()
             buffer += chunk
-            recorder.lines.hold()  # the exchange lines of what was read: one write
+            recorder.hold()  # lines and metrics of what was read: one write, one update
             for frame in _frames(buffer):
                 taken_now, stopped = state.handle(frame)
                 taken += taken_now
             batch.flush()
-            recorder.lines.release()
+            recorder.release()
             if len(chunk) < _COALESCE_BYTES:
                 # A trickle (the forwarder hands over once per loop iteration): let the next
                 # frames gather in the pipe, so that they are read, judged, logged and
