@@ -59,6 +59,7 @@ _MAX_PENDING_BEGINS = 10000
 _FRAME_HEADER = 4  # big-endian length of the pickled batch that follows
 _WATCH_EVERY_S = 0.5  # how often the forwarder checks its recording process is alive
 _WRITER_IDLE_S = 0.25  # no capture for this long: the evidence writer's idle work
+_GC_THRESHOLD = (20000, 20, 100)
 _COALESCE_S = 0.01  # the recording process's pause after a small read (see its loop)
 _COALESCE_BYTES = 256 * 1024  # a read this big means a backlog: no pause
 _PIPE_BYTES = 1 << 20  # room in the pipe for what arrives during the pause
@@ -412,6 +413,7 @@ def run_recording_process(
     batch = _BatchSink(writer)
     recorder = Recorder(options, batch, metrics, time.time)
     gc.freeze()  # keep full collections from walking the start-up objects (see commands.proxy)
+    gc.set_threshold(*_GC_THRESHOLD)
     reports.send(("ready",))
     taken = 0
 
