@@ -140,7 +140,7 @@ def steps(call: Call, opts: Any) -> dict[str, Callable[[], Any]]:
     # The bodies are whole and judged: the figures are those of every rule running.
     assert cap.request.complete and cap.response is not None and cap.response.complete
     assert judgement.method == orjson.loads(call.body)["method"] and judgement.response_messages
-    record = recorder._build(cap, judgement, found)
+    record = recorder.records.build(cap, judgement, found)
 
     def write_side() -> None:
         r = dict(record, seq=1, prev="0" * 64)
@@ -154,7 +154,7 @@ def steps(call: Call, opts: Any) -> dict[str, Callable[[], Any]]:
             raw, opts.capture.max_sse_events
         ),
         "  judge (core rules + schema)": lambda: recorder._judge(cap, state),
-        "  build record (redaction)": lambda: recorder._build(cap, judgement, found),
+        "  build record (redaction)": lambda: recorder.records.build(cap, judgement, found),
         "  metrics + exchange log line": lambda: recorder._account(
             cap, judgement, found, None, {"exchange_id": "e", "trace_id": ""}
         ),
