@@ -307,26 +307,37 @@ class Metrics:
         finding, ``tap_errors.inc(hop, reason=phase)`` and an observation per time seen; per
         batch one lock per series instead of one per update.
         """
-        exchanges: dict[LabelKey, Number] = defaultdict(int)
-        findings: dict[LabelKey, Number] = defaultdict(int)
-        tap_errors: dict[LabelKey, Number] = defaultdict(int)
-        times: tuple[dict[str, list[float]], ...] = ({}, {}, {}, {})
-        for hop, era, rules, phase, *seen in tallies:
-            exchanges[(("era", era), ("hop", hop))] += 1
+        exchanges: dict[LabelKey, Number] = {}
+        findings: dict[LabelKey, Number] = {}
+        tap_errors: dict[LabelKey, Number] = {}
+        latency: dict[str, list[float]] = {}
+        first_byte: dict[str, list[float]] = {}
+        first_event: dict[str, list[float]] = {}
+        added: dict[str, list[float]] = {}
+        for hop, era, rules, phase, upstream, byte, event, tap in tallies:
+            key = (("era", era), ("hop", hop))
+            exchanges[key] = exchanges.get(key, 0) + 1
             for rule in rules:
-                findings[(("hop", hop), ("rule", rule))] += 1
+                key = (("hop", hop), ("rule", rule))
+                findings[key] = findings.get(key, 0) + 1
             if phase is not None:
-                tap_errors[(("hop", hop), ("reason", phase))] += 1
-            for by_hop, value in zip(times, seen, strict=True):
-                if value is not None:
-                    by_hop.setdefault(hop, []).append(value)
+                key = (("hop", hop), ("reason", phase))
+                tap_errors[key] = tap_errors.get(key, 0) + 1
+            if upstream is not None:
+                latency.setdefault(hop, []).append(upstream)
+            if byte is not None:
+                first_byte.setdefault(hop, []).append(byte)
+            if event is not None:
+                first_event.setdefault(hop, []).append(event)
+            if tap is not None:
+                added.setdefault(hop, []).append(tap)
         self.exchanges._add_keys(exchanges)
         if findings:
             self.findings._add_keys(findings)
         if tap_errors:
             self.tap_errors._add_keys(tap_errors)
-        histograms = (self.latency, self.first_byte, self.sse_first_event, self.added)
-        for histogram, by_hop in zip(histograms, times, strict=True):
+        for histogram, by_hop in ((self.latency, latency), (self.first_byte, first_byte),
+                                  (self.sse_first_event, first_event), (self.added, added)):
             for hop, values in by_hop.items():
                 histogram._observe_key((("hop", hop),), values)
 
