@@ -4,11 +4,12 @@ Builds the ``RawExchange`` the forwarding core makes for the benchmark's JSON an
 exchanges (the same head parsing, head rewrite and raw body capture, bodies read to their
 end) and times, in CPU time of this thread (so a noisy machine disturbs it little), the
 forwarder's share and each step the recorder pays per exchange: ``Recorder.record`` as a
-whole and its parts (materialize: header maps, digests, SSE decoding; judge; build; log
-line), plus the evidence writer thread's work per record (canonical JSON, digest, line) and what
-handing records to that thread costs the process per record, by batch size (a wake-up of
-the writer thread per batch). Prints CPU microseconds per exchange, the best of
-``--repeat`` batches (of 3 runs for the hand-over rows).
+whole and its parts (materialize: header maps, digests, SSE decoding; judge; build; metrics
+and log line, batched by 16 as the recording process does), plus the evidence writer's
+work per record (canonical JSON, digest, line) and what handing records to a writer thread
+costs the process per record, by batch size (a wake-up of the writer thread per batch; the
+recording process writes inline since, see docs/benchmark.md). Prints CPU microseconds per
+exchange, the best of ``--repeat`` batches (of 3 runs for the hand-over rows).
 
 ``--splice``: the forwarding process's own work per exchange instead, in-process: the request
 bytes handed to a real client connection of a hop (as its socket would), forwarded to a pooled
@@ -152,7 +153,7 @@ def steps(call: Call, opts: Any) -> dict[str, Callable[[], Any]]:
     # The bodies are whole and judged: the figures are those of every rule running.
     assert cap.request.complete and cap.response is not None and cap.response.complete
     assert judgement.method == orjson.loads(call.body)["method"] and judgement.response_messages
-    record = recorder._build(cap, judgement, found)
+    record = recorder.records.build(cap, judgement, found)
 
     def write_side() -> None:
         r = dict(record, seq=1, prev="0" * 64)
@@ -166,10 +167,9 @@ def steps(call: Call, opts: Any) -> dict[str, Callable[[], Any]]:
             raw, opts.capture.max_sse_events
         ),
         "  judge (core rules + schema)": lambda: recorder._judge(cap, state),
-        "  build record (redaction)": lambda: recorder._build(cap, judgement, found),
-        "  metrics + exchange log line": lambda: recorder._account(
-            cap, judgement, found, None, {"exchange_id": "e", "trace_id": ""}
-        ),
+        "  build record (redaction)": lambda: recorder.records.build(cap, judgement, found),
+        "  metrics + exchange log line": functools.partial(
+            account, recorder, cap, judgement, found),
         "    exchange log line alone": lambda: recorder.lines.info(
             "exchange",
             {"hop": "tap", "era": "modern", "method": "tools/list", "findings": []},
@@ -177,6 +177,16 @@ def steps(call: Call, opts: Any) -> dict[str, Callable[[], Any]]:
         ),
         "writer thread: digest + line": write_side,
     }
+
+
+def account(recorder: Recorder, cap: Any, judgement: Any, found: Any) -> None:
+    """One exchange's metrics and log line, as the recording process counts them: held
+    and released in batches of 16 (one metrics update and one write per batch)."""
+    if recorder._tallies is None:
+        recorder.hold()
+    recorder._account(cap, judgement, found, None, {"exchange_id": "e", "trace_id": ""})
+    if len(recorder._tallies or ()) >= 16:
+        recorder.release()
 
 
 def handoff(record: dict[str, Any], size: int, n: int = 2000) -> float:

@@ -77,7 +77,7 @@ def main() -> None:
                 for _ in range(args.per_frame):
                     cap = caps[key % len(caps)]
                     cap.handover_key = key
-                    messages += [("begin", key, cap.hop, None), ("record", key, cap)]
+                    messages += [("begin", key, cap.hop, None), ("record", key, cap.state())]
                     key += 1
                 data = _frame(messages)
                 while data:

@@ -132,6 +132,7 @@ class LineBatch:
         """Lines of the logger named ``name``."""
         self._name = name
         self._held: list[str] | None = None
+        self._mode = _VIA_STRUCTLOG  # while held: decided once, at hold()
 
     def info(self, event: str, fields: dict[str, Any], bound: dict[str, Any]) -> None:
         """Log ``event`` with ``fields`` at info level (``fields`` is taken over).
@@ -139,14 +140,12 @@ class LineBatch:
         ``bound`` is context for this line only, as if bound with
         ``structlog.contextvars.bound_contextvars``.
         """
-        config = structlog.get_config()
-        if (not _INSTALLED or config["logger_factory"] is not _INSTALLED["logger_factory"]
-                # capture_logs swaps the processors inside the same list
-                or tuple(config["processors"]) != _INSTALLED["processors"]):
+        mode = self._mode if self._held is not None else _mode()
+        if mode == _VIA_STRUCTLOG:
             with structlog.contextvars.bound_contextvars(**bound):
                 structlog.get_logger(self._name).info(event, **fields)
             return
-        if _INSTALLED["level"] > logging.INFO:
+        if mode == _SILENT:
             return
         fields["event"] = event
         for key, value in bound.items():
@@ -167,9 +166,11 @@ class LineBatch:
             sys.stderr.flush()
 
     def hold(self) -> None:
-        """Keep lines until :meth:`release` (one write for many)."""
+        """Keep lines until :meth:`release` (one write for many); how lines are made is
+        decided here, for all of them (the logging set-up does not change mid-batch)."""
         if self._held is None:
             self._held = []
+            self._mode = _mode()
 
     def release(self) -> None:
         """Write the lines held since :meth:`hold` and stop holding."""
@@ -177,3 +178,16 @@ class LineBatch:
         if held:
             sys.stderr.write("\n".join(held) + "\n")
             sys.stderr.flush()
+
+
+_VIA_STRUCTLOG, _SILENT, _DIRECT = range(3)
+
+
+def _mode() -> int:
+    """How an info line is made under the current structlog configuration."""
+    config = structlog.get_config()
+    if (not _INSTALLED or config["logger_factory"] is not _INSTALLED["logger_factory"]
+            # capture_logs swaps the processors inside the same list
+            or tuple(config["processors"]) != _INSTALLED["processors"]):
+        return _VIA_STRUCTLOG
+    return _SILENT if _INSTALLED["level"] > logging.INFO else _DIRECT

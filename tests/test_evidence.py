@@ -396,6 +396,52 @@ class TestEvidenceWriter:
         assert writer.lost == 1
         assert not (tmp_path / "b").exists()
 
+    def test_inline_writes_before_submit_returns(self, tmp_path: Path) -> None:
+        """An inline writer (no thread) has each batch on disk when submit returns; the
+        bundle is the same as the thread's: chained, manifested, closed, verified."""
+        writer = EvidenceWriter(tmp_path / "b")
+        writer.start(inline=True)
+        assert not any(t.name == "mcp-tap-evidence" for t in threading.enumerate())
+        assert writer.submit_many([exchange(0), exchange(1)])
+        assert writer.counters()["written"] == 2 and writer.flush(timeout=0)
+        assert writer.submit(exchange(2))
+        assert writer.written == 3
+        assert writer.close(timeout=30)
+        assert not writer.submit(exchange(3))
+        assert writer.lost == 1
+        records = read_bundle(tmp_path / "b").records
+        assert [r["rpcId"] for r in records] == [0, 1, 2]
+        report = verify_bundle(tmp_path / "b")
+        assert (report.ok, report.records) == (True, 3)
+
+    def test_inline_states_losses_and_rotates_when_idle(self, tmp_path: Path) -> None:
+        """Inline: disk errors become a gap once the disk recovers, reported losses a gap at
+        once, an abrupt close its in-flight gap; idle() rotates an aged segment."""
+        disk, clock = Disk(), FakeClock(1000.0)
+        writer = EvidenceWriter(tmp_path / "b", opener=disk.open, clock=clock,
+                                max_segment_age_s=10)
+        writer.start(inline=True)
+        writer.submit(exchange(0))
+        disk.failing = True
+        writer.submit_many([exchange(1), exchange(2)])
+        assert (writer.lost_disk, writer.failing) == (2, True)
+        disk.failing = False
+        writer.idle()  # the gap goes out with the next write or when idle
+        assert writer.failing is False
+        writer.report_lost(4, "recording queue full")
+        clock.now = 1011.0
+        writer.idle()
+        assert writer.segments == 1  # closed by age; the next record opens segment 2
+        writer.submit(exchange(3))
+        assert writer.segments == 2
+        assert writer.close(timeout=30, abrupt=True, inflight=2)
+        records = read_bundle(tmp_path / "b").records
+        assert [(r["kind"], r.get("lost")) for r in records] == [
+            ("exchange", None), ("gap", 2), ("gap", 4), ("exchange", None), ("gap", 2)]
+        meta = load_json(tmp_path / "b" / "bundle.json")
+        assert (meta["closed"]["end"], meta["closed"]["lost"]) == ("abrupt", 8)
+        assert verify_bundle(tmp_path / "b").lost == 8
+
     def test_rejects_bad_limits(self, tmp_path: Path) -> None:
         """Non-positive limits are refused at construction."""
         with pytest.raises(ValueError):

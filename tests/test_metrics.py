@@ -263,3 +263,29 @@ class TestPrometheusServer:
         assert ratio is not None and float(ratio[0]["value"][1]) == 0.0
         assert findings is not None and float(findings[0]["value"][1]) == 1.0
         assert client_errors is not None and float(client_errors[0]["value"][1]) == 1.0
+
+
+def test_a_batch_of_exchanges_counts_as_one_update_each() -> None:
+    """add_exchanges (the recording process, per batch) leaves the very series the per-update
+    calls leave: counts, buckets and float sums alike."""
+    tallies: list[Any] = [
+        ("a", "modern", ["x.rule", "y.rule"], None, 0.0012, 0.0007, None, 0.00004),
+        ("a", "modern", [], "connect", None, None, None, 0.0001),
+        ("b", "legacy", ["x.rule"], None, 0.3, 0.1, 0.05, None),
+        ("a", "unknown", ["x.rule", "x.rule"], None, 2.5, 2.0, 1.5, 0.002),
+    ]
+    batched, single = Metrics(), Metrics()
+    batched.add_exchanges(tallies)
+    for hop, era, rules, phase, latency, first_byte, first_event, added in tallies:
+        single.exchanges.inc(hop=hop, era=era)
+        for rule in rules:
+            single.findings.inc(hop=hop, rule=rule)
+        if phase is not None:
+            single.tap_errors.inc(hop=hop, reason=phase)
+        for histogram, value in ((single.latency, latency), (single.first_byte, first_byte),
+                                 (single.sse_first_event, first_event), (single.added, added)):
+            if value is not None:
+                histogram.observe(value, hop=hop)
+    assert batched.snapshot() == single.snapshot()
+    assert batched.findings.value(hop="a", rule="x.rule") == 3
+    assert list(batched.families()) == list(single.families())

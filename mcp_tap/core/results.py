@@ -154,6 +154,9 @@ def _tools_list(result: dict[str, Any], where: str) -> list[Finding]:
         return bad(f"tools must be an array, got {json_type(tools)}")
     seen: set[str] = set()
     warnings: list[Finding] = []
+    # One search of the whole list instead of one per tool: no tool declares a header unless
+    # the name is written somewhere in it.
+    declares = _mentions_x_mcp_header(tools)
     for i, tool in enumerate(tools):
         if not isinstance(tool, dict):
             return bad(f"tools[{i}] must be an object")
@@ -178,7 +181,7 @@ def _tools_list(result: dict[str, Any], where: str) -> list[Finding]:
             return bad(
                 f'tools[{i}] ({name}) inputSchema must be an object-root schema (type: "object")'
             )
-        problem = x_mcp_header_problem(schema_)
+        problem = x_mcp_header_problem(schema_) if declares else ""
         if problem:
             return [finding("response.payload.x-mcp-header", f"tools[{i}] ({name}): {problem}",
                             where)]
@@ -193,19 +196,23 @@ _NESTING = ("items", "prefixItems", "additionalProperties", "patternProperties",
             "contains", "unevaluatedProperties", "unevaluatedItems", "propertyNames")
 
 
+def _mentions_x_mcp_header(value: Any) -> bool:
+    """Whether ``value``'s JSON may hold the key ``x-mcp-header`` (True when unsure)."""
+    try:
+        # orjson writes every key verbatim (this one needs no escape).
+        return b'"x-mcp-header"' in orjson.dumps(value)
+    except (TypeError, orjson.JSONEncodeError):
+        return True  # not writable by orjson (deep, huge numbers): walk it
+
+
 def x_mcp_header_problem(input_schema: dict[str, Any]) -> str:
     """Why a tool's ``x-mcp-header`` declarations break server/tools "x-mcp-header", or ``""``.
 
     Token syntax, no control characters, case-insensitive uniqueness, primitive non-``number``
     types, and static reachability: only through ``properties`` chains from the root.
     """
-    try:
-        # The common case, no declaration at all: orjson writes every key verbatim (this
-        # one needs no escape), so a schema whose JSON lacks the name declares nothing.
-        if b'"x-mcp-header"' not in orjson.dumps(input_schema):
-            return ""
-    except (TypeError, orjson.JSONEncodeError):
-        pass  # not writable by orjson (deep, huge numbers): walk it
+    if not _mentions_x_mcp_header(input_schema):
+        return ""  # the common case, no declaration at all
     tokens: dict[str, str] = {}
 
     def walk(node: Any, path: str, reachable: bool) -> str:

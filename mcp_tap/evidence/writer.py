@@ -1,4 +1,5 @@
-"""The evidence writer: a bounded queue in front of one background thread that owns the disk.
+"""The evidence writer: a bounded queue in front of one background thread that owns the disk
+(or, started ``inline``, no thread: the caller writes; see :meth:`EvidenceWriter.start`).
 
 Why a thread and not an asyncio task: every file operation (write, fsync, reading a closed
 segment back to hash it, the manifest) is blocking, and one plain ``threading.Thread`` fed by
@@ -188,6 +189,7 @@ class EvidenceWriter:
         self._lock = threading.Lock()
         self._progress = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
+        self._inline = False  # start(inline=True): the caller's thread writes
         self._closing = False
         self._stop_sent = False
         self._finished = False
@@ -232,13 +234,22 @@ class EvidenceWriter:
 
     # -- caller side ---------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, *, inline: bool = False) -> None:
         """Create the bundle directory and ``bundle.json``, and start the writer thread.
 
         Raises :class:`InputError` if the directory cannot be created or already holds a
         bundle (each run gets its own directory, so a chain never has two writers).
+
+        ``inline``: no thread; :meth:`submit` and :meth:`submit_many` write before they
+        return, and the caller runs :meth:`idle` when it has nothing to submit (at least
+        every few hundred milliseconds: age rotation, pending gap records, a deleted
+        directory). For a caller whose only job is recording (the recording process): it
+        saves a thread wake-up and a GIL hand-off per batch, and a stalled disk stalls the
+        caller instead of filling the queue (the recording process's forwarder then counts
+        the captures it cannot hand over, so the loss is still stated). Single-threaded:
+        every call from the thread that started it.
         """
-        if self._thread is not None:
+        if self._thread is not None or self._inline:
             raise RuntimeError("the evidence writer is already started")
         try:
             self._create_bundle()
@@ -246,6 +257,9 @@ class EvidenceWriter:
             raise InputError(
                 f"{self.directory}: cannot create the evidence bundle: {exc.strerror or exc}"
             ) from exc
+        if inline:
+            self._inline = True
+            return
         self._thread = threading.Thread(target=self._run, name="mcp-tap-evidence", daemon=True)
         self._thread.start()
 
@@ -272,6 +286,9 @@ class EvidenceWriter:
         return self._put(batch, len(batch))
 
     def _put(self, item: dict[str, Any] | list[dict[str, Any]], count: int) -> bool:
+        if self._inline and not self._closing:
+            self._guarded(self._handle, item)
+            return True
         with self._lock:
             if self._closing:
                 self.lost += count
@@ -304,6 +321,10 @@ class EvidenceWriter:
         """
         if lost <= 0:
             return
+        if self._inline and not self._finished:
+            self.lost += lost
+            self._guarded(self._handle, _Gap(lost, reason))
+            return
         with self._lock:
             self.lost += lost
             try:
@@ -319,6 +340,8 @@ class EvidenceWriter:
         Returns False on timeout or if the writer was never started. Not for the event
         loop: call it from a thread or from sync code.
         """
+        if self._inline:
+            return True  # written before submit returned
         with self._progress:
             if self._thread is None:
                 return self._enqueued == 0
@@ -349,6 +372,11 @@ class EvidenceWriter:
             self.report_lost(inflight, reason)
         with self._lock:
             self._closing = True
+        if self._inline:
+            if not self._finished:
+                self._guarded(self._finish)
+                self._finished = True
+            return True
         thread = self._thread
         if thread is None:
             self._drop_unstarted()
@@ -510,6 +538,11 @@ class EvidenceWriter:
             self._lose(REASON_DISK, refused)
         elif self._unrecorded:
             self._record_gaps()
+
+    def idle(self) -> None:
+        """An inline writer's idle work (see :meth:`start`); nothing for a threaded one."""
+        if self._inline and not self._finished:
+            self._guarded(self._idle)
 
     def _idle(self) -> None:
         with self._lock:

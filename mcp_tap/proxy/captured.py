@@ -8,13 +8,14 @@ so the forwarder never splits a head, hashes a body or decodes a stream.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.sse import SSEDecoder, SSEError, SSEEvent
 from mcp_tap.proxy.capture import BodyCapture, RawExchange, new_body_hash
-from mcp_tap.proxy.splice.head import parse_head
+from mcp_tap.proxy.splice.head import HEAD_END
 
 
 @dataclass
@@ -105,9 +106,27 @@ def _headers(
         assert same is not None
         return same
     if isinstance(pairs, bytes):
-        pairs = parse_head(pairs).pairs()
+        return HeaderMap(head_pairs(pairs))
     # latin-1 maps every byte, so any header byte survives to evidence and back.
     return HeaderMap(tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in pairs))
+
+
+def head_pairs(raw: bytes) -> tuple[tuple[str, str], ...]:
+    """The header pairs of a raw head, decoded: ``parse_head(raw).pairs()`` with each byte
+    string decoded as latin-1, but decoded once, as a whole (latin-1 maps byte to character
+    one to one, so cutting the text cuts exactly where cutting the bytes would)."""
+    parts = raw.decode("latin-1")[: -len(HEAD_END)].split("\r\n")
+    lines: list[str] = []
+    for part in parts[1:]:
+        if part[:1] in (" ", "\t") and lines:
+            lines[-1] += "\r\n" + part  # obs-fold: kept with its field, as parse_head does
+        else:
+            lines.append(part)
+    out = []
+    for line in lines:
+        name, _, value = line.partition(":")
+        out.append((name, value.strip(" \t")))
+    return tuple(out)
 
 
 # Fields a RawExchange hands on to the Captured unchanged.
@@ -118,6 +137,7 @@ _SAME_FIELDS = (
     "head_changes", "egress_changes", "request_framing", "response_framing", "upgraded",
     "interim",
 )
+_SAME = operator.attrgetter(*_SAME_FIELDS)  # all of them at once, in C
 
 
 def materialize(raw: RawExchange, max_sse_events: int) -> Captured:
@@ -128,15 +148,25 @@ def materialize(raw: RawExchange, max_sse_events: int) -> Captured:
     """
     request_headers = _headers(raw.request_pairs)
     response_headers = _headers(raw.response_pairs)
-    cap = Captured(
+    # Every field of Captured, set at once (its generated __init__ takes 40 arguments one by
+    # one; tests check the fields are all here).
+    state = dict(zip(_SAME_FIELDS, _SAME(raw), strict=True))
+    state.update(
         user_agent=request_headers.get("user-agent") or "",
         request_headers=request_headers,
         forwarded_headers=_headers(raw.forwarded_pairs, request_headers),
         request=BodyCapture.from_raw(raw.request, request_headers.get("content-encoding") or ""),
         response_headers=response_headers,
         egress_headers=_headers(raw.egress_pairs, response_headers),
-        **{name: getattr(raw, name) for name in _SAME_FIELDS},
+        response=None,
+        sse=[],
+        sse_dropped=0,
+        sse_incomplete=False,
+        egress_digest="",
+        tunnel=None,
     )
+    cap = Captured.__new__(Captured)
+    cap.__dict__.update(state)
     if raw.response is not None:
         encoding = response_headers.get("content-encoding") or ""
         cap.response = BodyCapture.from_raw(raw.response, encoding)

@@ -38,6 +38,12 @@ from mcp_tap import __version__
 
 LabelKey = tuple[tuple[str, str], ...]
 Number = int | float
+# One recorded exchange, as the recorder counts it (see Metrics.add_exchanges): hop, era,
+# finding rule ids, tap error phase, then upstream latency, first byte, first SSE event and
+# added latency in seconds (None: not seen).
+ExchangeTally = tuple[
+    str, str, Sequence[str], str | None, float | None, float | None, float | None, float | None
+]
 
 # What ``/metrics`` answers with: the classic text format every Prometheus 2.x parses (the
 # names are all legacy-valid, so generate_latest's output is that format).
@@ -83,6 +89,12 @@ class _Labelled:
         key = _key(labels)
         with self._lock:
             self._values[key] += amount
+
+    def _add_keys(self, amounts: dict[LabelKey, Number]) -> None:
+        with self._lock:
+            values = self._values
+            for key, amount in amounts.items():
+                values[key] += amount
 
     def value(self, **labels: str) -> Number:
         """The current value of one series (0 when never touched)."""
@@ -146,6 +158,17 @@ class Histogram:
             counts = self._counts.setdefault(key, [0] * (len(self.buckets) + 1))
             counts[bisect.bisect_left(self.buckets, value)] += 1
             self._sums[key] += value
+
+    def _observe_key(self, key: LabelKey, values: Sequence[float]) -> None:
+        """Record ``values`` in the series ``key`` (one lock for all of them)."""
+        buckets = self.buckets
+        with self._lock:
+            counts = self._counts.setdefault(key, [0] * (len(buckets) + 1))
+            total = self._sums[key]
+            for value in values:
+                counts[bisect.bisect_left(buckets, value)] += 1
+                total += value  # in order, as observe() adds: the same float
+            self._sums[key] = total
 
     def count(self, **labels: str) -> int:
         """How many observations one series has."""
@@ -229,6 +252,49 @@ class Metrics:
         self.registry.register(_TapCollector(self))
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry, platform=platform)
+
+    # -- what the recorder calls ---------------------------------------------------------
+
+    def add_exchanges(self, tallies: Sequence[ExchangeTally]) -> None:
+        """Count recorded exchanges (the recording process: one call per batch).
+
+        Per exchange the same as ``exchanges.inc(hop, era)``, ``findings.inc(hop, rule)`` per
+        finding, ``tap_errors.inc(hop, reason=phase)`` and an observation per time seen; per
+        batch one lock per series instead of one per update.
+        """
+        exchanges: dict[LabelKey, Number] = {}
+        findings: dict[LabelKey, Number] = {}
+        tap_errors: dict[LabelKey, Number] = {}
+        latency: dict[str, list[float]] = {}
+        first_byte: dict[str, list[float]] = {}
+        first_event: dict[str, list[float]] = {}
+        added: dict[str, list[float]] = {}
+        for hop, era, rules, phase, upstream, byte, event, tap in tallies:
+            key = (("era", era), ("hop", hop))
+            exchanges[key] = exchanges.get(key, 0) + 1
+            for rule in rules:
+                key = (("hop", hop), ("rule", rule))
+                findings[key] = findings.get(key, 0) + 1
+            if phase is not None:
+                key = (("hop", hop), ("reason", phase))
+                tap_errors[key] = tap_errors.get(key, 0) + 1
+            if upstream is not None:
+                latency.setdefault(hop, []).append(upstream)
+            if byte is not None:
+                first_byte.setdefault(hop, []).append(byte)
+            if event is not None:
+                first_event.setdefault(hop, []).append(event)
+            if tap is not None:
+                added.setdefault(hop, []).append(tap)
+        self.exchanges._add_keys(exchanges)
+        if findings:
+            self.findings._add_keys(findings)
+        if tap_errors:
+            self.tap_errors._add_keys(tap_errors)
+        for histogram, by_hop in ((self.latency, latency), (self.first_byte, first_byte),
+                                  (self.sse_first_event, first_event), (self.added, added)):
+            for hop, values in by_hop.items():
+                histogram._observe_key((("hop", hop),), values)
 
     # -- cross-process hand-over ---------------------------------------------------------
 

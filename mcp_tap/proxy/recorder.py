@@ -8,43 +8,37 @@ becomes a ``tap.internal-error`` finding and a counter.
 
 from __future__ import annotations
 
-import secrets
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import orjson
 import structlog
 
-from mcp_tap.core import deepjson
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import HEADER_SESSION_ID, Era
 from mcp_tap.core.exchange import Exchange, Judgement, judge
 from mcp_tap.core.findings import Finding
-from mcp_tap.core.hashing import DigestKey, seal_hex
+from mcp_tap.core.hashing import DigestKey
 from mcp_tap.core.hops import HopView
 from mcp_tap.core.jsonrpc import Kind
-from mcp_tap.core.redaction import Redacted, Redactor
+from mcp_tap.core.redaction import Redactor
 from mcp_tap.core.resume import Parked, ResumeTracker, last_event_id, resumable
 from mcp_tap.core.selection import ClientEvent, ClientTracker
 from mcp_tap.logs import LineBatch
-from mcp_tap.proxy.capture import BodyCapture, RawExchange
+from mcp_tap.proxy.capture import RawExchange
 from mcp_tap.proxy.captured import Captured, materialize
 from mcp_tap.proxy.correlate import Correlator, Pending
-from mcp_tap.proxy.metrics import Metrics
+from mcp_tap.proxy.metrics import ExchangeTally, Metrics
 from mcp_tap.proxy.options import TapOptions
+from mcp_tap.proxy.records import RecordBuilder
 from mcp_tap.proxy.splice.answers import tap_error_rule
 from mcp_tap.proxy.tracing import tracing_for
 
 log = structlog.get_logger("mcp_tap.proxy")
 
 _MAX_STATE = 10000  # sessions, tools, clients remembered per hop
-_RAW_TEXT_CHARS = 4096  # of a body that is not JSON
-# Levels a record wraps around a body (record > origin > sse > event > data) and its chain
-# digest's canonical JSON adds none: a body nested deeper than orjson writes minus these is
-# stored as redacted JSON text.
-_RECORD_LEVELS = 6
 
 
 class RecordSink(Protocol):
@@ -100,14 +94,31 @@ class Recorder:
         # One key per bundle (this recorder writes one), in memory only, unless the operator
         # gave one: body digests and session pseudonyms are keyed with it.
         self.digest_key = options.digest_key or DigestKey.random()
-        self._digests = self.digest_key.describe()
         self.redactor = Redactor(options.redaction, pseudonym_key=self.digest_key.secret)
+        self.records = RecordBuilder(self.redactor, self.digest_key)
         self.tracing = tracing_for(options)
         self._hops: dict[str, _HopState] = {h.name: _HopState() for h in options.hops}
         self.lines = LineBatch("mcp_tap.proxy")  # the exchange lines
+        self._tallies: list[ExchangeTally] | None = None  # metrics held for a batch
         self.correlator = Correlator(
             options.hop_comparison.thresholds(), window_s=options.hop_comparison.window_s
         )
+
+    # -- batches ------------------------------------------------------------------------
+
+    def hold(self) -> None:
+        """Keep the exchange lines and metrics of what is recorded until :meth:`release`
+        (the recording process: one write of lines and one metrics update per batch)."""
+        self.lines.hold()
+        if self._tallies is None:
+            self._tallies = []
+
+    def release(self) -> None:
+        """Count and write what was held since :meth:`hold`, and stop holding."""
+        tallies, self._tallies = self._tallies, None
+        if tallies:
+            self.metrics.add_exchanges(tallies)
+        self.lines.release()
 
     # -- state lookups the forwarder and the judge need -----------------------------------
 
@@ -163,7 +174,7 @@ class Recorder:
             # unterminated, so that is no finding against it.
             found = [f for f in found if f.rule != "sse.unterminated"]
         found += self._tap_findings(cap)
-        record = self._build(cap, judgement, found)
+        record = self.records.build(cap, judgement, found)
         ids = self.tracing.export(cap, judgement, record)
         pair = self._correlate(cap, judgement, record["exchangeId"])
         self.sink.submit(record)
@@ -290,157 +301,6 @@ class Recorder:
             )
         return found
 
-    # -- evidence ------------------------------------------------------------------------
-
-    def _body_json(self, capture: BodyCapture | None, messages: Any) -> tuple[Any, str | None]:
-        """The redacted body for a view, and a note when it is stored as text."""
-        if capture is None or not capture.complete or not capture.body:
-            return None, None
-        if messages is None:
-            try:
-                messages = orjson.loads(capture.body)
-            except orjson.JSONDecodeError:
-                text = capture.body[:_RAW_TEXT_CHARS].decode("utf-8", "replace")
-                return {"raw": self.redactor.redact_text(text)}, None
-        return self._recordable(self.redactor.walk_message(messages), 2)
-
-    def _recordable(self, done: Redacted, levels: int) -> tuple[Any, str | None]:
-        """``done``'s value, or its redacted JSON text when orjson cannot write it."""
-        if done.depth + levels + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
-            return done.value, None
-        note = f"JSON nested {done.depth} deep is stored as redacted text"
-        return {"raw": deepjson.dumps(done.value)}, note
-
-    def _sse_json(self, cap: Captured) -> list[dict[str, Any]]:
-        out = []
-        for t in cap.sse:
-            data: Any
-            note = None
-            try:
-                data, note = self._recordable(
-                    self.redactor.walk_message(orjson.loads(t.event.data)), 4)
-            except orjson.JSONDecodeError:
-                data = self.redactor.redact_text(t.event.data)
-            event = {"at": t.at, "id": t.event.id, "event": t.event.event, "data": data}
-            if note is not None:
-                event["data"], event["note"] = data["raw"], note
-            out.append(event)
-        return out
-
-    def _secrets(self, cap: Captured, j: Judgement) -> list[str]:
-        """The values redaction removes from this exchange (headers and JSON-RPC messages)."""
-        return self.redactor.removed_values(
-            (cap.request_headers.pairs, cap.response_headers.pairs),
-            (j.request_message, *j.response_messages))
-
-    def _findings_json(self, found: Sequence[Finding], secrets: list[str]) -> list[dict[str, Any]]:
-        """Findings for the evidence: messages quote wire values, so they are redacted too."""
-        out = []
-        for f in found:
-            data = f.to_json()
-            data["message"] = self.redactor.scrub(f.message, secrets)
-            out.append(data)
-        return out
-
-    def _build(self, cap: Captured, j: Judgement, found: list[Finding]) -> dict[str, Any]:
-        red = self.redactor
-        response = cap.response
-        is_sse = cap.response_headers.content_type() == "text/event-stream"
-        key = self.digest_key
-        # A head that passed as it came is one header map for both views: redacted once
-        # (the record holds the same list twice; nothing mutates a record's lists).
-        response_headers = red.redact_header_lists(cap.response_headers.pairs)
-        request_headers = red.redact_header_lists(cap.request_headers.pairs)
-        origin: dict[str, Any] | None = None
-        if cap.status is not None and response is not None:
-            body, note = (None, None) if is_sse else self._body_json(
-                response, j.response_messages[0] if len(j.response_messages) == 1 else None
-            )
-            origin = {
-                "status": cap.status,
-                "headers": response_headers,
-                "bodyDigest": seal_hex(key, response.digest),
-                "bodySize": response.size,
-                "truncated": not response.complete,
-                "ended": response.ended,
-                "contentType": cap.response_headers.content_type(),
-                "body": body,
-                "sse": self._sse_json(cap) if is_sse else None,
-                "firstByteAt": cap.first_byte_at,
-                "endAt": cap.end_at,
-                "framing": cap.response_framing or None,
-                # What the origin received differs from what the client sent only by these.
-                "headChanges": cap.head_changes,
-            }
-            if note is not None:
-                origin["bodyNote"] = note
-            if cap.interim:
-                origin["interim"] = cap.interim
-        request_body, request_note = self._body_json(cap.request, j.request_message)
-        tap_error = cap.tap_error
-        if tap_error is not None:
-            # A library's reason may quote the upstream URL: no query, no userinfo.
-            tap_error = {**tap_error, "reason": red.redact_reason(str(tap_error["reason"]))}
-        record = {
-            "kind": "exchange",
-            "hop": cap.hop,
-            "exchangeId": secrets.token_hex(8),
-            "traceId": cap.trace_id,
-            "client": cap.client,
-            "era": str(j.era),
-            "method": j.method,
-            "rpcId": j.rpc_id,
-            "messageKind": str(j.kind) if j.kind else None,
-            "ingress": {
-                "httpMethod": cap.http_method,
-                "path": red.redact_url(cap.path),
-                "headers": request_headers,
-                "forwardedHeaders": request_headers
-                if cap.forwarded_headers is cap.request_headers
-                else red.redact_header_lists(cap.forwarded_headers.pairs),
-                "bodyDigest": seal_hex(key, cap.request.digest),
-                "bodySize": cap.request.size,
-                "truncated": not cap.request.complete,
-                "ended": cap.request.ended,
-                "body": request_body,
-                "receivedAt": cap.received_at,
-                "forwardedAt": cap.forwarded_at,
-                "framing": cap.request_framing or None,
-            },
-            "origin": origin,
-            "egress": {
-                "status": cap.egress_status,
-                "headers": response_headers
-                if cap.egress_headers is cap.response_headers
-                else red.redact_header_lists(cap.egress_headers.pairs),
-                "bodyDigest": seal_hex(key, cap.egress_digest),
-                "bodySize": cap.egress_bytes,
-                "sentAt": cap.sent_at,
-                "endAt": cap.egress_end_at,
-                "clientGone": cap.client_gone,
-                "headChanges": cap.egress_changes,
-                # Same bytes and status as the origin view: the origin's findings hold here too.
-                "sameAsOrigin": response is not None
-                and cap.egress_status == cap.status
-                and cap.egress_digest == response.digest,
-            },
-            "tapError": tap_error,
-            "upgraded": cap.upgraded,
-            "findings": self._findings_json(found, self._secrets(cap, j) if found else []),
-            "digests": self._digests,
-        }
-        if request_note is not None:
-            record["ingress"]["bodyNote"] = request_note
-        if cap.tunnel is not None:
-            # The tunnel's bytes are not HTTP: sizes and digests of every byte, nothing judged.
-            up, down = cap.tunnel
-            record["tunnel"] = {
-                "clientBytes": up.size, "clientDigest": seal_hex(key, up.digest),
-                "originBytes": down.size, "originDigest": seal_hex(key, down.digest),
-                "truncated": up.truncated or down.truncated,
-            }
-        return record
-
     def _correlate(self, cap: Captured, j: Judgement, exchange_id: str) -> dict[str, Any] | None:
         if len(self.options.hops) < 2 or not cap.trace_id or cap.http_method != "POST":
             return None
@@ -465,9 +325,9 @@ class Recorder:
             "box": pair.comparison.box,
             "between": [pair.outer_hop, pair.inner_hop],
             "exchangeIds": [pair.outer_id, pair.inner_id],
-            "findings": self._findings_json(
+            "findings": self.records.findings_json(
                 pair.comparison.findings,
-                self._secrets(cap, j) if pair.comparison.findings else [],
+                self.records.secrets(cap, j) if pair.comparison.findings else [],
             ),
         }
 
@@ -479,22 +339,24 @@ class Recorder:
         pair: dict[str, Any] | None,
         ids: dict[str, str],
     ) -> None:
-        m = self.metrics
-        m.exchanges.inc(hop=cap.hop, era=str(j.era))
-        for f in found:
-            m.findings.inc(hop=cap.hop, rule=f.rule)
-        for f in (pair or {}).get("findings", []):
-            m.findings.inc(hop=cap.hop, rule=f["rule"])
-        if cap.tap_error is not None:
-            m.tap_errors.inc(hop=cap.hop, reason=str(cap.tap_error["phase"]))
-        if cap.end_at is not None:
-            m.latency.observe(cap.end_at - cap.received_at, hop=cap.hop)
-        if cap.first_byte_at is not None:
-            m.first_byte.observe(cap.first_byte_at - cap.received_at, hop=cap.hop)
-        if cap.sse:
-            m.sse_first_event.observe(cap.sse[0].at - cap.received_at, hop=cap.hop)
-        if cap.forwarded_at is not None:
-            m.added.observe(cap.forwarded_at - cap.received_at, hop=cap.hop)
+        at = cap.received_at
+        rules = [f.rule for f in found]
+        if pair is not None:
+            rules += [f["rule"] for f in pair["findings"]]
+        tally: ExchangeTally = (
+            cap.hop,
+            str(j.era),
+            rules,
+            None if cap.tap_error is None else str(cap.tap_error["phase"]),
+            None if cap.end_at is None else cap.end_at - at,
+            None if cap.first_byte_at is None else cap.first_byte_at - at,
+            cap.sse[0].at - at if cap.sse else None,
+            None if cap.forwarded_at is None else cap.forwarded_at - at,
+        )
+        if self._tallies is not None:
+            self._tallies.append(tally)
+        else:
+            self.metrics.add_exchanges((tally,))
         self.lines.info("exchange", {
             "hop": cap.hop,
             "era": str(j.era),

@@ -58,6 +58,8 @@ _STOP_TIMEOUT_S = 30.0
 _LOG_EVERY_S = 5.0
 _MAX_PENDING_BEGINS = 10000
 _WATCH_EVERY_S = 0.5  # how often the forwarder checks its recording process is alive
+_WRITER_IDLE_S = 0.25  # no capture for this long: the evidence writer's idle work
+_GC_THRESHOLD = (20000, 20, 100)
 _COALESCE_S = 0.01  # the recording process's pause after a small read (see its loop)
 _COALESCE_BYTES = 256 * 1024  # a read this big means a backlog: no pause
 _PIPE_BYTES = 1 << 20  # room in the pipe for what arrives during the pause
@@ -399,13 +401,18 @@ def run_recording_process(
             queue_size=ev.queue_size,
             signing_key=load_signing_key(ev.signing_key_file, ev.signing_key_env, os.environ),
         )
-        writer.start()
+        # Inline: this process does nothing but record, so the batch it has just judged is
+        # written before it reads the next (no writer thread to wake, no GIL hand-off). A
+        # stalled disk stalls this loop; the pipe then fills and the forwarder counts what
+        # it cannot hand over (stated as a gap), as for any recording process that lags.
+        writer.start(inline=True)
     except InputError as exc:
         reports.send(("error", str(exc)))
         return
     batch = _BatchSink(writer)
     recorder = Recorder(options, batch, metrics, time.time)
     gc.freeze()  # keep full collections from walking the start-up objects (see commands.proxy)
+    gc.set_threshold(*_GC_THRESHOLD)
     reports.send(("ready",))
     taken = 0
 
@@ -421,7 +428,8 @@ def run_recording_process(
         # would buffer and poll for the pipe.
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
     frames = handoff.FrameDecoder()
-    next_report = time.monotonic() + _REPORT_EVERY_S
+    last_read = time.monotonic()
+    next_report = last_read + _REPORT_EVERY_S
     stopped = False
     while not stopped:
         readable, _, _ = select.select([fd], [], [], max(0.0, next_report - time.monotonic()))
@@ -429,20 +437,25 @@ def run_recording_process(
             chunk = os.read(fd, 1 << 20)
             if not chunk:
                 break  # the proxy is gone: finish what was handed over
-            recorder.lines.hold()  # the exchange lines of what was read: one write
+            last_read = time.monotonic()
+            recorder.hold()  # lines and metrics of what was read: one write, one update
             for frame in frames.feed(chunk):
                 taken_now, stopped = state.handle(frame)
                 taken += taken_now
             batch.flush()
-            recorder.lines.release()
+            recorder.release()
             if len(chunk) < _COALESCE_BYTES:
                 # A trickle (the forwarder hands over once per loop iteration): let the next
-                # frames gather in the pipe, so that they are read, judged, logged and handed
-                # to the writer thread together. Per read this process pays a wake-up, a
-                # select, a write of log lines and a wake-up of the writer thread (with a
-                # GIL hand-off): per exchange when it keeps up, per batch after this pause.
+                # frames gather in the pipe, so that they are read, judged, logged and
+                # written together. Per read this process pays a wake-up, a select, a write
+                # of log lines and a write of records: per exchange when it keeps up, per
+                # batch after this pause.
                 time.sleep(_COALESCE_S)
         if time.monotonic() >= next_report:
+            if time.monotonic() - last_read >= _WRITER_IDLE_S:
+                # The writer's idle work (age rotation, pending gap records, a deleted
+                # directory), when its thread would have done it: nothing for a while.
+                writer.idle()
             report()
             next_report = time.monotonic() + _REPORT_EVERY_S
     if frames.bad or frames.pending:  # never expected: a frame that did not decode
@@ -454,7 +467,8 @@ def run_recording_process(
 
 
 class _BatchSink:
-    """The recorder's sink in the recording process: one writer submit per handed-over frame."""
+    """The recorder's sink in the recording process: one writer submit (one disk write) per
+    read of the pipe."""
 
     def __init__(self, writer: EvidenceWriter) -> None:
         self.writer = writer

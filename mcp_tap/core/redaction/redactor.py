@@ -34,6 +34,7 @@ import orjson
 
 from mcp_tap.core import deepjson
 from mcp_tap.core.hashing import hmac_sha256
+from mcp_tap.core.redaction.clean import CLEAN_CHECK_MIN, CleanJson
 from mcp_tap.core.redaction.keys import SESSION_HEADER, KeyMatcher, canonical_key
 from mcp_tap.core.redaction.policy import RedactionPolicy
 from mcp_tap.core.redaction.text import REDACTED, redact_plain_text, strip_url_secrets
@@ -111,6 +112,7 @@ class Redactor:
         self._keys: dict[str, bool] = {}
         self._texts: dict[str, str] = {}  # string value -> its text pass (found=None only)
         self._header_kinds: dict[str, int] = {}
+        self._clean_json = CleanJson(self.matcher)
         self._pseudonym_key = (
             pseudonym_key if pseudonym_key is not None else _secrets.token_bytes(32)
         )
@@ -135,6 +137,22 @@ class Redactor:
     def walk_message(self, msg: Any) -> Redacted:
         """:meth:`redact_message` with the hit count and nesting depth of the result."""
         return self.walk(msg, self._policy_targets(msg))
+
+    def walk_message_text(self, msg: Any, text: bytes) -> Redacted:
+        """:meth:`walk_message` for a message orjson parsed from ``text``.
+
+        When the text shows nothing redaction could change (see
+        :class:`~mcp_tap.core.redaction.clean.CleanJson`), ``msg`` itself comes back with no
+        walk (``depth`` then a bound: at least the walk's, at most
+        ``clean.MAX_CLEAN_DEPTH``). A text shorter than :data:`CLEAN_CHECK_MIN` is walked
+        (a small message walks faster than its text is checked).
+        """
+        targets = self._policy_targets(msg)
+        if targets is None and len(text) >= CLEAN_CHECK_MIN:
+            depth = self._clean_json.depth(text)
+            if depth is not None:
+                return Redacted(msg, 0, depth)
+        return self.walk(msg, targets)
 
     def walk(
         self,

@@ -1,0 +1,127 @@
+"""The real recording process's loop, run in this process on a fixed batch stream: for
+instruction counts (``valgrind --tool=callgrind``) and profiles (``py-spy``).
+
+``run_recording_process`` runs as the proxy runs it (same logging set-up, same writer, same
+loop), but in the main thread of this process and fed deterministically: the handed-over
+frames (``--per-frame`` of the benchmark's captures each, ``bench/micro.py``'s ``captured``)
+come from a pipe that this script refills, ``--per-read`` exchanges at a time, whenever the
+loop pauses after a read (the pause itself is skipped). So every run does the same work in
+the same batches, whatever the machine is doing, and two runs that differ only in ``-n``
+differ by exactly ``n`` exchanges: the difference of their instruction counts divided by
+the difference of ``n`` is the instructions per exchange, start-up excluded::
+
+    for n in 200 1200; do
+        valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.$n \\
+            .venv/bin/python bench/recording_cost.py json -n $n 2>/dev/null
+    done
+    # per exchange: (Ir of /tmp/cg.1200 - Ir of /tmp/cg.200) / 1000
+
+The periodic report to the proxy is off (it is per 0.25 s, not per exchange, and would
+depend on how fast this runs); log lines go to this script's stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+
+class _Reports:
+    """The recording process's report pipe, discarded."""
+
+    def send(self, message: Any) -> None:
+        if message[0] == "error":
+            raise SystemExit(f"the recording process did not start: {message[1]}")
+
+    def close(self) -> None:
+        pass
+
+
+class _Captures:
+    """The capture pipe's read end, as the recording process uses it (its descriptor)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+
+def frame(messages: list[tuple[Any, ...]]) -> bytes:
+    """One handed-over frame: a big-endian length and the pickled batch (as the forwarder)."""
+    data = pickle.dumps(messages, protocol=pickle.HIGHEST_PROTOCOL)
+    return len(data).to_bytes(4, "big") + data
+
+
+def reads(kind: str, n: int, per_frame: int, per_read: int) -> list[bytes]:
+    """What the recording process reads, read by read: ``n`` exchanges, then the stop."""
+    import micro
+    from workload import JSON_CALL, SSE_CALL
+
+    call = JSON_CALL if kind == "json" else SSE_CALL
+    states = [micro.captured(call).state() for _ in range(16)]
+    out: list[bytes] = []
+    key = 0
+    while key < n:
+        chunk = b""
+        for _ in range(0, min(per_read, n - key), per_frame):
+            messages: list[tuple[Any, ...]] = []
+            for _ in range(per_frame):
+                messages += [("begin", key, "tap", None),
+                             ("record", key, states[key % len(states)])]
+                key += 1
+            chunk += frame(messages)
+        out.append(chunk)
+    out.append(frame([("stop",)]))
+    return out
+
+
+def main() -> None:
+    """Run the recording loop over ``-n`` exchanges and say how many it recorded."""
+    from mcp_tap.proxy import worker
+    from mcp_tap.proxy.options import load_options
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("kind", choices=["json", "sse"])
+    p.add_argument("-n", type=int, default=1000, help="exchanges")
+    p.add_argument("--per-frame", type=int, default=2)
+    p.add_argument("--per-read", type=int, default=16, help="exchanges per read (a batch)")
+    args = p.parse_args()
+    opts = load_options(None, env={}, listen="127.0.0.1:0", upstream="http://127.0.0.1:9001")
+    pending = reads(args.kind, args.n, args.per_frame, args.per_read)
+    rfd, wfd = os.pipe()
+    os.write(wfd, pending.pop(0))
+
+    def refill(_seconds: float) -> None:
+        # The loop pauses after each read: the next batch arrives meanwhile.
+        if pending:
+            os.write(wfd, pending.pop(0))
+
+    if max(len(r) for r in pending) >= worker._COALESCE_BYTES:
+        raise SystemExit("a read that big is not followed by a pause: lower --per-read")
+    sleep = time.sleep
+    time.sleep = refill  # the pause of worker's loop (nothing else in this process sleeps)
+    worker._REPORT_EVERY_S = 1e9
+    with tempfile.TemporaryDirectory() as tmp:
+        worker.run_recording_process(opts, f"{tmp}/ev", _Captures(rfd),  # type: ignore[arg-type]
+                                     _Reports(), "info")  # type: ignore[arg-type]
+        # A byte count, not a parse: the check must cost next to nothing per exchange.
+        exchanges = sum(path.read_bytes().count(b'"kind":"exchange"')
+                        for path in Path(tmp, "ev").glob("segment-*.jsonl"))
+    time.sleep = sleep
+    print(f"{args.kind}: {exchanges} exchanges recorded of {args.n}", file=sys.__stdout__)
+    if exchanges != args.n:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+"""The evidence record of one judged exchange: redacted views, sealed digests, findings.
+
+:class:`RecordBuilder` turns a :class:`~mcp_tap.proxy.captured.Captured` and its
+:class:`~mcp_tap.core.exchange.Judgement` into the ``exchange`` record the evidence writer
+chains: headers, bodies (JSON redacted, or redacted text), SSE events, keyed digests of every
+body, and finding messages scrubbed of the values redaction removed.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from mcp_tap.core import deepjson
+from mcp_tap.core.exchange import Judgement
+from mcp_tap.core.findings import Finding
+from mcp_tap.core.hashing import DigestKey, seal_hex
+from mcp_tap.core.redaction import Redacted, Redactor
+from mcp_tap.core.redaction.clean import CLEAN_CHECK_MIN
+from mcp_tap.proxy.capture import BodyCapture
+from mcp_tap.proxy.captured import Captured
+
+_RAW_TEXT_CHARS = 4096  # of a body that is not JSON
+# Levels a record wraps around a body (record > origin > sse > event > data) and its chain
+# digest's canonical JSON adds none: a body nested deeper than orjson writes minus these is
+# stored as redacted JSON text.
+_RECORD_LEVELS = 6
+
+
+class RecordBuilder:
+    """Builds exchange records with one redactor and one digest key (one bundle's)."""
+
+    def __init__(self, redactor: Redactor, digest_key: DigestKey) -> None:
+        """Records redacted by ``redactor`` with body digests keyed by ``digest_key``."""
+        self.redactor = redactor
+        self.digest_key = digest_key
+        self.digests = digest_key.describe()
+        self._ids = ""  # random hex, cut into exchange ids (see exchange_id)
+
+    def exchange_id(self) -> str:
+        """A random exchange id (64 bits, hex), drawn 256 at a time (one system call)."""
+        if not self._ids:
+            self._ids = secrets.token_hex(8 * 256)
+        exchange_id, self._ids = self._ids[:16], self._ids[16:]
+        return exchange_id
+
+    def _body_json(self, capture: BodyCapture | None, messages: Any) -> tuple[Any, str | None]:
+        """The redacted body for a view, and a note when it is stored as text."""
+        if capture is None or not capture.complete or not capture.body:
+            return None, None
+        if messages is None:
+            try:
+                messages = orjson.loads(capture.body)
+            except orjson.JSONDecodeError:
+                text = capture.body[:_RAW_TEXT_CHARS].decode("utf-8", "replace")
+                return {"raw": self.redactor.redact_text(text)}, None
+        return self._recordable(self.redactor.walk_message_text(messages, capture.body), 2)
+
+    def _recordable(self, done: Redacted, levels: int) -> tuple[Any, str | None]:
+        """``done``'s value, or its redacted JSON text when orjson cannot write it."""
+        if done.depth + levels + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
+            return done.value, None
+        note = f"JSON nested {done.depth} deep is stored as redacted text"
+        return {"raw": deepjson.dumps(done.value)}, note
+
+    def _sse_json(self, cap: Captured) -> list[dict[str, Any]]:
+        out = []
+        for t in cap.sse:
+            data: Any
+            note = None
+            try:
+                if len(t.event.data) < CLEAN_CHECK_MIN:
+                    done = self.redactor.walk_message(orjson.loads(t.event.data))
+                else:
+                    text = t.event.data.encode("utf-8", "surrogatepass")
+                    done = self.redactor.walk_message_text(orjson.loads(text), text)
+                data, note = self._recordable(done, 4)
+            except orjson.JSONDecodeError:
+                data = self.redactor.redact_text(t.event.data)
+            event = {"at": t.at, "id": t.event.id, "event": t.event.event, "data": data}
+            if note is not None:
+                event["data"], event["note"] = data["raw"], note
+            out.append(event)
+        return out
+
+    def secrets(self, cap: Captured, j: Judgement) -> list[str]:
+        """The values redaction removes from this exchange (headers and JSON-RPC messages)."""
+        return self.redactor.removed_values(
+            (cap.request_headers.pairs, cap.response_headers.pairs),
+            (j.request_message, *j.response_messages))
+
+    def findings_json(self, found: Sequence[Finding], secrets: list[str]) -> list[dict[str, Any]]:
+        """Findings for the evidence: messages quote wire values, so they are redacted too."""
+        out = []
+        for f in found:
+            data = f.to_json()
+            data["message"] = self.redactor.scrub(f.message, secrets)
+            out.append(data)
+        return out
+
+    def build(self, cap: Captured, j: Judgement, found: list[Finding]) -> dict[str, Any]:
+        red = self.redactor
+        response = cap.response
+        is_sse = cap.response_headers.content_type() == "text/event-stream"
+        key = self.digest_key
+        # A head that passed as it came is one header map for both views: redacted once
+        # (the record holds the same list twice; nothing mutates a record's lists).
+        response_headers = red.redact_header_lists(cap.response_headers.pairs)
+        request_headers = red.redact_header_lists(cap.request_headers.pairs)
+        origin: dict[str, Any] | None = None
+        # Spliced, the client got the origin's bytes: one sealed digest for both views.
+        same_bytes = response is not None and cap.egress_digest == response.digest
+        origin_digest = seal_hex(key, response.digest) if response is not None else ""
+        if cap.status is not None and response is not None:
+            body, note = (None, None) if is_sse else self._body_json(
+                response, j.response_messages[0] if len(j.response_messages) == 1 else None
+            )
+            origin = {
+                "status": cap.status,
+                "headers": response_headers,
+                "bodyDigest": origin_digest,
+                "bodySize": response.size,
+                "truncated": not response.complete,
+                "ended": response.ended,
+                "contentType": cap.response_headers.content_type(),
+                "body": body,
+                "sse": self._sse_json(cap) if is_sse else None,
+                "firstByteAt": cap.first_byte_at,
+                "endAt": cap.end_at,
+                "framing": cap.response_framing or None,
+                # What the origin received differs from what the client sent only by these.
+                "headChanges": cap.head_changes,
+            }
+            if note is not None:
+                origin["bodyNote"] = note
+            if cap.interim:
+                origin["interim"] = cap.interim
+        request_body, request_note = self._body_json(cap.request, j.request_message)
+        tap_error = cap.tap_error
+        if tap_error is not None:
+            # A library's reason may quote the upstream URL: no query, no userinfo.
+            tap_error = {**tap_error, "reason": red.redact_reason(str(tap_error["reason"]))}
+        record = {
+            "kind": "exchange",
+            "hop": cap.hop,
+            "exchangeId": self.exchange_id(),
+            "traceId": cap.trace_id,
+            "client": cap.client,
+            "era": str(j.era),
+            "method": j.method,
+            "rpcId": j.rpc_id,
+            "messageKind": str(j.kind) if j.kind else None,
+            "ingress": {
+                "httpMethod": cap.http_method,
+                "path": red.redact_url(cap.path),
+                "headers": request_headers,
+                "forwardedHeaders": request_headers
+                if cap.forwarded_headers is cap.request_headers
+                else red.redact_header_lists(cap.forwarded_headers.pairs),
+                "bodyDigest": seal_hex(key, cap.request.digest),
+                "bodySize": cap.request.size,
+                "truncated": not cap.request.complete,
+                "ended": cap.request.ended,
+                "body": request_body,
+                "receivedAt": cap.received_at,
+                "forwardedAt": cap.forwarded_at,
+                "framing": cap.request_framing or None,
+            },
+            "origin": origin,
+            "egress": {
+                "status": cap.egress_status,
+                "headers": response_headers
+                if cap.egress_headers is cap.response_headers
+                else red.redact_header_lists(cap.egress_headers.pairs),
+                "bodyDigest": origin_digest if same_bytes else seal_hex(key, cap.egress_digest),
+                "bodySize": cap.egress_bytes,
+                "sentAt": cap.sent_at,
+                "endAt": cap.egress_end_at,
+                "clientGone": cap.client_gone,
+                "headChanges": cap.egress_changes,
+                # Same bytes and status as the origin view: the origin's findings hold here too.
+                "sameAsOrigin": same_bytes and cap.egress_status == cap.status,
+            },
+            "tapError": tap_error,
+            "upgraded": cap.upgraded,
+            "findings": self.findings_json(found, self.secrets(cap, j) if found else []),
+            "digests": self.digests,
+        }
+        if request_note is not None:
+            record["ingress"]["bodyNote"] = request_note
+        if cap.tunnel is not None:
+            # The tunnel's bytes are not HTTP: sizes and digests of every byte, nothing judged.
+            up, down = cap.tunnel
+            record["tunnel"] = {
+                "clientBytes": up.size, "clientDigest": seal_hex(key, up.digest),
+                "originBytes": down.size, "originDigest": seal_hex(key, down.digest),
+                "truncated": up.truncated or down.truncated,
+            }
+        return record

@@ -1,0 +1,45 @@
+"""materialize (proxy/captured.py): the recording process's decoding of the raw hand-off."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mcp_tap.proxy.capture import RawBody, RawExchange
+from mcp_tap.proxy.captured import Captured, head_pairs, materialize
+from mcp_tap.proxy.splice.head import parse_head
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=30), max_size=8), st.binary(max_size=20))
+def test_head_pairs_decode_what_parse_head_cuts(lines: list[bytes], start: bytes) -> None:
+    """materialize's one-pass decoding of a raw head gives parse_head's pairs, decoded:
+    obs-folds, empty lines, colons in values and any byte value included."""
+    lines = [line.replace(b"\r\n", b"\n") for line in lines]  # one line each
+    raw = start.replace(b"\r\n", b"") + b"\r\n" + b"".join(
+        line + b"\r\n" for line in lines) + b"\r\n"
+    expected = tuple((k.decode("latin-1"), v.decode("latin-1"))
+                     for k, v in parse_head(raw).pairs())
+    assert head_pairs(raw) == expected
+
+
+def test_materialize_sets_every_field_of_captured() -> None:
+    """materialize fills Captured's fields without its __init__: each one, none extra, and
+    the defaults a fresh Captured would have where the hand-off has nothing."""
+    body = RawBody(1024)
+    body.feed(b"{}")
+    body.ended = True
+    head = b"POST /mcp HTTP/1.1\r\nHost: h\r\nUser-Agent: ua\r\n\r\n"
+    raw = RawExchange("tap", "http://o", "127.0.0.1", "POST", "/mcp", head, body, time.time())
+    cap = materialize(raw, 10)
+    names = {f.name for f in dataclasses.fields(Captured)}
+    assert set(vars(cap)) == names
+    assert (cap.user_agent, cap.response, cap.sse, cap.egress_digest, cap.tunnel) == (
+        "ua", None, [], "", None)
+    assert cap.forwarded_headers is cap.request_headers
+    other = materialize(raw, 10)
+    assert other.sse is not cap.sse  # no list shared between captures
+    assert cap == other

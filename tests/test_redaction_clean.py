@@ -1,0 +1,132 @@
+"""The clean-text fast path (core/redaction/clean.py) says "clean" only when the walk agrees.
+
+For any JSON text: when :class:`CleanJson` answers a depth, walking the parsed value changes
+nothing, hides nothing, and nests no deeper than that depth; and ``walk_message_text``
+returns what ``walk_message`` returns. Texts with secrets spelt in the ways that slipped
+past redaction before (escapes, percent-encoding, nested JSON, compatibility forms) are
+never called clean.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mcp_tap.core.redaction import RedactionPolicy, Redactor
+from mcp_tap.core.redaction.clean import CLEAN_CHECK_MIN, MAX_CLEAN_DEPTH, CleanJson
+from mcp_tap.core.redaction.keys import KeyMatcher
+
+_FULLWIDTH = "\uff54\uff4f\uff4b\uff45\uff4e"  # NFKC: "token"
+_KEYS = st.sampled_from([
+    "name", "type", "description", "inputSchema", "properties", "n", "items", "id", "result",
+    "token", "Api-Key", "x_api.key", "progressToken", "maxTokens", "author", "pwd", "PASSWORD",
+    "sessionId", "tokenEndpoint", "secretKey", "a:b", "api%5Fkey", "%74oken", _FULLWIDTH,
+    "pass\\u0077ord", "k=v", "bearer", "Private-Token", "credentials", "",
+]) | st.text(max_size=12)
+_STRINGS = st.sampled_from([
+    "plain", "a token here", "Bearer abc", "key=value", "https://h/x?token=1", "x:y",
+    '{"token": "abc"}', "{\"password\":\"p\"}", "[1, {\"secret\": 2}]", "tok\\u0065n", _FULLWIDTH,
+]) | st.text(max_size=20)
+_SCALARS = st.none() | st.booleans() | st.integers(-10**6, 10**6) | _STRINGS
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(_KEYS, inner, max_size=5),
+    max_leaves=40,
+)
+
+
+def _texts(value: Any) -> list[bytes]:
+    """The spellings a server might send for ``value``."""
+    return [orjson.dumps(value), json.dumps(value).encode(),
+            json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"),
+            json.dumps(value, indent=1).encode(),
+            json.dumps(value, separators=(",", " : ")).encode()]
+
+
+def _agrees(redactor: Redactor, text: bytes) -> None:
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return
+    walked = redactor.walk_message(value)
+    depth = CleanJson(redactor.matcher).depth(text)
+    if depth is not None:
+        assert walked.value is value and walked.hits == 0
+        assert walked.depth <= depth <= MAX_CLEAN_DEPTH
+    fast = redactor.walk_message_text(value, text)
+    assert fast.value == walked.value and fast.hits == walked.hits
+
+
+@settings(max_examples=400, deadline=None)
+@given(_JSON)
+def test_clean_only_when_the_walk_changes_nothing(value: Any) -> None:
+    redactor = Redactor()
+    for text in _texts(value):
+        _agrees(redactor, text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_JSON, st.sampled_from(["author", "internal", "nam"]))
+def test_operator_patterns_and_allowlist_count(value: Any, extra: str) -> None:
+    redactor = Redactor(RedactionPolicy(extra_keys=frozenset({extra}),
+                                        allow_keys=frozenset({"sessionId"})))
+    for text in _texts(value):
+        _agrees(redactor, text)
+
+
+_PADDING = '"description":"' + "x" * CLEAN_CHECK_MIN + '"'
+
+
+@pytest.mark.parametrize("key", [
+    "pass\\u0077ord", "%74oken", "api%5Fkey", _FULLWIDTH, "Api-Key", "X_ACCESS_TOKEN",
+    "my.secret", "refresh token",
+])
+def test_secret_key_spellings_are_never_clean(key: str) -> None:
+    text = ('{' + _PADDING + ',"nested":{"' + key + '":"s3cr3t"}}').encode()
+    assert CleanJson(KeyMatcher()).depth(text) is None
+    redactor = Redactor()
+    done = redactor.walk_message_text(orjson.loads(text), text)
+    assert "s3cr3t" not in orjson.dumps(done.value).decode()
+
+
+@pytest.mark.parametrize("value", [
+    '{\\"token\\":\\"s3cr3t\\"}',  # nested JSON in a string
+    "https://h/x?token=s3cr3t",
+    "token: s3cr3t",
+    "Bearer s3cr3t",
+])
+def test_values_the_text_pass_redacts_are_never_clean(value: str) -> None:
+    text = ('{' + _PADDING + ',"note":"' + value + '"}').encode()
+    assert CleanJson(KeyMatcher()).depth(text) is None
+    done = Redactor().walk_message_text(orjson.loads(text), text)
+    assert "s3cr3t" not in orjson.dumps(done.value).decode()
+
+
+def test_a_clean_body_is_returned_as_parsed() -> None:
+    text = ('{' + _PADDING + ',"progressToken":"p-1","tools":[{"name":"a token counter"}]}'
+            ).encode()
+    value = orjson.loads(text)
+    done = Redactor().walk_message_text(value, text)
+    assert done.value is value and done.hits == 0
+
+
+def test_argument_policies_always_walk() -> None:
+    from mcp_tap.core.redaction import ArgumentPolicy
+
+    policy = RedactionPolicy(argument_policies=(ArgumentPolicy("tools/call", None, "pin"),))
+    text = ('{"method":"tools/call","params":{"name":"t","arguments":{"pin":"4242"}},'
+            + _PADDING + '}').encode()
+    done = Redactor(policy).walk_message_text(orjson.loads(text), text)
+    assert done.value["params"]["arguments"]["pin"] == "[REDACTED]"
+
+
+def test_deep_text_is_walked() -> None:
+    deep = b"[" * (MAX_CLEAN_DEPTH + 5) + b"]" * (MAX_CLEAN_DEPTH + 5)
+    assert CleanJson(KeyMatcher()).depth(deep) is None
+    wide = b"[" + b",".join([b"[[]]"] * 200) + b"]"
+    assert CleanJson(KeyMatcher()).depth(wide) == 3
