@@ -21,12 +21,12 @@ Zero samples is never healthy.
 from __future__ import annotations
 
 import math
-from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mcp_tap.errors import InputError
+from mcp_tap.gate.counts import ValueCounts
 from mcp_tap.gate.decision import Reason, SourceResult
 from mcp_tap.gate.policy import ErrorCounting, HealthPolicy
 
@@ -121,10 +121,10 @@ def percentile(values: Sequence[float], p: float) -> float:
     return ordered[rank - 1]
 
 
-def _percentiles(values: Sequence[float]) -> Percentiles | None:
+def _percentiles(values: ValueCounts) -> Percentiles | None:
     if not values:
         return None
-    return Percentiles(*(round(percentile(values, p), 3) for p in (50, 95, 99)))
+    return Percentiles(*values.percentiles((50, 95, 99)))
 
 
 def _num(value: Any) -> float | None:
@@ -150,8 +150,10 @@ def _is_jsonrpc_error(body: Any) -> bool:
 class WindowTally:
     """The health window's counts and measurements, one record at a time, mergeable.
 
-    Latencies are kept as packed doubles (8 bytes per sample) because nearest-rank
-    percentiles need every value; everything else is a counter or an extreme.
+    Latencies are counted per value at the resolution the window reports (0.001 ms,
+    :class:`~mcp_tap.gate.counts.ValueCounts`), which gives the exact nearest-rank
+    percentiles in memory flat in the number of samples; everything else is a counter or an
+    extreme.
     """
 
     __slots__ = ("counting", "durations", "end", "errors", "first_events", "hop", "hops",
@@ -164,9 +166,9 @@ class WindowTally:
         self.hops: set[str] = set()
         self.samples = self.errors = self.jsonrpc = self.http_5xx = self.http_4xx = 0
         self.tap = self.unanswered = 0
-        self.latencies = array("d")
-        self.first_events = array("d")
-        self.durations = array("d")
+        self.latencies = ValueCounts()
+        self.first_events = ValueCounts()
+        self.durations = ValueCounts()
         self.sse_streams = self.sse_events = self.max_events = 0
         self.start: float | None = None
         self.end: float | None = None
@@ -208,7 +210,7 @@ class WindowTally:
         if received is not None:
             self.start = received if self.start is None else min(self.start, received)
             if end is not None:
-                self.latencies.append((end - received) * 1000.0)
+                self.latencies.add((end - received) * 1000.0)
         for last in (end, _num(egress.get("endAt")), _num(egress.get("sentAt")), received):
             if last is not None and (self.end is None or last > self.end):
                 self.end = last
@@ -218,11 +220,11 @@ class WindowTally:
             self.max_events = max(self.max_events, len(events))
             first_at = _num(_obj(events[0]).get("at"))
             if first_at is not None and received is not None:
-                self.first_events.append((first_at - received) * 1000.0)
+                self.first_events.add((first_at - received) * 1000.0)
             opened = _num(origin.get("firstByteAt"))
             opened = first_at if opened is None else opened
             if opened is not None and end is not None:
-                self.durations.append((end - opened) * 1000.0)
+                self.durations.add((end - opened) * 1000.0)
 
     def merge(self, other: WindowTally) -> None:
         """Fold in the tally of another bundle (same counting and hop)."""
@@ -231,9 +233,9 @@ class WindowTally:
                      "unanswered", "sse_streams", "sse_events"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.max_events = max(self.max_events, other.max_events)
-        self.latencies.extend(other.latencies)
-        self.first_events.extend(other.first_events)
-        self.durations.extend(other.durations)
+        self.latencies.merge(other.latencies)
+        self.first_events.merge(other.first_events)
+        self.durations.merge(other.durations)
         starts = [t for t in (self.start, other.start) if t is not None]
         ends = [t for t in (self.end, other.end) if t is not None]
         self.start = min(starts) if starts else None
