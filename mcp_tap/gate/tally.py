@@ -17,6 +17,7 @@ from typing import Any
 from mcp_tap.core.catalog import CATALOG
 from mcp_tap.core.findings import Finding, Strength
 from mcp_tap.core.hashing import digest
+from mcp_tap.core.rulecounts import RuleCount, merge_rule_counts
 
 
 def record_digest(record: Mapping[str, Any]) -> str:
@@ -191,26 +192,27 @@ class HopTally:
 
 @dataclass(slots=True)
 class SdkTally:
-    """The SDK differential's outcome, folded from reports over chunks of records.
+    """The SDK differential's outcome, folded from per-bundle reports: exact counts per rule.
 
-    Satisfies :class:`mcp_tap.gate.decision.SdkReport`; it keeps the differences and the
-    rejections (what the gate reports), not one entry per compared exchange.
+    Satisfies :class:`mcp_tap.gate.decision.SdkReport`; it keeps the counts the gate judges
+    (bounded by the rules found), not one entry per compared exchange.
     """
 
+    examples: int = 3
     compared: int = 0
-    findings: list[Finding] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+    rejected: int = 0
+    by_rule: dict[str, RuleCount] = field(default_factory=dict)
     unavailable: str = ""
 
     def add_report(self, report: Any) -> None:
         """Fold in one :class:`mcp_tap.sdkdiff.SdkDiffReport`."""
         self.compared += report.compared
-        self.findings.extend(report.findings)
-        self.errors.extend(str(entry.error) for entry in report.errors)
+        self.rejected += report.rejected
+        merge_rule_counts(self.by_rule, report.by_rule, self.examples)
 
     def merge(self, other: SdkTally) -> None:
         """Fold in the tally of a later bundle."""
         self.compared += other.compared
-        self.findings.extend(other.findings)
-        self.errors.extend(other.errors)
+        self.rejected += other.rejected
+        merge_rule_counts(self.by_rule, other.by_rule, self.examples)
         self.unavailable = self.unavailable or other.unavailable
