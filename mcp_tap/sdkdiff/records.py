@@ -16,10 +16,7 @@ from mcp_tap.core.catalog import finding
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.rulecounts import RuleCount, merge_rule_counts
 from mcp_tap.evidence import answer_is_whole
-from mcp_tap.sdkdiff.compare import (
-    _remembered_differences,
-    _split,
-)
+from mcp_tap.sdkdiff.compare import remembered_split
 from mcp_tap.sdkdiff.sdk import (
     _PRE_HANDSHAKE_VERSION,
     _PROTOCOL_VERSION_META_KEY,
@@ -280,8 +277,7 @@ def _diff_record(record: Mapping[str, Any], allowlist: frozenset[str]) -> SdkDif
     reported: list[Finding] = []
     allowed: list[Finding] = []
     try:
-        reported, allowed = _split(
-            _remembered_differences(method, version, response["result"]), allowlist)
+        reported, allowed = remembered_split(method, version, response["result"], allowlist)
     except SdkParseError as exc:
         error = str(exc)
     except RecursionError:
