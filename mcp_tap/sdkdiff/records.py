@@ -147,35 +147,48 @@ class SdkDiffTally:
         """Run the differential of one record (anything but an exchange is ignored)."""
         if not isinstance(record, dict) or record.get("kind", "exchange") != "exchange":
             return
-        outcome = _diff_record(record, self.allowlist)
+        outcome = _outcome(record, self.allowlist)
         if isinstance(outcome, str):
             self.reasons[outcome] = self.reasons.get(outcome, 0) + 1
             return
         self.compared += 1
-        self.differences += len(outcome.findings)
-        self.allowed += len(outcome.allowed)
-        self.rejected += outcome.error is not None
+        _method, _era, _version, reported, allowed, error = outcome
+        self.allowed += len(allowed)
         rules: list[str] = []
-        for found in outcome.findings:
-            counted = self.by_rule.get(found.rule)
-            if counted is None:
-                counted = self.by_rule[found.rule] = RuleCount()
-            counted.count += 1
-            counted.add_where(found.where)
-            if found.rule not in rules:
-                rules.append(found.rule)
-                counted.exchanges += 1
-                counted.add_example(outcome.exchangeId, self.examples)
-        self._choose(outcome, rules)
+        if reported:
+            self.differences += len(reported)
+            self.rejected += error is not None
+            exchange_id = str(record.get("exchangeId", ""))
+            for found in reported:
+                counted = self.by_rule.get(found.rule)
+                if counted is None:
+                    counted = self.by_rule[found.rule] = RuleCount()
+                counted.count += 1
+                counted.add_where(found.where)
+                if found.rule not in rules:
+                    rules.append(found.rule)
+                    counted.exchanges += 1
+                    counted.add_example(exchange_id, self.examples)
+        if self._keeps(rules):
+            self._keep(_entry(record, outcome), rules)
+
+    def _keeps(self, rules: list[str]) -> bool:
+        """Whether an entry with findings of ``rules`` is kept as an example."""
+        kept, limit = self.kept, self.examples
+        if not rules:
+            return kept.get(_CLEAN, 0) < limit
+        return any(kept.get(rule, 0) < limit for rule in rules)
+
+    def _keep(self, entry: SdkDiffEntry, rules: list[str]) -> None:
+        kept = self.kept
+        self.entries.append(entry)
+        for rule in rules or (_CLEAN,):
+            kept[rule] = kept.get(rule, 0) + 1
 
     def _choose(self, entry: SdkDiffEntry, rules: list[str]) -> None:
         """Keep ``entry`` if one of its rules has fewer than ``examples`` entries kept."""
-        rules = rules or [_CLEAN]
-        kept = self.kept
-        if any(kept.get(rule, 0) < self.examples for rule in rules):
-            self.entries.append(entry)
-            for rule in rules:
-                kept[rule] = kept.get(rule, 0) + 1
+        if self._keeps(rules):
+            self._keep(entry, rules)
 
     def merge(self, report: SdkDiffReport) -> None:
         """Fold in the report of a later part of the stream."""
@@ -251,15 +264,19 @@ def _request_version(record: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _diff_record(record: Mapping[str, Any], allowlist: frozenset[str]) -> SdkDiffEntry | str:
-    """Return the entry of one exchange record, or the reason it was skipped."""
+_Outcome = tuple[str, str, str, list[Finding], list[Finding], str | None]
+
+
+def _outcome(record: Mapping[str, Any], allowlist: frozenset[str]) -> _Outcome | str:
+    """``(method, era, version, reported, allowed, error)`` of one exchange record, or the
+    reason it was skipped."""
     method = record.get("method")
-    era = record.get("era")
-    origin = record.get("origin")
-    if not isinstance(method, str) or method not in TYPED_METHODS:
+    if method.__class__ is not str or method not in TYPED_METHODS:
         return "method not typed by the SDK"
-    if not isinstance(era, str) or era not in ERAS:
+    era = record.get("era")
+    if era.__class__ is not str or era not in ERAS:
         return "era unknown"
+    origin = record.get("origin")
     if not isinstance(origin, dict):
         return "no origin response"
     if not answer_is_whole(origin):
@@ -284,6 +301,11 @@ def _diff_record(record: Mapping[str, Any], allowlist: frozenset[str]) -> SdkDif
         error = "the result is nested too deeply to compare"
     if error is not None:
         reported = [finding("sdk.rejected", error, where="result")]
+    return method, era, version, reported, allowed, error
+
+
+def _entry(record: Mapping[str, Any], outcome: _Outcome) -> SdkDiffEntry:
+    method, era, version, reported, allowed, error = outcome
     return SdkDiffEntry(
         exchangeId=str(record.get("exchangeId", "")),
         method=method,
