@@ -46,6 +46,8 @@ def _varied() -> list[dict[str, Any]]:
             record["era"] = "legacy"
             record["ingress"]["body"]["params"] = {}
             record["ingress"]["headers"] = [["MCP-Protocol-Version", "2025-06-18"]]
+        if n % 13 == 5:  # params by position: the cheaper parse leaves it to the full one
+            record["ingress"]["body"]["params"] = [n, "x"]
         record["ingress"]["forwardedHeaders"] = [["x-skipped", "v" * n]]
         records.append(record)
     records.insert(20, {"kind": "hop-comparison", "box": "gw", "between": ["edge", "origin"],
@@ -95,5 +97,7 @@ def test_lines_it_leaves_to_the_full_parse() -> None:
                                  "ingress": {"receivedAt": 1.0}}
     for bad in (line.replace(b'"seq":1', b'"seq":-1'), line.replace(b'"seq":1', b'"seq":true'),
                 line.replace(b'{"receivedAt":1.0}', b'[1]'), line.replace(b'"prev":""', b'"x":1'),
-                line.replace(b'"d"', b'"\xff"'), b"[1]", b"{"):
+                line.replace(b'"d"', b'"\xff"'), b"[1]", b"{",
+                line.replace(b'"receivedAt":1.0', b'"body":[{"id":1}]'),
+                line.replace(b'"receivedAt":1.0', b'"body":{"params":[1]}')):
         assert gate_record(bad) is None, bad

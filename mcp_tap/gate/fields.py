@@ -21,9 +21,17 @@ from typing import Annotated, Any, Final, TypedDict
 import msgspec
 
 
+class _Params(TypedDict, total=False):
+    _meta: Any
+
+
+class _Request(TypedDict, total=False):
+    params: _Params  # only the protocol revision in _meta is read (the SDK differential)
+
+
 class _Ingress(TypedDict, total=False):
     receivedAt: Any
-    body: Any
+    body: _Request | None  # an array (a batch) or params by position: parsed fully
     headers: Any
     truncated: Any
 
