@@ -48,9 +48,9 @@ from typing import Any
 import orjson
 
 from mcp_tap.errors import BundleFormatError
+from mcp_tap.evidence.closing import _text, check_closed
 from mcp_tap.evidence.format import (
     ED25519,
-    END_ABRUPT,
     END_CLOSED,
     SIGNATURE,
     SIGNING,
@@ -60,7 +60,7 @@ from mcp_tap.evidence.format import (
     upgrade_record,
 )
 from mcp_tap.evidence.head import line_head
-from mcp_tap.evidence.order import OrderPass, Stored, holes, span
+from mcp_tap.evidence.order import OrderPass, Stored, holes
 from mcp_tap.evidence.problems import (
     LOSS_KINDS,
     Problem,
@@ -83,14 +83,6 @@ __all__ = ["LOSS_KINDS", "Problem", "RecordConsumer", "VerifyReport", "verify_bu
 
 RecordConsumer = Callable[[bytes, dict[str, Any]], None]
 """What :func:`verify_bundle` hands each record to: ``(line, parsed record)``."""
-
-def _text(value: object, limit: int = 200) -> str:
-    """``value`` for a one-line message: a string as is, anything else as JSON-ish repr,
-    control characters escaped, at most ``limit`` characters."""
-    text = value if isinstance(value, str) else repr(value)
-    text = text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
 
 def _record_digest(record: dict[str, Any]) -> str | None:
     """:func:`record_digest`, or None for a record canonical JSON cannot hold (too deep)."""
@@ -175,7 +167,7 @@ class _Verifier:
             self.problems += OrderPass(self.root, segments).run(self)
         else:
             self.problems += self.order_problems
-        self.check_closed(segments)
+        check_closed(self, segments)
 
     # -- signatures ----------------------------------------------------------------------
 
@@ -453,94 +445,6 @@ class _Verifier:
             )
         head = manifest.get("chainHead")
         self.previous_chain_head = head if isinstance(head, str) else None
-
-    def check_closed(self, segments: list[SegmentFiles]) -> None:
-        if self.closed_raw is not None and not self.closed_summary_well_typed():
-            return
-        if self.closed is None:
-            if self.segment_files and all(files.manifest_path for files in segments):
-                self.problem(
-                    "unclosed",
-                    "bundle.json has no closing summary: unclosed (the writer is still "
-                    "running or did not shut down cleanly; later records may be missing)",
-                    severity="error" if self.strict else "warning",
-                )
-            elif self.strict and not self.segment_files:
-                self.problem("unclosed", "bundle.json has no closing summary: unclosed "
-                                         "(nothing proves the bundle is complete)")
-            return
-        closed = self.closed
-        last_seq = self.max_seq
-        if isinstance(closed.get("lastSeq"), int) and closed["lastSeq"] > last_seq:
-            self.problem(
-                "sequence",
-                f"{span(last_seq + 1, closed['lastSeq'])} missing at the end: bundle.json "
-                f"says the bundle closed at seq {closed['lastSeq']} (records deleted)",
-                seq=last_seq + 1,
-            )
-        elif last_seq >= 0 and closed.get("chainHead") != self.head:
-            self.problem(
-                "chain",
-                f"bundle.json: closing chainHead does not match the digest of the last record "
-                f"(seq {last_seq})",
-                seq=last_seq,
-            )
-        count = closed.get("segments")
-        if isinstance(count, int) and count > len(segments):
-            self.problem(
-                "sequence",
-                f"bundle.json says the bundle has {count} segments but {len(segments)} "
-                "remain (segments deleted)",
-            )
-        lost = closed.get("lost")
-        if isinstance(lost, int) and lost > self.gap_lost:
-            self.problem(
-                "gap",
-                f"gap: the writer counted {lost} lost records but gap records account "
-                f"for {self.gap_lost}",
-            )
-        if closed.get("end") == END_ABRUPT:
-            self.problem(
-                "abrupt",
-                f"bundle ended abruptly ({_text(closed.get('reason'))}): "
-                f"{closed.get('inflight')} "
-                "exchange(s) in flight were never recorded",
-            )
-
-    def closed_summary_well_typed(self) -> bool:
-        """Whether ``closed`` has the writer's shape; a problem per field that does not.
-
-        A summary whose fields have other types would otherwise be skipped field by field,
-        and an edited ``"lost": "lots"`` would hide the count of lost records.
-        """
-        closed = self.closed_raw
-        if not isinstance(closed, dict):
-            self.problem("format", f"bundle.json: closing summary must be an object, "
-                                   f"got {closed!r}"[:300])
-            return False
-        well_typed = True
-        for key, low in (("segments", 0), ("records", 0), ("lastSeq", -1), ("lost", 0)):
-            value = closed.get(key)
-            if type(value) is not int or value < low:
-                self.problem("format", f"bundle.json: closing {key} must be an integer "
-                                       f">= {low}, got {value!r}"[:300])
-                well_typed = False
-        if not isinstance(closed.get("chainHead"), str):
-            self.problem("format", f"bundle.json: closing chainHead must be a string, "
-                                   f"got {closed.get('chainHead')!r}"[:300])
-            well_typed = False
-        if self.format >= 2:
-            end = closed.get("end")
-            if end not in (END_CLOSED, END_ABRUPT):
-                self.problem("format", f'bundle.json: closing end must be "closed" or '
-                                       f'"abrupt", got {end!r}'[:300])
-                well_typed = False
-            elif end == END_ABRUPT and (type(closed.get("inflight")) is not int
-                                        or closed["inflight"] < 0):
-                self.problem("format", "bundle.json: an abrupt end needs an integer "
-                                       f"inflight >= 0, got {closed.get('inflight')!r}"[:300])
-                well_typed = False
-        return well_typed
 
     def lost(self) -> int:
         closed = self.closed or {}
