@@ -135,11 +135,10 @@ def run_gate(bundles: list[Path], policy: Path, rollback: Path, workers: int) ->
 def stages(bundle: Path) -> None:
     """Print the CPU time of each stage of the gate on one bundle, in this process."""
     from mcp_tap.evidence import iter_records, verify_bundle
-    from mcp_tap.gate.evaluation import SDK_CHUNK
     from mcp_tap.gate.health import WindowTally
     from mcp_tap.gate.policy import Policy
     from mcp_tap.gate.tally import ConformanceTally, HopTally, SdkTally
-    from mcp_tap.sdkdiff import DEFAULT_ALLOWLIST, diff_records
+    from mcp_tap.sdkdiff import DEFAULT_ALLOWLIST, SdkDiffTally
 
     policy = Policy()
     started = time.process_time()
@@ -158,13 +157,10 @@ def stages(bundle: Path) -> None:
     window.window()
     tallies = time.process_time() - started - read
     started = time.process_time()
-    chunk: list[dict[str, Any]] = []
+    differ = SdkDiffTally(DEFAULT_ALLOWLIST)
     for record in iter_records(bundle):
-        chunk.append(record)
-        if len(chunk) >= SDK_CHUNK:
-            sdk.add_report(diff_records(chunk, DEFAULT_ALLOWLIST))
-            chunk = []
-    sdk.add_report(diff_records(chunk, DEFAULT_ALLOWLIST))
+        differ.add(record)
+    sdk.add_report(differ.report())
     differential = time.process_time() - started - read
     for name, seconds in (("verify", verify), ("read", read), ("tallies", tallies),
                           ("sdk differential", differential)):

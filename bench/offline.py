@@ -67,6 +67,21 @@ def proxy_templates(workdir: Path) -> list[dict[str, Any]]:
     return records
 
 
+def _shifted(view: dict[str, Any], delta: float) -> dict[str, Any]:
+    """A copy of a record's view with every time in it (``...At``, SSE events' ``at``) moved
+    by ``delta`` seconds; bodies and event data are shared, not copied."""
+    moved = dict(view)
+    for key, value in view.items():
+        if key.endswith("At") and type(value) is float:
+            moved[key] = value + delta
+    events = view.get("sse")
+    if isinstance(events, list):
+        moved["sse"] = [{**e, "at": e["at"] + delta}
+                        if isinstance(e, dict) and type(e.get("at")) is float else e
+                        for e in events]
+    return moved
+
+
 def generate(out: Path, exchanges: int, templates: list[dict[str, Any]], *,
              signed: bool, batch: int = 64) -> float:
     """Write ``exchanges`` records cycling through ``templates``; return the seconds taken."""
@@ -80,12 +95,18 @@ def generate(out: Path, exchanges: int, templates: list[dict[str, Any]], *,
     try:
         pending: list[dict[str, Any]] = []
         for n in range(exchanges):
-            record = copy.copy(templates[n % len(templates)])
+            template = templates[n % len(templates)]
+            record = copy.copy(template)
             record["exchangeId"] = f"{n:016x}"
             record["rpcId"] = n
-            ingress = dict(record["ingress"])
-            ingress["receivedAt"] = 1_780_000_000.0 + n * 0.001
-            record["ingress"] = ingress
+            # Every time of the exchange moves with its receipt: moving receivedAt alone
+            # (as this did) left origin and egress times at the demo's, so each exchange's
+            # latency was a huge negative number and the health window meaningless.
+            received = template.get("ingress", {}).get("receivedAt")
+            delta = 1_780_000_000.0 + n * 0.001 - (received if type(received) is float else 0.0)
+            for view in ("ingress", "origin", "egress"):
+                if isinstance(record.get(view), dict):
+                    record[view] = _shifted(record[view], delta)
             pending.append(record)
             if len(pending) == batch:
                 writer.submit_many(pending)

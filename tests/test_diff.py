@@ -20,7 +20,7 @@ from test_outputs import failures, junit, sarif
 
 from mcp_tap.drift import Area, Severity, diff_captures
 from mcp_tap.drift.inventory import inventory, inventory_changes
-from mcp_tap.evidence import read_bundle
+from mcp_tap.evidence import iter_records, read_bundle
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +126,14 @@ class TestRealReleases:
         assert ("behaviour", "breaking", 'tools/call add {"a":1,"b":2} (legacy)',
                 "outcome") in keyed
         assert not diff.ok
+
+    def test_streamed_sides_give_the_same_diff(self, releases: dict[str, Path]) -> None:
+        """Records streamed from the bundles give the diff of the records in lists."""
+        streamed = diff_captures(iter_records(releases["baseline"]),
+                                 iter_records(releases["candidate"]))
+        listed = diff_captures(_records(releases["baseline"]), _records(releases["candidate"]))
+        assert streamed.to_json() == listed.to_json()
+        assert streamed.changes and not streamed.over_bound
 
     def test_one_release_twice_has_no_drift(self, releases: dict[str, Path]) -> None:
         """Two captures of the same server differ in nothing but timing."""

@@ -11,6 +11,9 @@ from hypothesis import strategies as st
 
 from mcp_tap.evidence.format import encode_record, line_digest
 from mcp_tap.evidence.head import line_head
+from mcp_tap.gate.attest import ed25519_public_hex
+
+_KEY = bytes(range(32))  # a deterministic, non-secret test key (raw Ed25519 seed)
 
 _RECORD = {"kind": "exchange", "seq": 7, "prev": "ab" * 32, "hop": "edge",
            "origin": {"body": {"jsonrpc": "2.0", "id": 1, "result": {"x": [1, 2.5, None]}}},
@@ -102,10 +105,11 @@ class TestVerifyConsumer:
 
     def test_fast_and_full_paths_report_the_same_damage(self, tmp_path: Path) -> None:
         """A flipped byte, a garbage line and a cut record give the same problems with and
-        without a consumer (the consumer forces the full parse of every line)."""
+        without a consumer (the consumer forces the full parse of every line; without one a
+        bundle signed by a trusted key takes the fast path)."""
         from mcp_tap.evidence import EvidenceWriter, verify_bundle
 
-        with EvidenceWriter(tmp_path / "b") as writer:
+        with EvidenceWriter(tmp_path / "b", signing_key=_KEY) as writer:
             for n in range(20):
                 assert writer.submit({"kind": "exchange", "exchangeId": f"x{n}", "rpcId": n})
         segment = next((tmp_path / "b").glob("segment-*.jsonl"))
@@ -114,10 +118,91 @@ class TestVerifyConsumer:
         lines[7] = b"not json"
         lines[11] = lines[11][:40]
         segment.write_bytes(b"\n".join(lines))
-        fast = verify_bundle(tmp_path / "b")
-        full = verify_bundle(tmp_path / "b", consumer=lambda _line, _rec: None)
+        trusted = [bytes.fromhex(ed25519_public_hex(_KEY))]
+        fast = verify_bundle(tmp_path / "b", trusted_keys=trusted)
+        full = verify_bundle(tmp_path / "b", trusted_keys=trusted,
+                             consumer=lambda _line, _rec: None)
         assert not fast.ok
         assert [(p.kind, p.message) for p in fast.problems] == [
             (p.kind, p.message) for p in full.problems]
         kinds = {p.kind for p in fast.problems}
         assert {"digest", "format"} <= kinds
+
+
+def _put_huge_number(bundle: Path) -> int:
+    """Replace the number 12345 in the bundle's last record by 1e400 and fix everything a
+    holder of the disk can fix without the signing key: the record's digest, the manifest's
+    size, SHA-256 and chain head, the closing summary's chain head. Return the line number."""
+    import hashlib
+
+    segment = sorted(bundle.glob("segment-*.jsonl"))[-1]
+    lines = segment.read_bytes().split(b"\n")[:-1]
+    line = lines[-1].replace(b"12345", b"1e400")
+    digest = line_digest(line)
+    assert digest is not None
+    line = line[:-66] + digest.encode() + b'"}'
+    lines[-1] = line
+    data = b"\n".join(lines) + b"\n"
+    segment.write_bytes(data)
+    manifest_path = segment.with_name(segment.name.replace(".jsonl", ".manifest.json"))
+    manifest = orjson.loads(manifest_path.read_bytes())
+    manifest.update(bytes=len(data), fileSha256=hashlib.sha256(data).hexdigest(),
+                    chainHead=digest)
+    manifest_path.write_bytes(orjson.dumps(manifest))
+    meta = orjson.loads((bundle / "bundle.json").read_bytes())
+    meta["closed"]["chainHead"] = digest
+    (bundle / "bundle.json").write_bytes(orjson.dumps(meta))
+    return len(lines)
+
+
+class TestHugeNumbers:
+    """A number too large for a double (1e400): the writer never writes one, orjson (the
+    reader of every consumer) rejects it, msgspec's fast path would skip over it."""
+
+    def _bundle(self, path: Path, key: bytes | None) -> Path:
+        from mcp_tap.evidence import EvidenceWriter
+
+        with EvidenceWriter(path, signing_key=key) as writer:
+            for n in range(5):
+                assert writer.submit({"kind": "exchange", "exchangeId": f"x{n}", "rpcId": n,
+                                      "origin": {"body": {"result": {"n": 12345}}}})
+        return path
+
+    def test_the_fast_path_alone_would_accept_it(self) -> None:
+        line = _LINE.replace(b"2.5", b"1e400")
+        assert line_head(line) is not None
+        assert _full(line) is None
+
+    def test_unsigned_bundle_fails_with_the_line_named(self, tmp_path: Path) -> None:
+        from mcp_tap.errors import BundleFormatError
+        from mcp_tap.evidence import iter_records, verify_bundle
+
+        bundle = self._bundle(tmp_path / "b", None)
+        number = _put_huge_number(bundle)
+        report = verify_bundle(bundle)
+        assert not report.ok
+        assert ("format", f"segment-000001.jsonl line {number}: not valid JSON") in [
+            (p.kind, p.message) for p in report.problems]
+        with pytest.raises(BundleFormatError, match=f"line {number}: not valid JSON"):
+            list(iter_records(bundle))
+
+    def test_trusted_bundle_fails_on_the_fast_path(self, tmp_path: Path) -> None:
+        from mcp_tap.evidence import verify_bundle
+
+        bundle = self._bundle(tmp_path / "b", _KEY)
+        _put_huge_number(bundle)
+        trusted = [bytes.fromhex(ed25519_public_hex(_KEY))]
+        report = verify_bundle(bundle, trusted_keys=trusted)
+        assert not report.ok
+        assert {p.kind for p in report.problems} >= {"signature"}
+        assert report.signer is None
+
+    def test_the_gate_fails_integrity(self, tmp_path: Path) -> None:
+        from mcp_tap.gate import GateRequest, evaluate
+        from mcp_tap.gate.policy import Policy
+
+        bundle = self._bundle(tmp_path / "b", None)
+        _put_huge_number(bundle)
+        decision = evaluate(GateRequest(evidence=(bundle,), policy=Policy()), workers=1)
+        (integrity,) = [s for s in decision.sources if s.name == "integrity"]
+        assert not integrity.passed

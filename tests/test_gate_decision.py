@@ -15,6 +15,7 @@ from mcp_tap.core.catalog import finding as catalog_finding
 from mcp_tap.core.eras import Era
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.hashing import digest
+from mcp_tap.core.rulecounts import RuleCount
 from mcp_tap.drift import Area, CaptureDiff, CaptureSide, Change, Severity
 from mcp_tap.errors import InputError
 from mcp_tap.gate.decision import (
@@ -94,11 +95,24 @@ def inputs(
 
 @dataclass(frozen=True)
 class FakeSdkReport:
-    """A stand-in for sdkdiff's report with the three attributes the gate reads."""
+    """A stand-in for sdkdiff's report, with the counts the gate reads made from findings."""
 
     compared: int
     findings: list[Finding] = field(default_factory=list)
     errors: list[object] = field(default_factory=list)
+
+    @property
+    def rejected(self) -> int:
+        return len(self.errors)
+
+    @property
+    def by_rule(self) -> dict[str, RuleCount]:
+        counts: dict[str, RuleCount] = {}
+        for found in self.findings:
+            counted = counts.setdefault(found.rule, RuleCount())
+            counted.count += 1
+            counted.add_where(found.where)
+        return counts
 
 
 class TestDecisionTable:

@@ -23,12 +23,15 @@ from pydantic import ValidationError
 from releases import raw_bundle
 
 from mcp_tap.cli import main
+from mcp_tap.core.rulecounts import WHERES
 from mcp_tap.evidence import iter_records
 from mcp_tap.sdkdiff import (
     DEFAULT_ALLOWLIST,
+    EXAMPLES,
     TYPED_METHODS,
     Difference,
     SdkDiffReport,
+    SdkDiffTally,
     SdkParseError,
     diff_bundles,
     diff_records,
@@ -719,6 +722,57 @@ class TestDiffRecords:
         assert entry["findings"][0]["rule"] == "sdk.dropped"
         assert entry["findings"][0]["where"] == "result.futureHint"
         orjson.dumps(data)
+
+
+
+class TestBoundedReport:
+    """Exact counts per rule, bounded example entries, whatever the number of exchanges."""
+
+    @staticmethod
+    def records() -> list[dict[str, Any]]:
+        """25 exchanges with two drops each (then a rejection), 30 without a difference."""
+        out = [exchange("tools/list", "modern", MODERN_TOOLS_LIST, exchange_id=f"d{n}")
+               for n in range(25)]
+        out.append(exchange("tools/call", "modern", {"content": []}, exchange_id="r0"))
+        out += [exchange("tools/list", "legacy", LEGACY_TOOLS_LIST, exchange_id=f"c{n}")
+                for n in range(30)]
+        return out
+
+    def test_counts_are_exact_and_entries_bounded(self) -> None:
+        report = diff_records(self.records())
+        assert report.compared == 56
+        assert report.differences == 51 and report.rejected == 1
+        assert report.allowed == 30 * 3  # the legacy ones: ttlMs, cacheScope, resultType
+        dropped = report.by_rule["sdk.dropped"]
+        assert (dropped.count, dropped.exchanges) == (50, 25)
+        assert dropped.examples == [f"d{n}" for n in range(EXAMPLES)]
+        assert sorted(dropped.where) == ["result.futureHint", "result.tools[0].futureHint"]
+        assert report.by_rule["sdk.rejected"].examples == ["r0"]
+        kept = [e.exchangeId for e in report.entries]
+        assert kept == ([f"d{n}" for n in range(EXAMPLES)] + ["r0"]
+                        + [f"c{n}" for n in range(EXAMPLES)])
+        assert report.entries_omitted == 56 - len(kept)
+        data = report.to_json()
+        assert data["findings"] == 51 and data["entriesOmitted"] == 35
+        assert data["byRule"]["sdk.dropped"]["count"] == 50
+        assert not report.ok
+
+    def test_merging_parts_equals_one_pass(self) -> None:
+        records = self.records()
+        for cut in (0, 5, 12, 26, 40, len(records)):
+            tally = SdkDiffTally()
+            tally.merge(diff_records(records[:cut]))
+            tally.merge(diff_records(records[cut:]))
+            assert tally.report().to_json() == diff_records(records).to_json(), cut
+
+    def test_distinct_paths_are_bounded(self) -> None:
+        tools = [{"name": f"t{n}", "description": "d", "inputSchema": {"type": "object"},
+                  "futureHint": n} for n in range(WHERES + 10)]
+        report = diff_records([exchange("tools/list", "legacy", {"tools": tools})])
+        dropped = report.by_rule["sdk.dropped"]
+        assert dropped.count == WHERES + 10
+        assert len(dropped.where) == WHERES and dropped.more_where
+        assert report.to_json()["byRule"]["sdk.dropped"]["moreWhere"] is True
 
 
 

@@ -10,6 +10,8 @@ exchange it was seen in.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +22,11 @@ from mcp_tap.drift import (
     CaptureDiff,
     CaptureSide,
     Severity,
-    describe_side,
     diff_captures,
     iter_lines,
 )
-from mcp_tap.evidence import find_bundles, read_bundle
+from mcp_tap.evidence import find_bundles, iter_records
+from mcp_tap.evidence.reader import read_bundle_meta
 from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit
 from mcp_tap.outputs.locations import locate_exchanges
 
@@ -55,21 +57,38 @@ RULES: tuple[tuple[str, str], ...] = (
 _SHOWN_EXAMPLES = 10
 
 
-def load_side(path: str) -> tuple[list[dict[str, Any]], CaptureSide]:
-    """Read every bundle ``path`` names; return its records and its description."""
-    records: list[dict[str, Any]] = []
-    names: list[str] = []
-    heads: list[str] = []
-    for found in find_bundles(path):
-        bundle = read_bundle(found)
-        records.extend(bundle.records)
-        names.append(str(Path(found)))
-        closed = bundle.meta.get("closed")
-        head = closed.get("chainHead") if isinstance(closed, dict) else None
-        if not isinstance(head, str) and bundle.records:
-            head = bundle.records[-1].get("digest")
-        heads.append(head if isinstance(head, str) else "")
-    return records, describe_side(records, names, heads)
+class Side:
+    """One side of the diff: the bundles ``path`` names, read as a stream of records.
+
+    Nothing is held: :meth:`records` yields every record of every bundle in order, noting
+    each bundle's chain head on the way (the closing summary's, else its last record's
+    digest) for :meth:`describe`.
+    """
+
+    def __init__(self, path: str) -> None:
+        """Find the bundles (InputError when ``path`` names none)."""
+        self.bundles = find_bundles(path)
+        self.heads: list[str] = []
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Every record of every bundle, in order (BundleFormatError for a malformed one)."""
+        self.heads = []
+        for found in self.bundles:
+            _format, meta = read_bundle_meta(found)
+            last: object = None
+            for record in iter_records(found):
+                last = record.get("digest")
+                yield record
+            closed = meta.get("closed")
+            head = closed.get("chainHead") if isinstance(closed, dict) else None
+            if not isinstance(head, str):
+                head = last
+            self.heads.append(head if isinstance(head, str) else "")
+
+    def describe(self, counted: CaptureSide) -> CaptureSide:
+        """The side's description: its bundles and chain heads, with the diff's counts."""
+        return CaptureSide(tuple(str(Path(b)) for b in self.bundles), tuple(self.heads),
+                           counted.exchanges, counted.requests)
 
 
 def _value(value: Any) -> str:
@@ -118,9 +137,10 @@ def outcome(diff: CaptureDiff) -> Outcome:
 
 def run(args: argparse.Namespace) -> int:
     """Diff the two captures; print the report; return the exit code."""
-    old_records, old_side = load_side(args.baseline)
-    new_records, new_side = load_side(args.candidate)
-    diff = diff_captures(old_records, new_records, hop=args.hop,
-                         baseline_side=old_side, candidate_side=new_side)
+    # Both sides streamed, baseline first, in bounded memory (mcp_tap.drift.stream).
+    old, new = Side(args.baseline), Side(args.candidate)
+    diff = diff_captures(old.records(), new.records(), hop=args.hop)
+    diff = replace(diff, baseline=old.describe(diff.baseline),
+                   candidate=new.describe(diff.candidate))
     emit(outcome(diff), args)
     return EXIT_OK if diff.ok else EXIT_NO

@@ -44,11 +44,17 @@ def _text(report: SdkDiffReport) -> str:
             lines.append(f"{label}: rejected: {entry.error}")
         for found in entry.findings:
             lines.append(f"{label}: {found.rule} {found.where}: {found.message}")
-    allowed = sum(len(entry.allowed) for entry in report.entries)
+    if report.entries_omitted:
+        lines.append(f"({report.entries_omitted} more compared exchange(s) not listed: "
+                     "the examples are the first of each rule; the counts are exact)")
+    for rule, counted in sorted(report.by_rule.items()):
+        more = ", ..." if counted.more_where else ""
+        lines.append(f"{rule}: {counted.count} difference(s) in {counted.exchanges} "
+                     f"exchange(s) at {', '.join(sorted(counted.where)) or 'result'}{more}")
     lines.append(
         f"sdk-diff: {report.compared} compared, {report.skipped} skipped, "
-        f"{len(report.findings)} difference(s), {len(report.errors)} rejected, "
-        f"{allowed} allowed"
+        f"{report.differences} difference(s), {report.rejected} rejected, "
+        f"{report.allowed} allowed"
     )
     return "\n".join(lines) + "\n"
 
@@ -62,20 +68,18 @@ def _allow_fields(names: list[str]) -> frozenset[str]:
 
 def outcome(report: SdkDiffReport, evidence: str) -> Outcome:
     """The command's result in every output format: one check per rule, one passing if none."""
-    by_rule: dict[str, list[tuple[str, str]]] = {}
-    for entry in report.entries:
-        for found in entry.findings:
-            by_rule.setdefault(found.rule, []).append((entry.exchangeId, found.where))
     checks = [Check(name="sdk-diff", group="mcp-tap.sdk-diff", passed=True,
                     message=f"{report.compared} compared, no semantic difference")
-              ] if not by_rule else []
-    for rule, seen in sorted(by_rule.items()):
-        wheres = sorted({w for _, w in seen if w})
+              ] if not report.by_rule else []
+    for rule, counted in sorted(report.by_rule.items()):
+        more = ", ..." if counted.more_where else ""
         checks.append(Check(
             name=rule, group="mcp-tap.sdk-diff", passed=False, rule=rule,
             strength=rule_strength(rule),
-            message=f"{len(seen)} difference(s) at {', '.join(wheres) or 'result'}",
-            locations=tuple(Location(path=evidence, exchange=x) for x, _ in seen[:10])))
+            message=f"{counted.count} difference(s) at "
+                    f"{', '.join(sorted(counted.where)) or 'result'}{more}",
+            locations=tuple(Location(path=evidence, exchange=x)
+                            for x in counted.examples[:10])))
     return Outcome(command="sdk-diff", headline="ok" if report.ok else "differences",
                    ok=report.ok, data=report.to_json(), text=_text(report), checks=tuple(checks))
 

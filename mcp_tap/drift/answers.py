@@ -86,8 +86,14 @@ def final_response(messages: Sequence[Any]) -> dict[str, Any] | None:
 
 def pick_hop(records: Sequence[Mapping[str, Any]], hop: str | None, side: str) -> str | None:
     """The hop whose exchanges are compared; an :class:`InputError` when it is ambiguous."""
-    hops = sorted({r["hop"] for r in records
-                   if r.get("kind") == "exchange" and isinstance(r.get("hop"), str)})
+    return choose_hop({r["hop"] for r in records
+                       if r.get("kind") == "exchange" and isinstance(r.get("hop"), str)},
+                      hop, side)
+
+
+def choose_hop(seen: Iterable[str], hop: str | None, side: str) -> str | None:
+    """:func:`pick_hop` given the hops a side's exchanges were recorded at."""
+    hops = sorted(seen)
     if hop is not None:
         if hop not in hops:
             raise InputError(f"the {side} holds no exchange at hop {hop} "
@@ -101,19 +107,21 @@ def pick_hop(records: Sequence[Mapping[str, Any]], hop: str | None, side: str) -
 
 def asked(records: Iterable[Mapping[str, Any]], hop: str | None = None) -> list[Asked]:
     """Every JSON-RPC request of ``records`` (at ``hop``, if given) with its recorded answer."""
-    out: list[Asked] = []
-    for record in records:
-        if record.get("kind") != "exchange" or (hop is not None and record.get("hop") != hop):
-            continue
-        ingress = record.get("ingress")
-        body = ingress.get("body") if isinstance(ingress, dict) else None
-        if not isinstance(body, dict) or (isinstance(ingress, dict) and ingress.get("truncated")):
-            continue
-        key = request_key(str(record.get("era") or "unknown"), body)
-        if key is None:
-            continue
-        answer = None if record.get("tapError") else recorded_answer(record)
-        if answer is not None and answer.truncated:
-            answer = None
-        out.append(Asked(key, str(record.get("exchangeId") or ""), answer))
-    return out
+    return [found for found in (asked_of(r, hop) for r in records) if found is not None]
+
+
+def asked_of(record: Mapping[str, Any], hop: str | None = None) -> Asked | None:
+    """The JSON-RPC request of one record (at ``hop``, if given) with its recorded answer."""
+    if record.get("kind") != "exchange" or (hop is not None and record.get("hop") != hop):
+        return None
+    ingress = record.get("ingress")
+    body = ingress.get("body") if isinstance(ingress, dict) else None
+    if not isinstance(body, dict) or (isinstance(ingress, dict) and ingress.get("truncated")):
+        return None
+    key = request_key(str(record.get("era") or "unknown"), body)
+    if key is None:
+        return None
+    answer = None if record.get("tapError") else recorded_answer(record)
+    if answer is not None and answer.truncated:
+        answer = None
+    return Asked(key, str(record.get("exchangeId") or ""), answer)

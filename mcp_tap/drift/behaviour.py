@@ -1,8 +1,8 @@
 """Behaviour drift: the same request, normalised, answered differently.
 
 Requests are paired by :class:`~mcp_tap.drift.answers.RequestKey`, the n-th occurrence in
-the baseline with the n-th in the candidate. For each pair (answers recorded whole on both
-sides) the comparison reports:
+the baseline with the n-th in the candidate (:class:`mcp_tap.drift.stream.Pairing`). For
+each pair (answers recorded whole on both sides) the comparison reports:
 
 * ``outcome``: result vs tool error (a result with ``isError: true``) vs JSON-RPC error vs no
   JSON-RPC answer. A result that became anything else is breaking; a failure that became a
@@ -23,11 +23,10 @@ Identical changes of several pairs of one key are reported once, with their exch
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Final
 
 from mcp_tap.core.hashing import canonical_json
-from mcp_tap.drift.answers import Asked, RequestKey, final_response
+from mcp_tap.drift.answers import RequestKey, final_response
 from mcp_tap.drift.inventory import LISTINGS
 from mcp_tap.drift.model import Area, Change, Severity
 from mcp_tap.replay import Answer, normalise
@@ -143,40 +142,3 @@ def compare_answers(key: RequestKey, old: Answer, new: Answer) -> list[Change]:
     if old_sse != new_sse:
         add(_X, "sse", f"answer pattern {old_sse} -> {new_sse}", old_sse, new_sse)
     return changes
-
-
-def behaviour_changes(
-    baseline: Sequence[Asked], candidate: Sequence[Asked]
-) -> tuple[list[Change], int, list[str], list[str]]:
-    """Pair the requests of both sides and compare their answers.
-
-    Returns the changes, how many requests were compared, and the labels of the requests
-    seen only in the baseline and only in the candidate.
-    """
-    old_by_key: dict[RequestKey, list[Asked]] = {}
-    new_by_key: dict[RequestKey, list[Asked]] = {}
-    for item in baseline:
-        old_by_key.setdefault(item.key, []).append(item)
-    for item in candidate:
-        new_by_key.setdefault(item.key, []).append(item)
-    merged: dict[tuple[str, str, str], Change] = {}
-    examples: dict[tuple[str, str, str], list[str]] = {}
-    compared = 0
-    for key, olds in old_by_key.items():
-        news = new_by_key.get(key, [])
-        for old, new in zip(olds, news, strict=False):
-            if old.answer is None or new.answer is None:
-                continue
-            compared += 1
-            for change in compare_answers(key, old.answer, new.answer):
-                ident = (change.subject, change.aspect, change.message)
-                merged.setdefault(ident, change)
-                examples.setdefault(ident, []).append(new.exchange_id)
-    changes = [
-        Change(c.area, c.severity, c.subject, c.aspect, c.message, c.baseline, c.candidate,
-               tuple(examples[ident][:3]))
-        for ident, c in merged.items()
-    ]
-    only_old = sorted({k.label() for k in old_by_key.keys() - new_by_key.keys()})
-    only_new = sorted({k.label() for k in new_by_key.keys() - old_by_key.keys()})
-    return changes, compared, only_old, only_new

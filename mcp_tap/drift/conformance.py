@@ -5,7 +5,7 @@ rule the candidate breaks and the baseline did not is breaking (a regression the
 saw); a rule the baseline broke and the candidate does not is compatible (fixed); a rule
 both break with a different count is ``changed``.
 
-Health: :func:`mcp_tap.gate.health.compute_window` on both sides, with the gate's default
+Health: the gate's :class:`~mcp_tap.gate.health.WindowTally` on both sides, with the gate's default
 error counting. The differences are reported as ``changed``; whether one blocks is the
 gate's baseline policy to decide (``[health.baseline]``), not the diff's.
 """
@@ -16,34 +16,42 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mcp_tap.drift.model import Area, Change, Severity
-from mcp_tap.gate.health import HealthWindow, Percentiles, compute_window
-from mcp_tap.gate.policy import ErrorCounting
+from mcp_tap.gate.health import HealthWindow, Percentiles
+
+RuleTally = dict[str, tuple[int, list[str]]]
+"""Rule id -> (finding count, up to three exchange ids)."""
 
 
-def rule_tally(records: Iterable[Mapping[str, Any]],
-               hop: str | None = None) -> dict[str, tuple[int, list[str]]]:
+def rule_tally(records: Iterable[Mapping[str, Any]], hop: str | None = None) -> RuleTally:
     """Rule id -> (finding count, up to three exchange ids) over ``records``."""
-    tally: dict[str, tuple[int, list[str]]] = {}
+    tally: RuleTally = {}
     for record in records:
-        kind = record.get("kind")
-        if kind not in ("exchange", "hop-comparison"):
-            continue
-        if kind == "exchange" and hop is not None and record.get("hop") != hop:
-            continue
-        findings = record.get("findings")
-        ident = str(record.get("exchangeId") or "")
-        ids = record.get("exchangeIds")
-        if not ident and isinstance(ids, list) and ids:
-            ident = str(ids[-1])
-        for finding in findings if isinstance(findings, list) else []:
-            rule = finding.get("rule") if isinstance(finding, dict) else None
-            if not isinstance(rule, str):
-                continue
-            count, examples = tally.get(rule, (0, []))
-            if len(examples) < 3 and ident and ident not in examples:
-                examples.append(ident)
-            tally[rule] = (count + 1, examples)
+        add_rules(tally, record, hop)
     return tally
+
+
+def add_rules(tally: RuleTally, record: Mapping[str, Any], hop: str | None = None) -> None:
+    """Count the findings of one exchange or hop-comparison record into ``tally``."""
+    kind = record.get("kind")
+    if kind not in ("exchange", "hop-comparison"):
+        return
+    if kind == "exchange" and hop is not None and record.get("hop") != hop:
+        return
+    findings = record.get("findings")
+    if not findings or not isinstance(findings, list):
+        return
+    ident = str(record.get("exchangeId") or "")
+    ids = record.get("exchangeIds")
+    if not ident and isinstance(ids, list) and ids:
+        ident = str(ids[-1])
+    for finding in findings:
+        rule = finding.get("rule") if isinstance(finding, dict) else None
+        if not isinstance(rule, str):
+            continue
+        count, examples = tally.get(rule, (0, []))
+        if len(examples) < 3 and ident and ident not in examples:
+            examples.append(ident)
+        tally[rule] = (count + 1, examples)
 
 
 def conformance_changes(baseline: Mapping[str, tuple[int, list[str]]],
@@ -67,11 +75,6 @@ def conformance_changes(baseline: Mapping[str, tuple[int, list[str]]],
                                   f"{subject}: {was} -> {now} finding(s)", was, now,
                                   tuple(new_examples)))
     return changes
-
-
-def window(records: Iterable[Mapping[str, Any]], hop: str | None = None) -> HealthWindow:
-    """The health window of one side, with the gate's default error counting."""
-    return compute_window(records, ErrorCounting(), hop)
 
 
 def _ms(p: Percentiles | None, name: str) -> float | None:

@@ -1,22 +1,18 @@
 """``diff_captures``: every drift between a baseline and a candidate capture, in one value.
 
-Pure: it takes records (as :func:`mcp_tap.evidence.read_bundle` returns them), so the
-command, the gate (a ``--baseline`` source, later) and tests call the same function.
+Pure: it takes records (a stream such as :func:`mcp_tap.evidence.iter_records` gives, or
+a list), so the command, the gate's ``--baseline`` drift source and tests call the same
+function; memory is bounded (:mod:`mcp_tap.drift.stream`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from mcp_tap.drift.answers import asked, pick_hop
-from mcp_tap.drift.behaviour import behaviour_changes
-from mcp_tap.drift.conformance import conformance_changes, health_changes, rule_tally, window
-from mcp_tap.drift.inventory import inventory, inventory_changes
-from mcp_tap.drift.model import Area, CaptureDiff, CaptureSide, Change, Severity
-from mcp_tap.errors import InputError
-
-_ORDER = {Severity.BREAKING: 0, Severity.COMPATIBLE: 1, Severity.CHANGED: 2}
+from mcp_tap.drift.model import Area, CaptureDiff, CaptureSide, Severity
+from mcp_tap.drift.stream import MAX_ANSWERS, MAX_REQUESTS, diff_streams
 
 
 def describe_side(records: Sequence[Mapping[str, Any]], bundles: Sequence[str],
@@ -28,8 +24,8 @@ def describe_side(records: Sequence[Mapping[str, Any]], bundles: Sequence[str],
 
 
 def diff_captures(
-    baseline: Sequence[Mapping[str, Any]],
-    candidate: Sequence[Mapping[str, Any]],
+    baseline: Iterable[Mapping[str, Any]],
+    candidate: Iterable[Mapping[str, Any]],
     *,
     hop: str | None = None,
     baseline_side: CaptureSide | None = None,
@@ -39,31 +35,13 @@ def diff_captures(
 
     ``hop`` picks the hop whose exchanges are compared (needed when a capture holds
     several). Raises :class:`InputError` when a side has no exchange or the hop is ambiguous.
+    Each side is read once, baseline first, in bounded memory
+    (:func:`mcp_tap.drift.stream.diff_streams`): a stream of records is enough.
+    ``baseline_side`` / ``candidate_side`` replace the sides' descriptions.
     """
-    for side, records in (("baseline", baseline), ("candidate", candidate)):
-        if not any(r.get("kind") == "exchange" for r in records):
-            raise InputError(f"the {side} holds no exchange to compare")
-    old_hop = pick_hop(baseline, hop, "baseline")
-    new_hop = pick_hop(candidate, hop, "candidate")
-    changes: list[Change] = inventory_changes(inventory(baseline, old_hop),
-                                              inventory(candidate, new_hop))
-    behaviour, compared, only_old, only_new = behaviour_changes(
-        asked(baseline, old_hop), asked(candidate, new_hop))
-    changes += behaviour
-    changes += conformance_changes(rule_tally(baseline, old_hop), rule_tally(candidate, new_hop))
-    old_window, new_window = window(baseline, old_hop), window(candidate, new_hop)
-    changes += health_changes(old_window, new_window)
-    area_order = list(Area)
-    changes.sort(key=lambda c: (area_order.index(c.area), _ORDER[c.severity], c.subject))
-    return CaptureDiff(
-        baseline=baseline_side or describe_side(baseline, (), ()),
-        candidate=candidate_side or describe_side(candidate, (), ()),
-        changes=tuple(changes),
-        compared=compared,
-        only_baseline=tuple(only_old),
-        only_candidate=tuple(only_new),
-        health={"baseline": old_window.to_json(), "candidate": new_window.to_json()},
-    )
+    diff = diff_streams(baseline, candidate, hop=hop)
+    return replace(diff, baseline=baseline_side or diff.baseline,
+                   candidate=candidate_side or diff.candidate)
 
 
 def iter_lines(diff: CaptureDiff) -> Iterator[str]:
@@ -85,6 +63,9 @@ def iter_lines(diff: CaptureDiff) -> Iterator[str]:
         yield f"asked only in the baseline (not compared): {'; '.join(diff.only_baseline)}"
     if diff.only_candidate:
         yield f"asked only in the candidate (not compared): {'; '.join(diff.only_candidate)}"
+    if diff.over_bound:
+        yield (f"over bound: more than {MAX_REQUESTS:,} requests or {MAX_ANSWERS:,} distinct "
+               "answers; the requests past the bound were not compared")
     counts = {s: sum(1 for c in diff.changes if c.severity is s) for s in Severity}
     summary = ", ".join(f"{counts[s]} {s}" for s in Severity)
     yield ("BREAKING: " if diff.breaking else "ok: ") + summary

@@ -63,24 +63,29 @@ def inventory(records: Iterable[Mapping[str, Any]], hop: str | None = None) -> I
     """The items the listings of ``records`` returned, by kind (kinds never listed are absent)."""
     found: Inventory = {}
     for record in records:
-        if record.get("kind") != "exchange" or (hop is not None and record.get("hop") != hop):
-            continue
-        listing = LISTINGS.get(str(record.get("method")))
-        if listing is None:
-            continue
-        answer = recorded_answer(record)
-        if answer is None or answer.truncated:
-            continue
-        response = final_response(answer.messages)
-        result = response.get("result") if response else None
-        if not isinstance(result, dict) or not isinstance(result.get(listing[1]), list):
-            continue
-        kind, key, ident = listing
-        items = found.setdefault(kind, {})
-        for item in result[key]:
-            if isinstance(item, dict) and isinstance(item.get(ident), str):
-                items[item[ident]] = item
+        add_listing(found, record, hop)
     return found
+
+
+def add_listing(found: Inventory, record: Mapping[str, Any], hop: str | None = None) -> None:
+    """Add the items one record's listing answer returned (if it is one) to ``found``."""
+    if record.get("kind") != "exchange" or (hop is not None and record.get("hop") != hop):
+        return
+    listing = LISTINGS.get(str(record.get("method")))
+    if listing is None:
+        return
+    answer = recorded_answer(record)
+    if answer is None or answer.truncated:
+        return
+    response = final_response(answer.messages)
+    result = response.get("result") if response else None
+    if not isinstance(result, dict) or not isinstance(result.get(listing[1]), list):
+        return
+    kind, key, ident = listing
+    items = found.setdefault(kind, {})
+    for item in result[key]:
+        if isinstance(item, dict) and isinstance(item.get(ident), str):
+            items[item[ident]] = item
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -95,6 +95,7 @@ class CaptureDiff:
     only_baseline: tuple[str, ...] = ()
     only_candidate: tuple[str, ...] = ()
     health: dict[str, Any] = field(default_factory=dict)
+    over_bound: bool = False
 
     @property
     def breaking(self) -> tuple[Change, ...]:
@@ -123,4 +124,5 @@ class CaptureDiff:
             "counts": counts,
             "changes": [c.to_json() for c in self.changes],
             "health": self.health,
+            "overBound": self.over_bound,
         }

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from mcp_tap.core.findings import Finding
 from mcp_tap.core.hashing import digest
 from mcp_tap.gate.policy import ConformancePolicy, EvidencePolicy, HopPolicy
 from mcp_tap.gate.tally import ConformanceTally, HopTally
@@ -306,17 +305,30 @@ def judge_hop(counted: HopTally, policy: HopPolicy) -> SourceResult:
     return SourceResult("hop", tuple(reasons), summary)
 
 
+class RuleCounts(Protocol):
+    """One rule's counts in an SDK report (:class:`mcp_tap.core.rulecounts.RuleCount`)."""
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def where(self) -> Sequence[str]: ...
+
+    @property
+    def more_where(self) -> bool: ...
+
+
 class SdkReport(Protocol):
-    """What the gate needs of :func:`mcp_tap.sdkdiff.diff_records`'s report."""
+    """What the gate needs of the SDK differential's outcome: exact counts per rule."""
 
     @property
     def compared(self) -> int: ...
 
     @property
-    def findings(self) -> Sequence[Finding]: ...
+    def rejected(self) -> int: ...
 
     @property
-    def errors(self) -> Sequence[object]: ...
+    def by_rule(self) -> Mapping[str, RuleCounts]: ...
 
 
 def sdk_source(
@@ -336,27 +348,26 @@ def sdk_source(
     reasons: list[Reason] = []
     if report.compared == 0:
         reasons.append(Reason("gate.sdk.empty", "no exchange had a typed result to compare"))
-    groups: dict[str, list[Finding]] = {}
-    for finding in report.findings:
-        groups.setdefault(finding.rule, []).append(finding)
-    if report.errors:
+    if report.rejected:
         reasons.append(Reason(
             "gate.sdk",
-            f"the SDK client rejected {len(report.errors)} result(s)",
-            details={"rejected": len(report.errors)},
+            f"the SDK client rejected {report.rejected} result(s)",
+            details={"rejected": report.rejected},
         ))
-    for rule_id, found in sorted(groups.items()):
-        wheres = sorted({f.where for f in found if f.where})
+    for rule_id, counted in sorted(report.by_rule.items()):
+        details: dict[str, Any] = {"count": counted.count, "where": sorted(counted.where)}
+        if counted.more_where:
+            details["moreWhere"] = True
         reasons.append(Reason(
             "gate.sdk",
-            f"{rule_id}: {len(found)} difference(s) the policy does not allow",
+            f"{rule_id}: {counted.count} difference(s) the policy does not allow",
             (rule_id,),
-            {"count": len(found), "where": wheres},
+            details,
         ))
     summary = {
         "compared": report.compared,
-        "differences": len(report.findings),
-        "rejected": len(report.errors),
+        "differences": sum(counted.count for counted in report.by_rule.values()),
+        "rejected": report.rejected,
         "allowFields": allowlist,
     }
     return SourceResult("sdk", tuple(reasons), summary)

@@ -9,13 +9,13 @@ with one that cannot be compared (a side with no exchange, an ambiguous hop) the
 fails with ``gate.drift.empty``: a comparison the policy asked for and that did not happen
 is no reason to promote.
 
-The comparison reads the exchange records of both sides into memory (the diff matches
-requests across the two captures); the other sources stream.
+The comparison streams both sides, baseline first, in bounded memory
+(:mod:`mcp_tap.drift.stream`); past its bounds the summary says ``overBound``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -30,13 +30,15 @@ if TYPE_CHECKING:  # mcp_tap.drift imports the gate's health window: no import c
 _LISTED: Final = 50
 
 
-def _exchanges(bundles: Sequence[Path]) -> list[dict[str, Any]]:
+def _exchanges(bundles: Sequence[Path]) -> Iterator[dict[str, Any]]:
     from mcp_tap.evidence import iter_records
 
     # Lenient: damaged evidence already fails the integrity source; drift compares what
     # can be read.
-    return [record for bundle in bundles for record in iter_records(bundle, lenient=True)
-            if record.get("kind") == "exchange"]
+    for bundle in bundles:
+        for record in iter_records(bundle, lenient=True):
+            if record.get("kind") == "exchange":
+                yield record
 
 
 def capture_drift(candidates: Sequence[Path], baselines: Sequence[Path],
@@ -74,7 +76,8 @@ def drift_source(diff: CaptureDiff | str, policy: DriftPolicy, baselines: int) -
             listed.append({"area": area, "severity": severity, "subject": change.subject,
                            "aspect": change.aspect, "message": change.message,
                            "blocks": blocks})
-    summary.update(compared=diff.compared, baselineExchanges=diff.baseline.exchanges,
+    summary.update(compared=diff.compared, overBound=diff.over_bound,
+                   baselineExchanges=diff.baseline.exchanges,
                    changes=len(diff.changes), blocking=len(reasons), counts=counts,
                    listed=listed)
     return SourceResult("drift", tuple(reasons), summary)

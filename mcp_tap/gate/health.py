@@ -21,12 +21,12 @@ Zero samples is never healthy.
 from __future__ import annotations
 
 import math
-from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mcp_tap.errors import InputError
+from mcp_tap.gate.counts import ValueCounts
 from mcp_tap.gate.decision import Reason, SourceResult
 from mcp_tap.gate.policy import ErrorCounting, HealthPolicy
 
@@ -121,10 +121,10 @@ def percentile(values: Sequence[float], p: float) -> float:
     return ordered[rank - 1]
 
 
-def _percentiles(values: Sequence[float]) -> Percentiles | None:
+def _percentiles(values: ValueCounts) -> Percentiles | None:
     if not values:
         return None
-    return Percentiles(*(round(percentile(values, p), 3) for p in (50, 95, 99)))
+    return Percentiles(*values.percentiles((50, 95, 99)))
 
 
 def _num(value: Any) -> float | None:
@@ -134,24 +134,16 @@ def _num(value: Any) -> float | None:
     return None
 
 
-def _obj(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _is_request(record: Mapping[str, Any]) -> bool:
-    rpc_id = record.get("rpcId")
-    return type(rpc_id) in (int, str)
-
-
-def _is_jsonrpc_error(body: Any) -> bool:
-    return isinstance(body, dict) and "error" in body and "method" not in body
+_EMPTY: Mapping[str, Any] = {}
 
 
 class WindowTally:
     """The health window's counts and measurements, one record at a time, mergeable.
 
-    Latencies are kept as packed doubles (8 bytes per sample) because nearest-rank
-    percentiles need every value; everything else is a counter or an extreme.
+    Latencies are counted per value at the resolution the window reports (0.001 ms,
+    :class:`~mcp_tap.gate.counts.ValueCounts`), which gives the exact nearest-rank
+    percentiles in memory flat in the number of samples; everything else is a counter or an
+    extreme.
     """
 
     __slots__ = ("counting", "durations", "end", "errors", "first_events", "hop", "hops",
@@ -164,65 +156,109 @@ class WindowTally:
         self.hops: set[str] = set()
         self.samples = self.errors = self.jsonrpc = self.http_5xx = self.http_4xx = 0
         self.tap = self.unanswered = 0
-        self.latencies = array("d")
-        self.first_events = array("d")
-        self.durations = array("d")
+        self.latencies = ValueCounts()
+        self.first_events = ValueCounts()
+        self.durations = ValueCounts()
         self.sse_streams = self.sse_events = self.max_events = 0
         self.start: float | None = None
         self.end: float | None = None
 
     def add(self, record: Mapping[str, Any]) -> None:
-        """Count one record (only requests among ``exchange`` records are samples)."""
+        """Count one record (only requests among ``exchange`` records are samples).
+
+        The gate calls this once per exchange, so it is written for speed: plain dict
+        lookups, the common float timestamp checked inline (``x - x == 0`` is false only
+        for an infinity or NaN), everything else through :func:`_num`.
+        """
         if record.get("kind") != "exchange":
             return
         record_hop = record.get("hop")
-        if isinstance(record_hop, str):
+        if type(record_hop) is str:
             self.hops.add(record_hop)
-        if not _is_request(record) or (self.hop is not None and record_hop != self.hop):
+        rpc_id = record.get("rpcId")
+        if type(rpc_id) is not int and type(rpc_id) is not str:
+            return
+        if self.hop is not None and record_hop != self.hop:
             return
         self.samples += 1
-        counting = self.counting
-        ingress = _obj(record.get("ingress"))
-        origin = _obj(record.get("origin"))
-        egress = _obj(record.get("egress"))
+        ingress = record.get("ingress")
+        if not isinstance(ingress, dict):
+            ingress = _EMPTY
+        origin = record.get("origin")
+        if not isinstance(origin, dict):
+            origin = _EMPTY
         status = origin.get("status")
+        answered = type(status) is int
+        code: int = status if type(status) is int else 0
         is_tap = record.get("tapError") is not None
-        is_unanswered = not is_tap and type(status) is not int
-        is_5xx = type(status) is int and 500 <= status <= 599
-        is_4xx = type(status) is int and 400 <= status <= 499
+        is_unanswered = not is_tap and not answered
+        is_5xx = 500 <= code <= 599
+        is_4xx = 400 <= code <= 499
         events = origin.get("sse")
-        events = events if isinstance(events, list) else []
-        is_rpc_error = _is_jsonrpc_error(origin.get("body")) or any(
-            _is_jsonrpc_error(_obj(e).get("data")) for e in events)
-        self.tap += is_tap
-        self.unanswered += is_unanswered
-        self.http_5xx += is_5xx
-        self.http_4xx += is_4xx
-        self.jsonrpc += is_rpc_error
+        if not isinstance(events, list):
+            events = ()
+        body = origin.get("body")
+        is_rpc_error = isinstance(body, dict) and "error" in body and "method" not in body
+        if not is_rpc_error:
+            for event in events:
+                data = event.get("data") if isinstance(event, dict) else None
+                if isinstance(data, dict) and "error" in data and "method" not in data:
+                    is_rpc_error = True
+                    break
+        if is_tap:
+            self.tap += 1
+        elif is_unanswered:
+            self.unanswered += 1
+        if is_5xx:
+            self.http_5xx += 1
+        elif is_4xx:
+            self.http_4xx += 1
+        if is_rpc_error:
+            self.jsonrpc += 1
+        counting = self.counting
         # A request that never got an upstream answer is a failure whatever the policy counts.
-        if (is_tap or is_unanswered or (counting.http_5xx and is_5xx)
-                or (counting.http_4xx and is_4xx) or (counting.jsonrpc_errors and is_rpc_error)):
+        if (is_tap or is_unanswered or (is_5xx and counting.http_5xx)
+                or (is_4xx and counting.http_4xx) or (is_rpc_error and counting.jsonrpc_errors)):
             self.errors += 1
-        received = _num(ingress.get("receivedAt"))
-        end = _num(origin.get("endAt"))
+        received = ingress.get("receivedAt")
+        if type(received) is not float or received - received != 0.0:
+            received = _num(received)
+        end = origin.get("endAt")
+        if type(end) is not float or end - end != 0.0:
+            end = _num(end)
+        latest = self.end
         if received is not None:
-            self.start = received if self.start is None else min(self.start, received)
+            if self.start is None or received < self.start:
+                self.start = received
             if end is not None:
-                self.latencies.append((end - received) * 1000.0)
-        for last in (end, _num(egress.get("endAt")), _num(egress.get("sentAt")), received):
-            if last is not None and (self.end is None or last > self.end):
-                self.end = last
+                self.latencies.add((end - received) * 1000.0)
+            if latest is None or received > latest:
+                latest = received
+        if end is not None and (latest is None or end > latest):
+            latest = end
+        egress = record.get("egress")
+        if isinstance(egress, dict):
+            for key in ("endAt", "sentAt"):
+                value = egress.get(key)
+                if type(value) is not float or value - value != 0.0:
+                    value = _num(value)
+                if value is not None and (latest is None or value > latest):
+                    latest = value
+        self.end = latest
         if events:
             self.sse_streams += 1
-            self.sse_events += len(events)
-            self.max_events = max(self.max_events, len(events))
-            first_at = _num(_obj(events[0]).get("at"))
+            count = len(events)
+            self.sse_events += count
+            if count > self.max_events:
+                self.max_events = count
+            first = events[0]
+            first_at = _num(first.get("at")) if isinstance(first, dict) else None
             if first_at is not None and received is not None:
-                self.first_events.append((first_at - received) * 1000.0)
+                self.first_events.add((first_at - received) * 1000.0)
             opened = _num(origin.get("firstByteAt"))
             opened = first_at if opened is None else opened
             if opened is not None and end is not None:
-                self.durations.append((end - opened) * 1000.0)
+                self.durations.add((end - opened) * 1000.0)
 
     def merge(self, other: WindowTally) -> None:
         """Fold in the tally of another bundle (same counting and hop)."""
@@ -231,9 +267,9 @@ class WindowTally:
                      "unanswered", "sse_streams", "sse_events"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.max_events = max(self.max_events, other.max_events)
-        self.latencies.extend(other.latencies)
-        self.first_events.extend(other.first_events)
-        self.durations.extend(other.durations)
+        self.latencies.merge(other.latencies)
+        self.first_events.merge(other.first_events)
+        self.durations.merge(other.durations)
         starts = [t for t in (self.start, other.start) if t is not None]
         ends = [t for t in (self.end, other.end) if t is not None]
         self.start = min(starts) if starts else None

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Final
 
 from mcp_tap.core.catalog import CATALOG
 from mcp_tap.core.findings import Finding, Strength
 from mcp_tap.core.hashing import digest
+from mcp_tap.core.rulecounts import RuleCount, merge_rule_counts
 
 
 def record_digest(record: Mapping[str, Any]) -> str:
@@ -41,6 +42,43 @@ def _finding(data: dict[str, Any]) -> Finding:
     if "strength" not in data:
         found = replace(found, strength=rule_strength(found.rule))
     return found
+
+
+_ABSENT: Final = object()  # a finding without "strength" (not the same as "strength": null)
+_SUMMARY_ENTRIES: Final = 4096
+_summaries: dict[tuple[Any, ...], tuple[str, str, str, str]] = {}
+
+
+def finding_summaries(record: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+    """``(rule, boundary, strength, where)`` of each finding a record carries, as strings,
+    exactly what :func:`findings_of` gives as :class:`Finding` objects.
+
+    The tallies need only these four, and findings repeat (one rule at one place, over
+    and over): each distinct finding is turned into a :class:`Finding` once and
+    remembered (a bounded number of them), instead of once per record.
+    """
+    raw = record.get("findings")
+    if not raw or not isinstance(raw, list):
+        return []
+    out: list[tuple[str, str, str, str]] = []
+    for data in raw:
+        if not isinstance(data, dict) or "rule" not in data:
+            continue
+        try:
+            key = (data["rule"], data.get("boundary", "response"),
+                   data.get("strength", _ABSENT), data.get("where", ""))
+            summary = _summaries.get(key)
+        except TypeError:  # an unhashable value (a list): no memo for this one
+            key, summary = None, None
+        if summary is None:
+            found = _finding(data)
+            summary = (found.rule, str(found.boundary), str(found.strength), found.where)
+            if key is not None:
+                if len(_summaries) >= _SUMMARY_ENTRIES:
+                    _summaries.clear()
+                _summaries[key] = summary
+        out.append(summary)
+    return out
 
 
 def rule_strength(rule_id: str) -> Strength:
@@ -111,16 +149,16 @@ class ConformanceTally:
         self.hops.add(hop)
         if not record.get("findings"):  # the common case: nothing to count
             return
-        found = findings_of(record)
-        if not found:
-            return
-        example = record_digest(record)
-        for finding in found:
-            if finding.rule.startswith("hop."):
+        example = ""
+        for rule, boundary, strength, _where in finding_summaries(record):
+            if rule.startswith("hop."):
                 continue
-            tally = self.rules.setdefault(finding.rule, Tally())
-            tally.add(str(finding.boundary), example, self.examples, hop,
-                      str(finding.strength))
+            if not example:
+                example = record_digest(record)
+            tally = self.rules.get(rule)
+            if tally is None:
+                tally = self.rules[rule] = Tally()
+            tally.add(boundary, example, self.examples, hop, strength)
 
     def add_all(self, records: Iterable[Mapping[str, Any]]) -> ConformanceTally:
         """Count every record of ``records``; return self."""
@@ -135,7 +173,7 @@ class ConformanceTally:
         _merge_tallies(self.rules, other.rules, self.examples)
 
 
-def _box(record: Mapping[str, Any], finding: Finding) -> str:
+def _box(record: Mapping[str, Any], where: str) -> str:
     """Name the box a hop finding blames, as precisely as the record allows."""
     box = record.get("box")
     between = record.get("between")
@@ -151,7 +189,7 @@ def _box(record: Mapping[str, Any], finding: Finding) -> str:
         return f"between {boxes[0]} and {boxes[1]}"
     hop = record.get("hop")
     name = f"hop {hop}" if isinstance(hop, str) and hop else "hop"
-    return f"{name} {finding.where}".strip()
+    return f"{name} {where}".strip()
 
 
 @dataclass(slots=True)
@@ -171,11 +209,11 @@ class HopTally:
             return
         if not record.get("findings"):  # the common case: nothing to count
             return
-        for finding in findings_of(record):
-            if not finding.rule.startswith("hop."):
+        for rule, boundary, _strength, where in finding_summaries(record):
+            if not rule.startswith("hop."):
                 continue
-            tally = self.boxes.setdefault((finding.rule, _box(record, finding)), Tally())
-            tally.add(str(finding.boundary), record_digest(record), self.examples)
+            tally = self.boxes.setdefault((rule, _box(record, where)), Tally())
+            tally.add(boundary, record_digest(record), self.examples)
 
     def add_all(self, records: Iterable[Mapping[str, Any]]) -> HopTally:
         """Count every record of ``records``; return self."""
@@ -191,26 +229,27 @@ class HopTally:
 
 @dataclass(slots=True)
 class SdkTally:
-    """The SDK differential's outcome, folded from reports over chunks of records.
+    """The SDK differential's outcome, folded from per-bundle reports: exact counts per rule.
 
-    Satisfies :class:`mcp_tap.gate.decision.SdkReport`; it keeps the differences and the
-    rejections (what the gate reports), not one entry per compared exchange.
+    Satisfies :class:`mcp_tap.gate.decision.SdkReport`; it keeps the counts the gate judges
+    (bounded by the rules found), not one entry per compared exchange.
     """
 
+    examples: int = 3
     compared: int = 0
-    findings: list[Finding] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+    rejected: int = 0
+    by_rule: dict[str, RuleCount] = field(default_factory=dict)
     unavailable: str = ""
 
     def add_report(self, report: Any) -> None:
         """Fold in one :class:`mcp_tap.sdkdiff.SdkDiffReport`."""
         self.compared += report.compared
-        self.findings.extend(report.findings)
-        self.errors.extend(str(entry.error) for entry in report.errors)
+        self.rejected += report.rejected
+        merge_rule_counts(self.by_rule, report.by_rule, self.examples)
 
     def merge(self, other: SdkTally) -> None:
         """Fold in the tally of a later bundle."""
         self.compared += other.compared
-        self.findings.extend(other.findings)
-        self.errors.extend(other.errors)
+        self.rejected += other.rejected
+        merge_rule_counts(self.by_rule, other.by_rule, self.examples)
         self.unavailable = self.unavailable or other.unavailable

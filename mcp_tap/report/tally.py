@@ -86,7 +86,7 @@ class _ErrorProbe:
     """Which exchange the gate's health window counts as an error, one record at a time.
 
     Feeds the gate's own tally and reads its counters before and after each record; the
-    latency arrays it fills are emptied after every record, so memory stays constant.
+    latency counts it fills are emptied after every record, so memory stays constant.
     """
 
     def __init__(self, counting: ErrorCounting, hop: str | None) -> None:
@@ -103,7 +103,7 @@ class _ErrorProbe:
         before = [getattr(window, k) for k in self.kinds]
         window.add(record)
         for values in (window.latencies, window.first_events, window.durations):
-            del values[:]
+            values.clear()
         if window.errors == errors:
             return None
         return tuple(k for k, n in zip(self.kinds, before, strict=True) if getattr(window, k) > n)

@@ -56,7 +56,14 @@ outcomes), :mod:`~mcp_tap.sdkdiff.records` (evidence records in, the report out)
 
 
 from mcp_tap.sdkdiff.compare import diff_result, differences, is_allowed
-from mcp_tap.sdkdiff.records import SdkDiffEntry, SdkDiffReport, diff_bundles, diff_records
+from mcp_tap.sdkdiff.records import (
+    EXAMPLES,
+    SdkDiffEntry,
+    SdkDiffReport,
+    SdkDiffTally,
+    diff_bundles,
+    diff_records,
+)
 from mcp_tap.sdkdiff.sdk import (
     DEFAULT_ALLOWLIST,
     ERAS,
@@ -71,10 +78,12 @@ from mcp_tap.sdkdiff.sdk import (
 __all__ = [
     "DEFAULT_ALLOWLIST",
     "ERAS",
+    "EXAMPLES",
     "TYPED_METHODS",
     "Difference",
     "SdkDiffEntry",
     "SdkDiffReport",
+    "SdkDiffTally",
     "SdkParseError",
     "diff_bundles",
     "diff_records",

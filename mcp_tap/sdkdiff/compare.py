@@ -175,6 +175,38 @@ def _remembered_differences(method: str, version: str, result: dict[str, Any]) -
     return list(outcome)
 
 
+_split_memo: dict[tuple[str, str, bytes, frozenset[str]],
+                  tuple[tuple[Finding, ...], tuple[Finding, ...]] | SdkParseError] = {}
+
+
+def remembered_split(method: str, version: str, result: dict[str, Any],
+                     allowlist: frozenset[str]) -> tuple[list[Finding], list[Finding]]:
+    """``_split(_remembered_differences(...), allowlist)``, itself remembered (bounded like
+    the memo of differences): a repeated result costs one serialisation and one lookup
+    instead of a walk and a finding per difference. Raises SdkParseError like it."""
+    try:
+        raw = orjson.dumps(result)
+    except orjson.JSONEncodeError:
+        return _split(differences(method, version, result), allowlist)
+    if len(raw) > _MEMO_MAX_BYTES:
+        return _split(_remembered_differences(method, version, result), allowlist)
+    key = (method, version, raw, allowlist)
+    outcome = _split_memo.get(key)
+    if outcome is None:
+        try:
+            reported, allowed = _split(_remembered_differences(method, version, result),
+                                       allowlist)
+            outcome = (tuple(reported), tuple(allowed))
+        except SdkParseError as exc:
+            outcome = exc
+        if len(_split_memo) >= _MEMO_ENTRIES:
+            del _split_memo[next(iter(_split_memo))]  # the oldest entry
+        _split_memo[key] = outcome
+    if isinstance(outcome, SdkParseError):
+        raise SdkParseError(*outcome.args)
+    return list(outcome[0]), list(outcome[1])
+
+
 def _split(
     diffs: Iterable[Difference], allowlist: frozenset[str]
 ) -> tuple[list[Finding], list[Finding]]:

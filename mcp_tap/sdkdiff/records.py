@@ -1,5 +1,5 @@
-"""The SDK differential over evidence records: one entry per exchange, the report (see
-:mod:`mcp_tap.sdkdiff`)."""
+"""The SDK differential over evidence records: exact counts per rule, bounded example
+entries, the report (see :mod:`mcp_tap.sdkdiff`)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,15 @@ import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.findings import Finding
+from mcp_tap.core.rulecounts import RuleCount, merge_rule_counts
 from mcp_tap.evidence import answer_is_whole
-from mcp_tap.sdkdiff.compare import (
-    _remembered_differences,
-    _split,
-)
+from mcp_tap.sdkdiff.compare import remembered_split
 from mcp_tap.sdkdiff.sdk import (
     _PRE_HANDSHAKE_VERSION,
     _PROTOCOL_VERSION_META_KEY,
@@ -60,13 +58,24 @@ class SdkDiffEntry:
         }
 
 
+EXAMPLES: Final = 10
+"""Entries a report keeps per rule (and of exchanges without a difference), in record order."""
+
+_CLEAN: Final = ""  # the pseudo-rule of an entry without findings, for choosing examples
+
+
 @dataclass(frozen=True, slots=True)
 class SdkDiffReport:
-    """The SDK differential over a set of exchange records.
+    """The SDK differential over a set of exchange records, in memory bounded by the rules.
 
-    ``compared`` counts exchanges whose result went through the SDK path (one entry each,
-    an SDK rejection included); ``skipped`` counts the other exchange records, with the
-    reasons in ``skip_reasons``.
+    ``compared`` counts exchanges whose result went through the SDK path (an SDK rejection
+    included); ``skipped`` counts the other exchange records, with the reasons in
+    ``skip_reasons``. The counts are exact: ``differences`` (non-allowlisted findings,
+    ``sdk.rejected`` included), ``rejected``, ``allowed`` and, per rule, ``by_rule`` (its
+    findings, the exchanges carrying one, its first distinct paths and example exchanges).
+    ``entries`` are examples, not every compared exchange: the first :data:`EXAMPLES`
+    entries of each rule and the first :data:`EXAMPLES` without a difference, in record
+    order; ``entries_omitted`` counts the others.
     """
 
     compared: int
@@ -75,21 +84,27 @@ class SdkDiffReport:
     allowlist: frozenset[str] = DEFAULT_ALLOWLIST
     skip_reasons: dict[str, int] = field(default_factory=dict)
     sdk: dict[str, Any] = field(default_factory=dict)
+    by_rule: dict[str, RuleCount] = field(default_factory=dict)
+    differences: int = 0
+    rejected: int = 0
+    allowed: int = 0
+    entries_omitted: int = 0
 
     @property
     def findings(self) -> list[Finding]:
-        """Every non-allowlisted finding of every entry, in record order."""
+        """The non-allowlisted findings of the example entries, in record order (the exact
+        counts are :attr:`differences` and :attr:`by_rule`)."""
         return [f for entry in self.entries for f in entry.findings]
 
     @property
     def errors(self) -> list[SdkDiffEntry]:
-        """The entries whose result the SDK client rejected."""
+        """The example entries whose result the SDK client rejected (count: :attr:`rejected`)."""
         return [entry for entry in self.entries if entry.error is not None]
 
     @property
     def ok(self) -> bool:
         """True when no non-allowlisted difference and no SDK rejection was found."""
-        return not self.findings and not self.errors
+        return not self.differences and not self.rejected
 
     def to_json(self) -> dict[str, Any]:
         """Return the report as a plain JSON object (the ``sdk-diff --json`` output)."""
@@ -100,10 +115,111 @@ class SdkDiffReport:
             "skipReasons": dict(sorted(self.skip_reasons.items())),
             "allowlist": sorted(self.allowlist),
             "sdk": self.sdk,
-            "findings": len(self.findings),
-            "rejected": len(self.errors),
+            "findings": self.differences,
+            "rejected": self.rejected,
+            "allowed": self.allowed,
+            "byRule": {rule: counted.to_json() for rule, counted in sorted(self.by_rule.items())},
             "entries": [entry.to_json() for entry in self.entries],
+            "entriesOmitted": self.entries_omitted,
         }
+
+
+class SdkDiffTally:
+    """The SDK differential, one record (or one earlier report) at a time, bounded.
+
+    :meth:`add` runs the differential of one exchange record; :meth:`merge` folds in the
+    report of a later part of the stream (another bundle, in order), giving what one pass
+    over both parts gives; :meth:`report` is the finished :class:`SdkDiffReport`.
+    """
+
+    def __init__(self, allowlist: frozenset[str] = DEFAULT_ALLOWLIST,
+                 examples: int = EXAMPLES) -> None:
+        """Start empty, judging differences against ``allowlist``."""
+        self.allowlist = allowlist
+        self.examples = examples
+        self.compared = self.differences = self.rejected = self.allowed = 0
+        self.reasons: dict[str, int] = {}
+        self.entries: list[SdkDiffEntry] = []
+        self.kept: dict[str, int] = {}  # entries kept per rule (and _CLEAN)
+        self.by_rule: dict[str, RuleCount] = {}
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Run the differential of one record (anything but an exchange is ignored)."""
+        if not isinstance(record, dict) or record.get("kind", "exchange") != "exchange":
+            return
+        outcome = _outcome(record, self.allowlist)
+        if isinstance(outcome, str):
+            self.reasons[outcome] = self.reasons.get(outcome, 0) + 1
+            return
+        self.compared += 1
+        _method, _era, _version, reported, allowed, error = outcome
+        self.allowed += len(allowed)
+        rules: list[str] = []
+        if reported:
+            self.differences += len(reported)
+            self.rejected += error is not None
+            exchange_id = str(record.get("exchangeId", ""))
+            for found in reported:
+                counted = self.by_rule.get(found.rule)
+                if counted is None:
+                    counted = self.by_rule[found.rule] = RuleCount()
+                counted.count += 1
+                counted.add_where(found.where)
+                if found.rule not in rules:
+                    rules.append(found.rule)
+                    counted.exchanges += 1
+                    counted.add_example(exchange_id, self.examples)
+        if self._keeps(rules):
+            self._keep(_entry(record, outcome), rules)
+
+    def _keeps(self, rules: list[str]) -> bool:
+        """Whether an entry with findings of ``rules`` is kept as an example."""
+        kept, limit = self.kept, self.examples
+        if not rules:
+            return kept.get(_CLEAN, 0) < limit
+        return any(kept.get(rule, 0) < limit for rule in rules)
+
+    def _keep(self, entry: SdkDiffEntry, rules: list[str]) -> None:
+        kept = self.kept
+        self.entries.append(entry)
+        for rule in rules or (_CLEAN,):
+            kept[rule] = kept.get(rule, 0) + 1
+
+    def _choose(self, entry: SdkDiffEntry, rules: list[str]) -> None:
+        """Keep ``entry`` if one of its rules has fewer than ``examples`` entries kept."""
+        if self._keeps(rules):
+            self._keep(entry, rules)
+
+    def merge(self, report: SdkDiffReport) -> None:
+        """Fold in the report of a later part of the stream."""
+        self.compared += report.compared
+        self.differences += report.differences
+        self.rejected += report.rejected
+        self.allowed += report.allowed
+        for reason, count in report.skip_reasons.items():
+            self.reasons[reason] = self.reasons.get(reason, 0) + count
+        merge_rule_counts(self.by_rule, report.by_rule, self.examples)
+        # The entries a part kept include every one a single pass would keep (a part keeps
+        # at least as many per rule), so choosing again among them gives the same examples.
+        for entry in report.entries:
+            self._choose(entry, list(dict.fromkeys(f.rule for f in entry.findings)))
+
+    def report(self) -> SdkDiffReport:
+        """The report of everything added and merged so far."""
+        return SdkDiffReport(
+            compared=self.compared,
+            skipped=sum(self.reasons.values()),
+            entries=list(self.entries),
+            allowlist=self.allowlist,
+            skip_reasons=dict(self.reasons),
+            sdk=sdk_provenance(),
+            by_rule={rule: replace(c, where=list(c.where), examples=list(c.examples))
+                     for rule, c in self.by_rule.items()},
+            differences=self.differences,
+            rejected=self.rejected,
+            allowed=self.allowed,
+            entries_omitted=self.compared - len(self.entries),
+        )
 
 
 def _response(origin: Mapping[str, Any], rpc_id: Any) -> Any:
@@ -148,15 +264,19 @@ def _request_version(record: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _diff_record(record: Mapping[str, Any], allowlist: frozenset[str]) -> SdkDiffEntry | str:
-    """Return the entry of one exchange record, or the reason it was skipped."""
+_Outcome = tuple[str, str, str, list[Finding], list[Finding], str | None]
+
+
+def _outcome(record: Mapping[str, Any], allowlist: frozenset[str]) -> _Outcome | str:
+    """``(method, era, version, reported, allowed, error)`` of one exchange record, or the
+    reason it was skipped."""
     method = record.get("method")
-    era = record.get("era")
-    origin = record.get("origin")
-    if not isinstance(method, str) or method not in TYPED_METHODS:
+    if method.__class__ is not str or method not in TYPED_METHODS:
         return "method not typed by the SDK"
-    if not isinstance(era, str) or era not in ERAS:
+    era = record.get("era")
+    if era.__class__ is not str or era not in ERAS:
         return "era unknown"
+    origin = record.get("origin")
     if not isinstance(origin, dict):
         return "no origin response"
     if not answer_is_whole(origin):
@@ -174,14 +294,18 @@ def _diff_record(record: Mapping[str, Any], allowlist: frozenset[str]) -> SdkDif
     reported: list[Finding] = []
     allowed: list[Finding] = []
     try:
-        reported, allowed = _split(
-            _remembered_differences(method, version, response["result"]), allowlist)
+        reported, allowed = remembered_split(method, version, response["result"], allowlist)
     except SdkParseError as exc:
         error = str(exc)
     except RecursionError:
         error = "the result is nested too deeply to compare"
     if error is not None:
         reported = [finding("sdk.rejected", error, where="result")]
+    return method, era, version, reported, allowed, error
+
+
+def _entry(record: Mapping[str, Any], outcome: _Outcome) -> SdkDiffEntry:
+    method, era, version, reported, allowed, error = outcome
     return SdkDiffEntry(
         exchangeId=str(record.get("exchangeId", "")),
         method=method,
@@ -195,35 +319,22 @@ def _diff_record(record: Mapping[str, Any], allowlist: frozenset[str]) -> SdkDif
 
 
 def diff_records(
-    records: Iterable[dict[str, Any]], allowlist: frozenset[str] = DEFAULT_ALLOWLIST
+    records: Iterable[Mapping[str, Any]], allowlist: frozenset[str] = DEFAULT_ALLOWLIST
 ) -> SdkDiffReport:
     """Run the SDK differential over evidence records (non-exchange records are ignored).
 
-    ``records`` is read once, in order: a stream such as
-    :func:`mcp_tap.evidence.iter_records` is enough.
+    ``records`` is read once, in order, and not held: a stream such as
+    :func:`mcp_tap.evidence.iter_records` is enough, and memory is bounded by the rules
+    found (see :class:`SdkDiffReport`), not by the records.
 
     An exchange is compared when its method is in :data:`TYPED_METHODS`, its era is known,
     its origin view is complete and it carries a JSON-RPC ``result``; everything else is
     counted as skipped, by reason. An SDK rejection becomes an entry with ``error`` set.
     """
-    entries: list[SdkDiffEntry] = []
-    reasons: dict[str, int] = {}
+    tally = SdkDiffTally(allowlist)
     for record in records:
-        if not isinstance(record, dict) or record.get("kind", "exchange") != "exchange":
-            continue
-        outcome = _diff_record(record, allowlist)
-        if isinstance(outcome, str):
-            reasons[outcome] = reasons.get(outcome, 0) + 1
-        else:
-            entries.append(outcome)
-    return SdkDiffReport(
-        compared=len(entries),
-        skipped=sum(reasons.values()),
-        entries=entries,
-        allowlist=allowlist,
-        skip_reasons=reasons,
-        sdk=sdk_provenance(),
-    )
+        tally.add(record)
+    return tally.report()
 
 
 def _diff_bundle(args: tuple[Path, frozenset[str]]) -> SdkDiffReport:
@@ -253,15 +364,7 @@ def diff_bundles(
         method = "fork" if threading.active_count() == 1 else "spawn"
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
             reports = list(pool.map(_diff_bundle, work))
-    reasons: dict[str, int] = {}
+    tally = SdkDiffTally(allowlist)
     for report in reports:
-        for reason, count in report.skip_reasons.items():
-            reasons[reason] = reasons.get(reason, 0) + count
-    return SdkDiffReport(
-        compared=sum(r.compared for r in reports),
-        skipped=sum(r.skipped for r in reports),
-        entries=[entry for r in reports for entry in r.entries],
-        allowlist=allowlist,
-        skip_reasons=reasons,
-        sdk=sdk_provenance(),
-    )
+        tally.merge(report)
+    return tally.report()

@@ -1,0 +1,103 @@
+"""The gate's cheaper parse (mcp_tap.gate.fields) for bundles signed by a trusted key: the
+same decision as the full parse, and lines it cannot vouch for are parsed fully."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from test_gate_cli import exchange
+
+import mcp_tap.gate.evaluation as evaluation
+from mcp_tap.evidence import EvidenceWriter
+from mcp_tap.gate import GateRequest, evaluate
+from mcp_tap.gate.attest import ed25519_public_hex
+from mcp_tap.gate.fields import gate_record
+from mcp_tap.gate.policy import EvidencePolicy, Policy
+
+KEY = bytes(range(40, 72))  # a deterministic, non-secret test key (raw Ed25519 seed)
+
+
+def _varied() -> list[dict[str, Any]]:
+    """Exchanges of every shape the tallies read: JSON and SSE answers, errors, 5xx, tap
+    errors, legacy headers, findings, a hop comparison and a gap."""
+    records: list[dict[str, Any]] = []
+    for n in range(60):
+        record = exchange(n, findings=("response.id",) if n % 7 == 0 else ())
+        if n % 5 == 1:  # answered over SSE, with a progress event first
+            body = record["origin"].pop("body")
+            at = record["ingress"]["receivedAt"]
+            record["origin"].update(contentType="text/event-stream", sse=[
+                {"at": at + 0.01, "data": {"jsonrpc": "2.0", "method": "notifications/progress",
+                                           "params": {"progress": 1}}},
+                {"at": at + 0.02, "data": body}])
+        elif n % 5 == 2:
+            record["origin"]["body"] = {"jsonrpc": "2.0", "id": n,
+                                        "error": {"code": -32601, "message": "no"}}
+        elif n % 5 == 3:
+            record["origin"]["status"] = 503
+        elif n % 11 == 4:
+            record["tapError"] = {"phase": "connect", "reason": "refused"}
+            record["origin"] = None
+        if n % 6 == 0:  # a legacy request: the revision comes from the header
+            record["era"] = "legacy"
+            record["ingress"]["body"]["params"] = {}
+            record["ingress"]["headers"] = [["MCP-Protocol-Version", "2025-06-18"]]
+        if n % 13 == 5:  # params by position: the cheaper parse leaves it to the full one
+            record["ingress"]["body"]["params"] = [n, "x"]
+        record["ingress"]["forwardedHeaders"] = [["x-skipped", "v" * n]]
+        records.append(record)
+    records.insert(20, {"kind": "hop-comparison", "box": "gw", "between": ["edge", "origin"],
+                        "exchangeIds": ["x0019"], "findings": [
+                            {"rule": "hop.body-changed", "boundary": "hop", "message": "m"}]})
+    records.insert(40, {"kind": "gap", "lost": 2, "reason": "queue full"})
+    return records
+
+
+def _bundle(path: Path, records: list[dict[str, Any]]) -> Path:
+    with EvidenceWriter(path, signing_key=KEY) as writer:
+        for record in records:
+            assert writer.submit(copy.deepcopy(record))
+    return path
+
+
+def _summaries(bundle: Path, policy: Policy) -> dict[str, Any]:
+    decision = evaluate(GateRequest(evidence=(bundle,), policy=policy), workers=1)
+    return {s.name: (s.passed, s.summary, [r.to_json() for r in s.reasons])
+            for s in decision.sources if s.name != "integrity"}
+
+
+def test_trusted_bundle_same_decision_as_the_full_parse(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bundle = _bundle(tmp_path / "b", _varied())
+    calls: list[bytes] = []
+
+    def counted(line: bytes) -> dict[str, Any] | None:
+        calls.append(line)
+        return gate_record(line)
+
+    monkeypatch.setattr(evaluation, "gate_record", counted)
+    trusted = Policy(evidence=EvidencePolicy(
+        trusted_keys=(bytes.fromhex(ed25519_public_hex(KEY)),), require_signed=True))
+    fast = _summaries(bundle, trusted)
+    assert len(calls) == 62  # every line (the gap record is then parsed fully as well)
+    full = _summaries(bundle, Policy())
+    assert len(calls) == 62  # an untrusted bundle is parsed fully
+    assert fast == full
+    assert fast["health"][1]["window"]["samples"] == 60
+
+
+def test_lines_it_leaves_to_the_full_parse() -> None:
+    line = orjson.dumps({"seq": 1, "prev": "", "digest": "d", "kind": "exchange",
+                         "ingress": {"receivedAt": 1.0}})
+    assert gate_record(line) == {"seq": 1, "prev": "", "digest": "d", "kind": "exchange",
+                                 "ingress": {"receivedAt": 1.0}}
+    for bad in (line.replace(b'"seq":1', b'"seq":-1'), line.replace(b'"seq":1', b'"seq":true'),
+                line.replace(b'{"receivedAt":1.0}', b'[1]'), line.replace(b'"prev":""', b'"x":1'),
+                line.replace(b'"d"', b'"\xff"'), b"[1]", b"{",
+                line.replace(b'"receivedAt":1.0', b'"body":[{"id":1}]'),
+                line.replace(b'"receivedAt":1.0', b'"body":{"params":[1]}')):
+        assert gate_record(bad) is None, bad
