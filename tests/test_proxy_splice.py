@@ -405,8 +405,9 @@ class TestBadInput:
             b"\x00\x01garbage\r\n\r\n",
             b"POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
             b"CONNECT example.test:443 HTTP/1.1\r\nHost: example.test\r\n\r\n",
+            b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
         ],
-        ids=["space-in-name", "binary", "two-lengths", "connect"],
+        ids=["space-in-name", "binary", "two-lengths", "connect", "bad-chunk-with-head"],
     )
     async def test_rejected_request_gets_400_with_tap_error(
         self, tmp_path: Path, raw_origin: RawOrigin, request_bytes: bytes

@@ -148,6 +148,7 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
                 taken = request.feed(rest) if not request.complete else 0
             except (ParserError, ValueError) as exc:
                 # Nothing went upstream yet: the tap's own 400, and the connection ends.
+                _rejected_body(client, 400, parser_reason(exc))
                 client._answer(ex, 400, "bad-request-body", parser_reason(exc))
                 return
             if taken == len(rest) and forward is raw_head:
@@ -169,12 +170,21 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
     client._bind(ex)
 
 
+def _rejected_body(client: ClientConnection, status: int | None, reason: str) -> None:
+    """Count and log (one line, no raw bytes) a request body the parser rejected, as a
+    rejected head is by ``refuse``."""
+    client.hop.count("bad_request")
+    log.warning("tap.bad-request", hop=client.hop.name, status=status,
+                error="bad-request-body", reason=reason)
+
+
 def request_body(client: ClientConnection, ex: Exchange, data: bytes) -> None:
     """Body bytes of the request in flight: upstream up to its end, the rest kept for the next."""
     try:
         taken = ex.request.feed(data)
     except (ParserError, ValueError) as exc:
         # Mid-body: the head is upstream already; the honest signal is a cut stream.
+        _rejected_body(client, None, parser_reason(exc))
         client._cut(ex, "bad-request-body", parser_reason(exc))
         return
     client._to_upstream(ex, data if taken == len(data) else data[:taken])
