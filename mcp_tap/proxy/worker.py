@@ -59,6 +59,8 @@ _LOG_EVERY_S = 5.0
 _MAX_PENDING_BEGINS = 10000
 _WATCH_EVERY_S = 0.5  # how often the forwarder checks its recording process is alive
 _WRITER_IDLE_S = 0.25  # no capture for this long: the evidence writer's idle work
+# Young collections every 20,000 net allocations, not 700: a judged exchange allocates
+# thousands of short-lived (refcount-freed) objects, and each collection walks the young ones.
 _GC_THRESHOLD = (20000, 20, 100)
 _COALESCE_S = 0.01  # the recording process's pause after a small read (see its loop)
 _COALESCE_BYTES = 256 * 1024  # a read this big means a backlog: no pause

@@ -11,8 +11,8 @@ collecting nothing) provably changes nothing:
   are its value;
 * ASCII only and no ``%``: a key's canonical form (:func:`~.keys.canonical_key`) is then its
   letters and digits, lower-cased (no percent-decoding, NFKC or casefolding to do);
-* no ``=``, ``earer`` or ``EARER`` anywhere, and no ``:`` inside any string: no string has
-  the shape the walk gives the text pass (``redactor._shaped``);
+* no ``=`` anywhere, no ``earer`` in any case, and no ``:`` inside any string: no string
+  has the shape the walk gives the text pass (``redactor._shaped``);
 * every string that contains a secret pattern (the matcher's own, operator additions
   included) is one the matcher clears (the allowlist) or is never a key.
 
@@ -57,10 +57,11 @@ class CleanJson:
 
         The bound is at least the walk's depth and at most :data:`MAX_CLEAN_DEPTH`.
         """
-        if (b"\\" in text or b"%" in text or b"=" in text or b"earer" in text
-                or b"EARER" in text or not text.isascii()):
+        if b"\\" in text or b"%" in text or b"=" in text or not text.isascii():
             return None
         folded = text.translate(_FOLD, _NOT_KEPT)
+        if b"earer" in folded:
+            return None  # "earer" or "EARER" in the text (any case, any separators: more)
         parts = folded.split(b'"')
         if not len(parts) % 2:
             return None  # an unpaired quote: not what this was written for
@@ -70,8 +71,10 @@ class CleanJson:
         depth = _depth(outside.translate(None, _NOT_BRACKET))
         if depth is None:
             return None
-        unknown = set(parts[1::2]) - self._clean
-        for string in unknown:
+        strings = parts[1::2]
+        if self._clean.issuperset(strings):
+            return depth  # the usual case: every string seen before (no set built)
+        for string in set(strings) - self._clean:
             canonical = string.translate(None, b"{}[]")
             if self._pattern.search(canonical) is not None:
                 if not self._matcher.is_secret(canonical.decode("ascii")):
