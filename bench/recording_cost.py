@@ -57,9 +57,14 @@ class _Captures:
 
 
 def frame(messages: list[tuple[Any, ...]]) -> bytes:
-    """One handed-over frame: a big-endian length and the pickled batch (as the forwarder)."""
-    data = pickle.dumps(messages, protocol=pickle.HIGHEST_PROTOCOL)
-    return len(data).to_bytes(4, "big") + data
+    """One handed-over frame, encoded as the forwarder of the tree under test encodes it
+    (marshal with a flagged pickle fallback; a tree before that hand-off: plain pickle)."""
+    try:
+        from mcp_tap.proxy import handoff
+    except ImportError:
+        data = pickle.dumps(messages, protocol=pickle.HIGHEST_PROTOCOL)
+        return len(data).to_bytes(4, "big") + data
+    return handoff.encode(messages)
 
 
 def reads(kind: str, n: int, per_frame: int, per_read: int) -> list[bytes]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import pickle
 import sys
 import tempfile
 import time
@@ -34,14 +33,10 @@ def _cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
-def _frame(messages: list[tuple[Any, ...]]) -> bytes:
-    data = pickle.dumps(messages, protocol=pickle.HIGHEST_PROTOCOL)
-    return len(data).to_bytes(4, "big") + data
-
-
 def main() -> None:
     """Feed the recording process and print its CPU per exchange."""
     import micro
+    from recording_cost import frame
     from workload import JSON_CALL, SSE_CALL
 
     from mcp_tap.proxy import worker
@@ -79,7 +74,7 @@ def main() -> None:
                     cap.handover_key = key
                     messages += [("begin", key, cap.hop, None), ("record", key, cap.state())]
                     key += 1
-                data = _frame(messages)
+                data = frame(messages)
                 while data:
                     data = data[os.write(fd, data):]
                 time.sleep(args.gap_ms / 1000)
@@ -91,7 +86,7 @@ def main() -> None:
         send(args.n)
         time.sleep(1.0)  # let it finish what it was handed
         used = _cpu_ticks(process.pid) - before
-        os.write(fd, _frame([("stop",)]))
+        os.write(fd, frame([("stop",)]))
         process.join(30)
     tick_us = 1e6 / os.sysconf("SC_CLK_TCK")
     print(f"{args.kind}: {used * tick_us / args.n:.0f} us CPU per exchange "
