@@ -9,9 +9,12 @@ test waits for what the bound lets happen).
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import signal
+import sys
+import termios
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,8 +52,9 @@ async def _until(condition: Callable[[], bool]) -> None:
 class _Load:
     """``_CLIENTS`` connections, each sending ``_PER_CLIENT`` tools/list requests in turn."""
 
-    def __init__(self, tap: TapServer) -> None:
+    def __init__(self, tap: TapServer, *, tolerate_close: bool = False) -> None:
         self.tap = tap
+        self.tolerate_close = tolerate_close  # a drain may close a connection between requests
         self.statuses: list[int] = []
         self.ids: list[int] = []
 
@@ -60,7 +64,12 @@ class _Load:
             for i in range(_PER_CLIENT):
                 rpc_id = n * 1000 + i
                 headers, body = raw_modern_request("tools/list", request_id=rpc_id)
-                answer = await client.post(hop_url(self.tap), headers=headers, json=body)
+                try:
+                    answer = await client.post(hop_url(self.tap), headers=headers, json=body)
+                except httpx.TransportError:
+                    if not self.tolerate_close:
+                        raise
+                    return
                 self.statuses.append(answer.status_code)
                 self.ids.append(rpc_id)
 
@@ -78,6 +87,18 @@ async def _metrics(tap: TapServer) -> list[str]:
     host, port = tap.admin_address
     async with httpx.AsyncClient(timeout=_TIMEOUT) as client:
         return (await client.get(f"http://{host}:{port}/metrics")).text.splitlines()
+
+
+def _waiting_unread(tap: TapServer) -> int:
+    """Client connections with no exchange in flight and request bytes unread in the kernel."""
+    waiting = 0
+    for hop in tap.hops:
+        for conn in hop.connections:
+            sock = conn.transport.get_extra_info("socket") if conn.transport else None
+            if conn.exchange is None and sock is not None:
+                unread = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+                waiting += int.from_bytes(unread, sys.byteorder) > 0
+    return waiting
 
 
 def _closed(tap: TapServer) -> dict[str, Any]:
@@ -232,3 +253,42 @@ def test_max_wait_ms_from_toml_and_environment(tmp_path: Path) -> None:
     for bad in ("-1", "60001", "0.5"):
         with pytest.raises(InputError, match=r"max_wait_ms must be an integer"):
             load_options(str(config), env={"MCP_TAP_RECORDING_MAX_WAIT_MS": bad})
+
+
+async def test_drain_is_not_held_back(tmp_path: Path, origin_base: str) -> None:
+    """SIGTERM's drain releases held clients at once (the recording process still stopped,
+    the bound a minute away); every request read is answered and recorded."""
+    tap = TapServer(_options(tmp_path, origin_base, max_wait_ms=60_000))
+    await tap.start()
+    stopping: asyncio.Future[None] | None = None
+    try:
+        recorder = _recorder(tap)
+        pid = recorder.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            load = _Load(tap, tolerate_close=True)
+            running = load.start()
+            await _until(lambda: recorder.holdback.held)
+            # Each client's next request waits unread in the kernel (nothing in flight).
+            await _until(lambda: _waiting_unread(tap) == _CLIENTS)
+            answered_before_drain = len(load.statuses)
+            stopping = asyncio.ensure_future(tap.stop())
+            await _until(lambda: not recorder.holdback.held)
+            released_while_stopped = not stopping.done()
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        async with asyncio.timeout(_TIMEOUT):
+            await stopping
+            await running
+    finally:
+        if stopping is None:
+            await tap.stop()
+    recs = records(tap)
+
+    assert released_while_stopped
+    # The requests that waited are read and answered, not cut with their idle connection.
+    assert len(load.statuses) - answered_before_drain == _CLIENTS
+    assert set(load.statuses) <= {200, 503}
+    assert sum(r["kind"] == "exchange" for r in recs) == len(load.statuses)
+    assert recorder.lost == 0
