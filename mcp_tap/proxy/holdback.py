@@ -9,10 +9,14 @@ changes. Exchanges already in flight go on; their answers are written as usual.
 
 The pause is bounded: the recording process's report that it caught up (below a low-water
 mark) ends it, and so does ``max_wait_s``, whatever happens to the recording process. A pause
-that ran out *spends* the back-pressure: no new one until a report shows the backlog below
-the low-water mark again, so a stalled recording process costs each client at most one
-``max_wait_s`` and then losses are counted as without back-pressure. Everything here runs
-on the event loop (the report thread calls in with ``call_soon_threadsafe``).
+that runs out while the recording process took fewer than ``progress`` captures (it is
+stalled, or nearly) *spends* the back-pressure: no new pause until it has taken ``progress``
+more, or a report shows the backlog below the low-water mark, so a stalled recording process
+costs each client at most one ``max_wait_s`` and then losses are counted as without
+back-pressure. One that ran out while the recording process kept taking (slow, not stalled)
+leaves the back-pressure armed: flow control at the recording process's pace, each pause
+bounded. Everything here runs on the event loop (the report thread calls in with
+``call_soon_threadsafe``).
 """
 
 from __future__ import annotations
@@ -37,9 +41,18 @@ _LOG_EVERY_S = 5.0
 class HoldBack:
     """Whether the clients of the hops using one hand-off are held back, and for how long."""
 
-    def __init__(self, max_wait_s: float, backlog: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        max_wait_s: float,
+        taken: Callable[[], int],
+        backlog: Callable[[], int],
+        progress: int,
+    ) -> None:
         self.max_wait_s = max_wait_s
+        self._taken = taken  # captures the recording process has taken (as last reported)
         self._backlog = backlog  # captures handed over and not yet taken (for the log)
+        self.progress = max(1, progress)  # what a pause must see taken for it not to spend
+        self._mark = 0  # taken() when the pause began, or when it was spent
         self.enabled = max_wait_s > 0  # 0: no back-pressure at all
         self.hops: list[HopCore] = []
         self.held = False
@@ -62,10 +75,16 @@ class HoldBack:
     def hold(self, loop: asyncio.AbstractEventLoop) -> bool:
         """Stop reading from every client connection, for ``max_wait_s`` at most.
 
-        Returns whether a pause began (not when disabled, spent or already held).
+        Returns whether a pause began (not when disabled, already held, or spent and the
+        recording process has not taken ``progress`` captures since).
         """
-        if self.held or self.spent or not self.enabled:
+        if self.held or not self.enabled:
             return False
+        if self.spent:
+            if self._taken() - self._mark < self.progress:
+                return False
+            self.spent = False  # it moves again: worth waiting for
+        self._mark = self._taken()
         self.held = True
         self.pauses += 1
         self._since = time.monotonic()
@@ -114,7 +133,10 @@ class HoldBack:
     def _ran_out(self) -> None:
         self._timer = None
         self.timeouts += 1
-        self.spent = True
+        taken = self._taken()
+        if taken - self._mark < self.progress:  # stalled (or nearly): stop waiting for it
+            self.spent = True
+            self._mark = taken
         self.release(timed_out=True)
 
     def stop(self) -> None:
