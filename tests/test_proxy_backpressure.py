@@ -17,6 +17,7 @@ import sys
 import termios
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -26,6 +27,7 @@ from taps import hop_url, records, running_tap, tap_options
 
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import read_bundle
+from mcp_tap.proxy.holdback import HoldBack
 from mcp_tap.proxy.options import RecordingOptions, load_options
 from mcp_tap.proxy.server import TapServer
 from mcp_tap.proxy.worker import ProcessRecorder
@@ -82,11 +84,15 @@ def _recorder(tap: TapServer) -> ProcessRecorder:
     return tap.recorder
 
 
-async def _metrics(tap: TapServer) -> list[str]:
+async def _get(tap: TapServer, path: str) -> httpx.Response:
     assert tap.admin_address is not None
     host, port = tap.admin_address
     async with httpx.AsyncClient(timeout=_TIMEOUT) as client:
-        return (await client.get(f"http://{host}:{port}/metrics")).text.splitlines()
+        return await client.get(f"http://{host}:{port}{path}")
+
+
+async def _metrics(tap: TapServer) -> list[str]:
+    return (await _get(tap, "/metrics")).text.splitlines()
 
 
 def _waiting_unread(tap: TapServer) -> int:
@@ -125,6 +131,7 @@ async def test_a_stall_shorter_than_the_bound_loses_nothing(
                                      for c in h.connections) == 0)
             answered_while_held = len(load.statuses)
             lost_while_held = recorder.lost
+            ready = await _get(tap, "/readyz")
         finally:
             os.kill(pid, signal.SIGCONT)
         async with asyncio.timeout(_TIMEOUT):
@@ -133,6 +140,7 @@ async def test_a_stall_shorter_than_the_bound_loses_nothing(
     recs = records(tap)
 
     assert lost_while_held == 0 and answered_while_held < total
+    assert ready.status_code == 200 and ready.json() == {"ready": True, "problems": []}
     assert load.statuses == [200] * total
     assert [r["kind"] for r in recs] == ["exchange"] * total  # no gap record
     assert sorted(r["rpcId"] for r in recs) == sorted(load.ids)
@@ -292,3 +300,43 @@ async def test_drain_is_not_held_back(tmp_path: Path, origin_base: str) -> None:
     assert set(load.statuses) <= {200, 503}
     assert sum(r["kind"] == "exchange" for r in recs) == len(load.statuses)
     assert recorder.lost == 0
+
+
+class _Conn:
+    """A stand-in client connection: counts how it is held and released."""
+
+    def __init__(self) -> None:
+        self.held = 0
+
+    def hold_reading(self) -> None:
+        self.held += 1
+
+    def release_reading(self) -> None:
+        self.held -= 1
+
+
+async def test_a_pause_that_runs_out_spends_only_when_recording_stalled() -> None:
+    """HoldBack alone: a pause that ran out with no progress is spent until ``progress``
+    captures are taken; one that ran out with progress leaves the back-pressure armed."""
+    taken = 0
+    hold = HoldBack(0.001, lambda: taken, lambda: 0, progress=4)
+    conns = [_Conn(), _Conn()]
+    hop = SimpleNamespace(held=False, connections=set(conns))
+    hold.hops.append(hop)  # type: ignore[arg-type]
+    loop = asyncio.get_running_loop()
+
+    assert hold.hold(loop) and hop.held and [c.held for c in conns] == [1, 1]
+    await _until(lambda: not hold.held)  # ran out, nothing taken: stalled
+    assert (hold.timeouts, hold.spent, hop.held, [c.held for c in conns]) == (
+        1, True, False, [0, 0])
+    taken = 3
+    assert not hold.hold(loop)  # three taken since: still spent
+    taken = 4
+    assert hold.hold(loop) and not hold.spent and hold.pauses == 2
+    taken = 8  # four more while held: slow, not stalled
+    await _until(lambda: not hold.held)
+    assert (hold.timeouts, hold.spent) == (2, False)
+    assert hold.hold(loop) and hold.pauses == 3  # armed: holds again at once
+    hold.stop()
+    assert not hold.held and not hold.hold(loop) and [c.held for c in conns] == [0, 0]
+    assert hold.seconds > 0
