@@ -16,6 +16,7 @@ import signal
 import sys
 import termios
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -340,3 +341,31 @@ async def test_a_pause_that_runs_out_spends_only_when_recording_stalled() -> Non
     hold.stop()
     assert not hold.held and not hold.hold(loop) and [c.held for c in conns] == [0, 0]
     assert hold.seconds > 0
+
+
+async def test_a_held_request_is_not_taken_for_a_slow_head(
+    tmp_path: Path, origin_base: str
+) -> None:
+    """A request waiting unread while its connection is held outlives head_timeout_s: the
+    tap is the one not reading, so the connection is not closed as idle or slow."""
+    opts = _options(tmp_path, origin_base, max_wait_ms=60_000)
+    opts = replace(opts, listener=replace(opts.listener, head_timeout_s=0.05))
+    total = _CLIENTS * _PER_CLIENT
+    async with running_tap(opts) as tap:
+        recorder = _recorder(tap)
+        pid = recorder.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            load = _Load(tap)
+            running = load.start()
+            await _until(lambda: _waiting_unread(tap) == _CLIENTS)
+            await asyncio.sleep(0.3)  # several head timeouts pass while held (not asserted)
+            still_open = _waiting_unread(tap)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        async with asyncio.timeout(_TIMEOUT):
+            await running
+    assert still_open == _CLIENTS
+    assert load.statuses == [200] * total
+    assert tap.hops[0].counts["head_timeout"] == 0
