@@ -36,7 +36,7 @@ from mcp_tap.proxy.worker import ProcessRecorder
 _TIMEOUT = 60.0  # hang guards only
 _CLIENTS = 4  # connections at once, each sending its requests one after the other
 _PER_CLIENT = 10
-_QUEUE = 20  # high water 10, low water 5: the in-flight requests (4) always fit below 20
+_QUEUE = 20  # high water 10, low water 7: the in-flight requests (4) always fit below 20
 
 
 def _options(tmp_path: Path, upstream: str, max_wait_ms: int) -> Any:
