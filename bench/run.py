@@ -563,6 +563,10 @@ def scrape(service: Service) -> dict[str, Any]:
         elif line.startswith("mcptap_evidence_records_lost_total"):  # one series per reason
             lost = out["evidence"].get("lost", 0.0) + float(line.rsplit(" ", 1)[1])
             out["evidence"]["lost"] = lost
+        elif line.startswith("mcptap_clients_held_total"):  # back-pressure pauses
+            out["held"] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("mcptap_clients_held_seconds_total"):
+            out["held_s"] = float(line.rsplit(" ", 1)[1])
     return out
 
 
@@ -686,10 +690,12 @@ def markdown(report: dict[str, Any]) -> str:
         for target, e in ev.items():
             findings = ", ".join(f"{k} {v:.0f}" for k, v in sorted(e["findings"].items()))
             closed = e.get("closed", {})
+            held = (f"; clients held back {e['held']:.0f} times, {e['held_s']:.1f} s in all"
+                    if "held" in e else "")
             out.append(
                 f"- {target}: {e['exchanges']:.0f} exchanges judged, "
                 f"{closed.get('records', e['evidence'].get('written', 0)):.0f} records written, "
-                f"{closed.get('lost', e['evidence'].get('lost', 0)):.0f} lost; "
+                f"{closed.get('lost', e['evidence'].get('lost', 0)):.0f} lost{held}; "
                 f"findings: {findings or 'none'}"
             )
     out.append("")

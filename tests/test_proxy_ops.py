@@ -533,12 +533,15 @@ class TestRecordingProcess:
     """``[recording] mode = "process"``: the same evidence, judged in another process."""
 
     @staticmethod
-    def _options(tmp_path: Path, upstream: str, queue_size: int = 10000) -> Any:
+    def _options(
+        tmp_path: Path, upstream: str, queue_size: int = 10000, max_wait_ms: int = 500
+    ) -> Any:
         return tap_options(
             tmp_path,
             upstream=upstream,
             admin=True,
-            recording=RecordingOptions(mode="process", queue_size=queue_size),
+            recording=RecordingOptions(mode="process", queue_size=queue_size,
+                                       max_wait_ms=max_wait_ms),
         )
 
     async def test_findings_and_metrics_come_back_from_the_recording_process(
@@ -570,8 +573,10 @@ class TestRecordingProcess:
     async def test_a_full_handover_queue_is_counted_and_leaves_a_gap(
         self, tmp_path: Path, origin_base: str, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """Captures that do not fit the queue are counted lost and become a gap record."""
-        async with running_tap(self._options(tmp_path, origin_base, queue_size=2)) as tap:
+        """Captures that do not fit the queue are counted lost and become a gap record (no
+        back-pressure: max_wait_ms = 0)."""
+        opts = self._options(tmp_path, origin_base, queue_size=2, max_wait_ms=0)
+        async with running_tap(opts) as tap:
             assert isinstance(tap.recorder, ProcessRecorder)
             pid = tap.recorder.pid
             async with httpx.AsyncClient(timeout=_TIMEOUT) as client:

@@ -199,6 +199,7 @@ class EvidenceWriter:
         self._pending_reported: dict[str, int] = {}  # report_lost() that found the queue full
         self._lost_log = Every(_LOG_EVERY_S)
         self._end: dict[str, Any] = {"end": END_CLOSED}
+        self._held: dict[str, Any] | None = None  # note_held(): for the closing summary
 
         self.written = 0
         self.lost = 0
@@ -333,6 +334,11 @@ class EvidenceWriter:
             except queue.Full:
                 # The writer thread picks these up when it goes idle or finishes.
                 self._pending_reported[reason] = self._pending_reported.get(reason, 0) + lost
+
+    def note_held(self, pauses: int, seconds: float) -> None:
+        """State in the closing summary (``heldBack``) how often and how long the proxy held
+        its clients back because recording was behind (timing only: nothing was lost)."""
+        self._held = {"pauses": int(pauses), "seconds": round(float(seconds), 3)}
 
     def flush(self, timeout: float | None = None) -> bool:
         """Block until every record submitted so far is written or counted lost.
@@ -795,6 +801,7 @@ class EvidenceWriter:
             # What this bundle states lost: its gap records, plus losses no gap could hold.
             "lost": self._stated + unstated,
             **self._end,
+            **({"heldBack": self._held} if self._held else {}),
         }
         try:
             write_json_atomically(

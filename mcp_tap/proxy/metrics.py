@@ -213,6 +213,8 @@ _EVIDENCE_FAMILIES = {
 
 EvidenceReader = Callable[[], dict[str, int]]
 ForwarderReader = Callable[[], dict[str, tuple[int, Sequence[int]]]]
+HeldReader = Callable[[], tuple[int, float]]
+"""The forwarder's hold-back totals (pauses, seconds), read at scrape time."""
 """Maps each hop to (exchanges in flight, answers by status class: index 0 for none, 1 for
 1xx ... 5 for 5xx)."""
 STATUS_CLASSES = ("none", "1xx", "2xx", "3xx", "4xx", "5xx")
@@ -248,6 +250,7 @@ class Metrics:
         self._gauges: list[tuple[str, str, Callable[[], dict[str, float]]]] = []
         self._evidence: list[EvidenceReader] = []
         self._forwarders: list[ForwarderReader] = []
+        self._held: list[HeldReader] = []
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_TapCollector(self))
         ProcessCollector(registry=self.registry)
@@ -329,6 +332,12 @@ class Metrics:
         once it has a count)."""
         self._forwarders.append(read)
 
+    def held_back(self, read: HeldReader) -> None:
+        """Expose how often and how long the forwarder held its clients back because the
+        recording process was behind (``mcptap_clients_held_total``,
+        ``mcptap_clients_held_seconds_total``), read at scrape time."""
+        self._held.append(read)
+
     def evidence(self, read: EvidenceReader) -> None:
         """Expose the evidence writer's counters (``EvidenceWriter.counters()``), each in its
         own family: records written, records lost by reason, bytes, segments, disk errors."""
@@ -383,6 +392,19 @@ class Metrics:
                     answers.add_metric([hop, label], count)
         yield answers
         yield in_flight
+        if self._held:
+            totals = [read() for read in self._held]
+            yield CounterMetricFamily(
+                "mcptap_clients_held",
+                "Times the forwarder stopped reading its clients because the recording "
+                "process was behind (back-pressure, [recording] max_wait_ms).",
+                value=sum(t[0] for t in totals),
+            )
+            yield CounterMetricFamily(
+                "mcptap_clients_held_seconds",
+                "Seconds the forwarder held its clients back for the recording process.",
+                value=sum(t[1] for t in totals),
+            )
 
     def _evidence_families(self) -> Iterator[Metric]:
         if not self._evidence:

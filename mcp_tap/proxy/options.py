@@ -92,10 +92,20 @@ class RecordingOptions:
     CPU and never delays the next request; when ``queue_size`` captures wait for it, more are
     counted lost and leave a gap in the evidence. ``inline``: on the forwarding event loop,
     right after the exchange ends (one process, no hand-over).
+
+    ``max_wait_ms`` (process mode): when half of ``queue_size`` waits for the recording
+    process, the forwarder stops reading from its clients until 3/8 are left, for at
+    most this long per pause (see :mod:`mcp_tap.proxy.holdback`); 0 turns this off.
     """
 
     mode: str = "process"
     queue_size: int = 10000
+    # 500 ms: long enough for the recording process to take an eighth of the default queue
+    # (1250 captures at ~130-260 us each, 0.2-0.35 s measured at full load) so that a
+    # full-load backlog drains without a loss; short enough that a stalled or restarting
+    # recording process delays a client by at most half a second (far under any client's
+    # timeout) before losses are counted.
+    max_wait_ms: int = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +270,7 @@ _MAXIMUM: dict[str, int | float] = {
     "capture.max_body_bytes": _MAX_BYTES,
     "tracing.sample_ratio": 1,
     "tracing.export_delay_s": 3600,
+    "recording.max_wait_ms": 60_000,  # a minute: a longer hold is a stall, not flow control
 }
 
 

@@ -95,6 +95,9 @@ class TapServer:
         self._admin_runner: web.AppRunner | None = None
         self.hops: list[HopCore] = []
         self.metrics.evidence(self._evidence_counters)
+        if isinstance(self.recorder, ProcessRecorder):
+            hold = self.recorder.holdback
+            self.metrics.held_back(lambda: (hold.pauses, hold.seconds))
         self.metrics.forwarder(lambda: {h.name: h.metric_counts() for h in self.hops})
         self.metrics.gauge(
             "mcptap_forwarder_events",
@@ -150,6 +153,8 @@ class TapServer:
         for hop in self.options.hops:
             core = HopCore(hop.name, hop.upstream, self.options, self.recorder, tls, self.clock)
             self.hops.append(core)
+            if isinstance(self.recorder, ProcessRecorder):
+                self.recorder.holdback.hops.append(core)
             host, port = parse_listen(hop.listen)
             try:
                 self.addresses[hop.name] = await core.listen(host, port)
@@ -217,11 +222,23 @@ class TapServer:
         """Stop accepting, let in-flight exchanges finish until the drain deadline (then cut
         them, recorded as cut), flush the evidence."""
         await self._shutdown(drain_timeout)
-        log.info("proxy.stopped", bundle=str(self.bundle_dir), **self._evidence_counters())
+        held = {}
+        if isinstance(self.recorder, ProcessRecorder) and self.recorder.holdback.pauses:
+            hold = self.recorder.holdback
+            held = {"held_back": hold.pauses, "held_back_s": round(hold.seconds, 3)}
+        log.info("proxy.stopped", bundle=str(self.bundle_dir), **self._evidence_counters(),
+                 **held)
 
     async def _shutdown(self, drain_timeout: float | None = None) -> None:
         if drain_timeout is None:
             drain_timeout = self.options.listener.drain_timeout_s
+        if isinstance(self.recorder, ProcessRecorder):
+            was_held = self.recorder.holdback.held
+            self.recorder.holdback.stop()  # the drain reads every client: nothing waits
+            for _ in range(2 if was_held else 0):
+                # A request that waited unread begins its exchange (and is drained as one)
+                # before idle connections are closed: read events run the iteration after.
+                await asyncio.sleep(0)
         for hop in self.hops:
             hop.stop_accepting()
         in_flight = sum(h.in_flight for h in self.hops)

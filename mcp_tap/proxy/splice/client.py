@@ -9,8 +9,10 @@ buffer until the answer before it is complete (reading pauses if it grows).
 
 Flow control both ways: a side whose write buffer passes its high-water mark pauses reading
 from the other side until it drains (like uvicorn's ``httptools_impl``); a client that stops
-reading for ``write_timeout_s`` is cut. Nothing here raises into the event loop: the tap's own
-failures are answers with ``X-Mcp-Tap-Error`` or cut streams, recorded in the evidence.
+reading for ``write_timeout_s`` is cut. And a third: a recording process that falls behind
+holds every client back for a bounded time (see :mod:`~mcp_tap.proxy.holdback`). Nothing
+here raises into the event loop: the tap's own failures are answers with
+``X-Mcp-Tap-Error`` or cut streams, recorded in the evidence.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, cast
 
 import structlog
 
+from mcp_tap.proxy.holdback import REASON as HELD
 from mcp_tap.proxy.splice import binding, endings, requests, responses
 from mcp_tap.proxy.splice.exchange import HIGH_WATER, Exchange
 from mcp_tap.proxy.splice.framing import RequestMessage
@@ -60,6 +63,8 @@ class ClientConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         self.hop.connections.add(self)
+        if self.hop.held:  # the recording process is behind: wait in the kernel's buffer
+            self._pause(HELD)
         self.head_timer.start()
 
     def data_received(self, data: bytes) -> None:
@@ -152,6 +157,15 @@ class ClientConnection(asyncio.Protocol):
             self._close()
             return True
         return False
+
+    def hold_reading(self) -> None:
+        """Stop reading the client while the recording hand-off is behind (see
+        :mod:`~mcp_tap.proxy.holdback`)."""
+        self._pause(HELD)
+
+    def release_reading(self) -> None:
+        """Read the client again (unless paused for another reason)."""
+        self._resume(HELD)
 
     def _pause(self, reason: str) -> None:
         if not self._paused and self.transport is not None and not self.closed:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from mcp_tap.proxy.capture import RawBody, RawExchange
+from mcp_tap.proxy.holdback import REASON as HELD
 from mcp_tap.proxy.splice.answers import tap_answer
 from mcp_tap.proxy.splice.exchange import Exchange
 
@@ -165,6 +166,11 @@ def refuse(client: ClientConnection, status: int, phase: str, reason: str) -> No
 def head_timeout(client: ClientConnection) -> None:
     """No whole request head in time: a partial one gets 408, an idle connection closes."""
     if client.exchange is not None or client.closed:
+        return
+    if HELD in client._paused:
+        # The tap is not reading this client (the recording process is behind, a bounded
+        # pause): its head may be waiting unread. Count again once it is read.
+        client.head_timer.start()
         return
     if client.buffer.strip(b"\r\n"):
         client.hop.count("head_timeout")

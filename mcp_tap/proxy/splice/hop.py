@@ -60,6 +60,7 @@ class HopCore:
         self.connections: set[ClientConnection] = set()
         self.counts = dict.fromkeys(COUNTED, 0)
         self.stopping = False
+        self.held = False  # new client connections start held (see mcp_tap.proxy.holdback)
         self.server: asyncio.Server | None = None
 
     def count(self, what: str) -> None:
