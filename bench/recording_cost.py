@@ -92,7 +92,10 @@ def reads(kind: str, n: int, per_frame: int, per_read: int) -> list[bytes]:
 
 def main() -> None:
     """Run the recording loop over ``-n`` exchanges and say how many it recorded."""
-    from mcp_tap.proxy import worker
+    try:  # the recording process's own module; a tree before the split: worker
+        from mcp_tap.proxy import recording_process as worker
+    except ImportError:
+        from mcp_tap.proxy import worker  # type: ignore[no-redef]
     from mcp_tap.proxy.options import load_options
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -39,7 +39,13 @@ def main() -> None:
     from recording_cost import frame
     from workload import JSON_CALL, SSE_CALL
 
-    from mcp_tap.proxy import worker
+    try:  # the recording process's own module; a tree before the split: worker
+
+        from mcp_tap.proxy import recording_process as worker
+
+    except ImportError:
+
+        from mcp_tap.proxy import worker  # type: ignore[no-redef]
     from mcp_tap.proxy.options import load_options
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

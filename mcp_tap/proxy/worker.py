@@ -11,12 +11,13 @@ encoded together, once, on the loop thread (marshal, see :mod:`~mcp_tap.proxy.ha
 written to a pipe through a non-blocking asyncio transport (length-prefixed frames). No
 thread is woken per capture.
 
-The recording process reports its metrics, the writer's counters and how many captures it
-has taken every ``_REPORT_EVERY_S`` and once more when it stops; ``/metrics`` shows the
-latest report. When ``queue_size`` captures are handed over but not yet taken (the process is
-slow, stopped or gone), further captures are counted lost and, with the next capture that
-fits, become a gap record in the evidence: never silent. Order is kept (one pipe, one
-reader), so legacy sessions and hop pairs are learnt in the order the exchanges ended.
+The recording process (:mod:`~mcp_tap.proxy.recording_process`) reports its metrics, the
+writer's counters and how many captures it has taken every quarter second and once more when
+it stops; ``/metrics`` shows the latest report. When ``queue_size`` captures are handed over
+but not yet taken (the process is slow, stopped or gone), further captures are counted lost
+and, with the next capture that fits, become a gap record in the evidence: never silent.
+Order is kept (one pipe, one reader), so legacy sessions and hop pairs are learnt in the
+order the exchanges ended.
 
 Before that, back-pressure (``[recording] max_wait_ms``, :mod:`~mcp_tap.proxy.holdback`):
 when half of ``queue_size`` is handed over and not taken, the forwarder stops reading from
@@ -30,13 +31,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
-import gc
 import itertools
 import multiprocessing
 import os
-import select
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -48,33 +45,23 @@ from typing import Any
 import structlog
 
 from mcp_tap.errors import InputError
-from mcp_tap.evidence import EvidenceWriter, read_bundle
-from mcp_tap.evidence.signing import load_signing_key
-from mcp_tap.logs import configure_logging
+from mcp_tap.evidence import read_bundle
 from mcp_tap.proxy import handoff
 from mcp_tap.proxy.capture import RawExchange
 from mcp_tap.proxy.holdback import HoldBack
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions
-from mcp_tap.proxy.recorder import Recorder
+from mcp_tap.proxy.recording_process import (
+    REASON_HANDOVER,
+    run_recording_process,
+)
 
 log = structlog.get_logger("mcp_tap.proxy")
 
-_REPORT_EVERY_S = 0.25
 _START_TIMEOUT_S = 120.0  # the recording process imports the schema models on start
 _STOP_TIMEOUT_S = 30.0
 _LOG_EVERY_S = 5.0
-_MAX_PENDING_BEGINS = 10000
 _WATCH_EVERY_S = 0.5  # how often the forwarder checks its recording process is alive
-_WRITER_IDLE_S = 0.25  # no capture for this long: the evidence writer's idle work
-# Young collections every 20,000 net allocations, not 700: a judged exchange allocates
-# thousands of short-lived (refcount-freed) objects, and each collection walks the young ones.
-_GC_THRESHOLD = (20000, 20, 100)
-_COALESCE_S = 0.01  # the recording process's pause after a small read (see its loop)
-_COALESCE_BYTES = 256 * 1024  # a read this big means a backlog: no pause
-_PIPE_BYTES = 1 << 20  # room in the pipe for what arrives during the pause
-_EAGER_REPORT_S = 0.01  # behind (a big read): say what was taken this often, not every 0.25 s
-REASON_HANDOVER = "recording queue full"
 REASON_DIED = "the recording process died"
 _WRITER_QUEUE_FULL = "queue full"  # the reason of the writer's own gap records
 
@@ -428,165 +415,3 @@ def _accounted_in(bundle: Path) -> int:
 def _utc(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace(
         "+00:00", "Z")
-
-
-def run_recording_process(
-    options: TapOptions,
-    bundle_dir: str,
-    captures: Connection,
-    reports: Connection,
-    log_level: str,
-) -> None:
-    """The recording process: judge, redact and write every capture it is handed."""
-    # The parent drives shutdown (it drains its in-flight exchanges first); a Ctrl-C that
-    # reaches the whole process group must not cut the recording short.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    configure_logging(log_level)
-    metrics = Metrics()
-    ev = options.evidence
-    try:
-        writer = EvidenceWriter(
-            bundle_dir,
-            max_segment_bytes=ev.max_segment_bytes,
-            max_segment_age_s=ev.max_segment_age_s,
-            queue_size=ev.queue_size,
-            signing_key=load_signing_key(ev.signing_key_file, ev.signing_key_env, os.environ),
-        )
-        # Inline: this process does nothing but record, so the batch it has just judged is
-        # written before it reads the next (no writer thread to wake, no GIL hand-off). A
-        # stalled disk stalls this loop; the pipe then fills and the forwarder counts what
-        # it cannot hand over (stated as a gap), as for any recording process that lags.
-        writer.start(inline=True)
-    except InputError as exc:
-        reports.send(("error", str(exc)))
-        return
-    batch = _BatchSink(writer)
-    recorder = Recorder(options, batch, metrics, time.time)
-    gc.freeze()  # keep full collections from walking the start-up objects (see commands.proxy)
-    gc.set_threshold(*_GC_THRESHOLD)
-    reports.send(("ready",))
-    taken = 0
-
-    def report() -> None:
-        # OSError: the proxy is gone (killed); the evidence still gets finished.
-        with contextlib.suppress(OSError):
-            reports.send(("report", metrics.snapshot(), writer.counters(), taken))
-
-    state = _Handover(recorder, writer)
-    fd = captures.fileno()
-    with contextlib.suppress(AttributeError, OSError):  # Linux only; a smaller pipe still works
-        # The forwarder's writes must find room during the pause below, or its transport
-        # would buffer and poll for the pipe.
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
-    frames = handoff.FrameDecoder()
-    last_read = last_eager = time.monotonic()
-    next_report = last_read + _REPORT_EVERY_S
-    stopped = False
-    while not stopped:
-        readable, _, _ = select.select([fd], [], [], max(0.0, next_report - time.monotonic()))
-        if readable:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break  # the proxy is gone: finish what was handed over
-            last_read = time.monotonic()
-            recorder.hold()  # lines and metrics of what was read: one write, one update
-            for frame in frames.feed(chunk):
-                taken_now, stopped = state.handle(frame)
-                taken += taken_now
-            batch.flush()
-            recorder.release()
-            if state.hold_marks or (len(chunk) >= _COALESCE_BYTES
-                                    and last_read - last_eager >= _EAGER_REPORT_S):
-                # The forwarder holds its clients back (or soon will): tell it what was
-                # taken now, not at the next full report, so that the pause is short.
-                state.hold_marks = 0
-                last_eager = last_read
-                with contextlib.suppress(OSError):
-                    reports.send(("taken", taken))
-            if len(chunk) < _COALESCE_BYTES:
-                # A trickle (the forwarder hands over once per loop iteration): let the next
-                # frames gather in the pipe, so that they are read, judged, logged and
-                # written together. Per read this process pays a wake-up, a select, a write
-                # of log lines and a write of records: per exchange when it keeps up, per
-                # batch after this pause.
-                time.sleep(_COALESCE_S)
-        if time.monotonic() >= next_report:
-            if time.monotonic() - last_read >= _WRITER_IDLE_S:
-                # The writer's idle work (age rotation, pending gap records, a deleted
-                # directory), when its thread would have done it: nothing for a while.
-                writer.idle()
-            report()
-            next_report = time.monotonic() + _REPORT_EVERY_S
-    if frames.bad or frames.pending:  # never expected: a frame that did not decode
-        log.error("handoff.bad-frames", bad=frames.bad, cut_short_bytes=frames.pending)
-    # EOF before "stop": the forwarder died; what it had begun is lost, and the bundle says so.
-    writer.close(abrupt=not stopped, inflight=len(state.sessions))
-    report()
-    reports.close()
-
-
-class _BatchSink:
-    """The recorder's sink in the recording process: one writer submit (one disk write) per
-    read of the pipe."""
-
-    def __init__(self, writer: EvidenceWriter) -> None:
-        self.writer = writer
-        self.records: list[dict[str, Any]] = []
-
-    def submit(self, record: dict[str, Any]) -> bool:
-        """Keep ``record`` for the frame's batch (the writer counts it if the batch is lost)."""
-        self.records.append(record)
-        return True
-
-    def flush(self) -> None:
-        """Hand the frame's records to the writer in one call."""
-        if self.records:
-            records, self.records = self.records, []
-            self.writer.submit_many(records)
-
-
-class _Handover:
-    """The recording process's side: each handed-over message, in order."""
-
-    def __init__(self, recorder: Recorder, writer: EvidenceWriter) -> None:
-        self.recorder = recorder
-        self.writer = writer
-        self.sessions: dict[int, str | None] = {}
-        self.hold_marks = 0  # ("hold",) messages not yet answered with a "taken" report
-
-    def handle(self, batch: list[tuple[Any, ...]]) -> tuple[int, bool]:
-        """Handle one batch; how many captures it held and whether it asked to stop."""
-        taken = 0
-        for message in batch:
-            kind = message[0]
-            if kind == "record":
-                taken += 1
-                self._record(message[1], RawExchange.restored(message[2]))
-            elif kind == "begin":
-                # Every begun exchange stays here until recorded: the in-flight count.
-                _, key, hop, session = message
-                known = self.recorder.session_version(hop, session) if session else None
-                self.sessions[key] = known
-                if len(self.sessions) > _MAX_PENDING_BEGINS:  # lost records leave theirs
-                    self.sessions.pop(next(iter(self.sessions)))
-            elif kind == "drop":
-                self.sessions.pop(message[1], None)
-            elif kind == "lost":
-                self.writer.report_lost(message[1], message[2] if len(message) > 2
-                                        else REASON_HANDOVER)
-            elif kind == "hold":
-                self.hold_marks += 1
-            elif kind == "held":
-                self.writer.note_held(message[1], message[2])
-            elif kind == "stop":
-                return taken, True
-        return taken, False
-
-    def _record(self, key: int | None, cap: RawExchange) -> None:
-        if key is not None:
-            cap.session_version = self.sessions.pop(key, None)
-        try:
-            self.recorder.record(cap)
-        except Exception as exc:  # noqa: BLE001 - one bad record must not stop the recording
-            log.error("record.failed", hop=cap.hop, error=type(exc).__name__)
