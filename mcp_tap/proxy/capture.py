@@ -256,8 +256,8 @@ class RawExchange:
 
     def state(self) -> tuple[Any, ...]:
         """The exchange as plain values (tuples, lists, bytes, str, numbers) for the hand-over:
-        they pickle in C alone, with no per-object call back into Python and no lookup of a
-        reconstructor. :meth:`restored` turns them back into an exchange."""
+        marshal (the hand-off's encoding) takes them whole, with no per-object call back into
+        Python and no lookup of a reconstructor. :meth:`restored` turns them back."""
         response, tunnel = self.response, self.tunnel
         return (
             _FLAT(self),

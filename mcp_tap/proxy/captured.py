@@ -69,7 +69,7 @@ class Captured:
     tunnel: tuple[BodyCapture, BodyCapture] | None = None  # client to origin, and back
 
     def __reduce__(self) -> tuple[object, ...]:
-        # The hand-over to the recording process pickles every capture on the event loop.
+        # A capture pickled (by a tool or a test; the hand-off sends RawExchange.state()).
         # Flat tuples pickle in C; a frozen slots dataclass (HeaderMap, SSEEvent) would call
         # Python code per object on both sides. Same fields, same values after the trip.
         state = self.__dict__.copy()
