@@ -43,14 +43,14 @@ class RecordHead(msgspec.Struct, frozen=True):
 
 _decode: Final = msgspec.json.Decoder(RecordHead).decode
 # RecursionError: msgspec's nesting limit (orjson's is 1024 levels; the full parse decides).
-_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+DECODE_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 
 
 def line_head(line: bytes) -> RecordHead | None:
     """The chain fields of a record line, or None when only a full parse can judge the line."""
     try:
         head = _decode(line)
-    except _ERRORS:
+    except DECODE_ERRORS:
         return None
     if not line.isascii():
         try:

@@ -20,6 +20,8 @@ from typing import Annotated, Any, Final, TypedDict
 
 import msgspec
 
+from mcp_tap.evidence.head import DECODE_ERRORS
+
 
 class _Params(TypedDict, total=False):
     _meta: Any
@@ -79,7 +81,6 @@ class GateRecord(TypedDict, total=False):
 
 
 _decode: Final = msgspec.json.Decoder(GateRecord).decode
-_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 _CHAIN: Final = ("seq", "prev", "digest", "kind")
 
 
@@ -87,7 +88,7 @@ def gate_record(line: bytes) -> dict[str, Any] | None:
     """The gate's members of a record line, or None when only a full parse can judge it."""
     try:
         record: dict[str, Any] = _decode(line)  # type: ignore[assignment]
-    except _ERRORS:
+    except DECODE_ERRORS:
         return None
     for key in _CHAIN:
         if key not in record:

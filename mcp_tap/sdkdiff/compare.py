@@ -3,8 +3,8 @@ memo of outcomes (see :mod:`mcp_tap.sdkdiff`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Final
+from collections.abc import Callable, Iterable
+from typing import Any, Final, TypeVar
 
 import orjson
 
@@ -160,19 +160,30 @@ def _remembered_differences(method: str, version: str, result: dict[str, Any]) -
         return differences(method, version, result)
     if len(raw) > _MEMO_MAX_BYTES:
         return differences(method, version, result)
-    key = (method, version, raw)
-    outcome = _memo.get(key)
+    outcome: tuple[Difference, ...] = _recalled(
+        _memo, (method, version, raw), lambda: tuple(differences(method, version, result)))
+    return list(outcome)
+
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _recalled(memo: dict[_K, _V | SdkParseError], key: _K, compute: Callable[[], _V]) -> _V:
+    """``compute()``, remembered under ``key`` (its SdkParseError too, raised again), in a
+    memo that drops its oldest entry past ``_MEMO_ENTRIES``."""
+    outcome = memo.get(key)
     if outcome is None:
         try:
-            outcome = tuple(differences(method, version, result))
+            outcome = compute()
         except SdkParseError as exc:
             outcome = exc
-        if len(_memo) >= _MEMO_ENTRIES:
-            del _memo[next(iter(_memo))]  # the oldest entry
-        _memo[key] = outcome
+        if len(memo) >= _MEMO_ENTRIES:
+            del memo[next(iter(memo))]  # the oldest entry
+        memo[key] = outcome
     if isinstance(outcome, SdkParseError):
         raise SdkParseError(*outcome.args)
-    return list(outcome)
+    return outcome
 
 
 _split_memo: dict[tuple[str, str, bytes, frozenset[str]],
@@ -190,21 +201,12 @@ def remembered_split(method: str, version: str, result: dict[str, Any],
         return _split(differences(method, version, result), allowlist)
     if len(raw) > _MEMO_MAX_BYTES:
         return _split(_remembered_differences(method, version, result), allowlist)
-    key = (method, version, raw, allowlist)
-    outcome = _split_memo.get(key)
-    if outcome is None:
-        try:
-            reported, allowed = _split(_remembered_differences(method, version, result),
-                                       allowlist)
-            outcome = (tuple(reported), tuple(allowed))
-        except SdkParseError as exc:
-            outcome = exc
-        if len(_split_memo) >= _MEMO_ENTRIES:
-            del _split_memo[next(iter(_split_memo))]  # the oldest entry
-        _split_memo[key] = outcome
-    if isinstance(outcome, SdkParseError):
-        raise SdkParseError(*outcome.args)
-    return list(outcome[0]), list(outcome[1])
+    def split() -> tuple[tuple[Finding, ...], tuple[Finding, ...]]:
+        reported, allowed = _split(_remembered_differences(method, version, result), allowlist)
+        return tuple(reported), tuple(allowed)
+
+    reported, allowed = _recalled(_split_memo, (method, version, raw, allowlist), split)
+    return list(reported), list(allowed)
 
 
 def _split(
