@@ -52,12 +52,19 @@ def line_head(line: bytes) -> RecordHead | None:
         head = _decode(line)
     except DECODE_ERRORS:
         return None
-    if not line.isascii():
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    return head
+    return head if valid_utf8(line) else None
 
 
-__all__ = ["RecordHead", "line_head"]
+def valid_utf8(line: bytes) -> bool:
+    """Whether ``line`` is valid UTF-8 (orjson rejects a line that is not; msgspec's
+    partial decode may skip the bad bytes, so a fast path must check)."""
+    if line.isascii():
+        return True
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+__all__ = ["DECODE_ERRORS", "RecordHead", "line_head", "valid_utf8"]

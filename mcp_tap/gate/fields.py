@@ -20,7 +20,7 @@ from typing import Annotated, Any, Final, TypedDict
 
 import msgspec
 
-from mcp_tap.evidence.head import DECODE_ERRORS
+from mcp_tap.evidence.head import DECODE_ERRORS, valid_utf8
 
 
 class _Params(TypedDict, total=False):
@@ -93,12 +93,7 @@ def gate_record(line: bytes) -> dict[str, Any] | None:
     for key in _CHAIN:
         if key not in record:
             return None
-    if not line.isascii():
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    return record
+    return record if valid_utf8(line) else None
 
 
 __all__ = ["GateRecord", "gate_record"]
