@@ -9,13 +9,14 @@ test waits for what the bound lets happen).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import json
 import os
 import signal
 import sys
 import termios
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -80,6 +81,18 @@ class _Load:
         return asyncio.gather(*(self._client(n) for n in range(_CLIENTS)))
 
 
+@contextlib.contextmanager
+def _stopped(recorder: ProcessRecorder) -> Iterator[None]:
+    """The recording process stopped (SIGSTOP: it takes nothing) until the block ends."""
+    pid = recorder.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
 def _recorder(tap: TapServer) -> ProcessRecorder:
     assert isinstance(tap.recorder, ProcessRecorder)
     return tap.recorder
@@ -120,10 +133,7 @@ async def test_a_stall_shorter_than_the_bound_loses_nothing(
     total = _CLIENTS * _PER_CLIENT
     async with running_tap(_options(tmp_path, origin_base, max_wait_ms=60_000)) as tap:
         recorder = _recorder(tap)
-        pid = recorder.pid
-        assert pid is not None
-        os.kill(pid, signal.SIGSTOP)  # takes nothing from now on
-        try:
+        with _stopped(recorder):  # takes nothing from now on
             load = _Load(tap)
             running = load.start()
             await _until(lambda: recorder.holdback.held)
@@ -133,8 +143,6 @@ async def test_a_stall_shorter_than_the_bound_loses_nothing(
             answered_while_held = len(load.statuses)
             lost_while_held = recorder.lost
             ready = await _get(tap, "/readyz")
-        finally:
-            os.kill(pid, signal.SIGCONT)
         async with asyncio.timeout(_TIMEOUT):
             await running
         metrics = await _metrics(tap)
@@ -159,16 +167,11 @@ async def test_max_wait_zero_counts_losses_as_before(tmp_path: Path, origin_base
     total = _CLIENTS * _PER_CLIENT
     async with running_tap(_options(tmp_path, origin_base, max_wait_ms=0)) as tap:
         recorder = _recorder(tap)
-        pid = recorder.pid
-        assert pid is not None
-        os.kill(pid, signal.SIGSTOP)
-        try:
+        with _stopped(recorder):
             load = _Load(tap)
             async with asyncio.timeout(_TIMEOUT):
                 await load.start()  # every answer while the recording process is stopped
             lost_while_stopped = recorder.lost
-        finally:
-            os.kill(pid, signal.SIGCONT)
         metrics = await _metrics(tap)
     recs = records(tap)
 
@@ -189,18 +192,13 @@ async def test_a_stall_past_the_bound_forwards_on_and_states_the_loss(
     total = _CLIENTS * _PER_CLIENT
     async with running_tap(_options(tmp_path, origin_base, max_wait_ms=200)) as tap:
         recorder = _recorder(tap)
-        pid = recorder.pid
-        assert pid is not None
-        os.kill(pid, signal.SIGSTOP)
-        try:
+        with _stopped(recorder):
             load = _Load(tap)
             async with asyncio.timeout(_TIMEOUT):
                 await load.start()
             lost_while_stopped = recorder.lost
             pauses, timeouts = recorder.holdback.pauses, recorder.holdback.timeouts
             spent = recorder.holdback.spent
-        finally:
-            os.kill(pid, signal.SIGCONT)
         # Caught up: the next report arms the back-pressure again.
         await _until(lambda: not recorder.holdback.spent)
     recs = records(tap)
@@ -272,10 +270,7 @@ async def test_drain_is_not_held_back(tmp_path: Path, origin_base: str) -> None:
     stopping: asyncio.Future[None] | None = None
     try:
         recorder = _recorder(tap)
-        pid = recorder.pid
-        assert pid is not None
-        os.kill(pid, signal.SIGSTOP)
-        try:
+        with _stopped(recorder):
             load = _Load(tap, tolerate_close=True)
             running = load.start()
             await _until(lambda: recorder.holdback.held)
@@ -285,8 +280,6 @@ async def test_drain_is_not_held_back(tmp_path: Path, origin_base: str) -> None:
             stopping = asyncio.ensure_future(tap.stop())
             await _until(lambda: not recorder.holdback.held)
             released_while_stopped = not stopping.done()
-        finally:
-            os.kill(pid, signal.SIGCONT)
         async with asyncio.timeout(_TIMEOUT):
             await stopping
             await running
@@ -353,17 +346,12 @@ async def test_a_held_request_is_not_taken_for_a_slow_head(
     total = _CLIENTS * _PER_CLIENT
     async with running_tap(opts) as tap:
         recorder = _recorder(tap)
-        pid = recorder.pid
-        assert pid is not None
-        os.kill(pid, signal.SIGSTOP)
-        try:
+        with _stopped(recorder):
             load = _Load(tap)
             running = load.start()
             await _until(lambda: _waiting_unread(tap) == _CLIENTS)
             await asyncio.sleep(0.3)  # several head timeouts pass while held (not asserted)
             still_open = _waiting_unread(tap)
-        finally:
-            os.kill(pid, signal.SIGCONT)
         async with asyncio.timeout(_TIMEOUT):
             await running
     assert still_open == _CLIENTS
