@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pytest
 
 from mcp_tap.errors import TapError
-from mcp_tap.evidence import find_bundles, read_bundle
+from mcp_tap.evidence import find_bundles, iter_records
 from mcp_tap.gate.policy import ConformancePolicy, load_policy
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ class McpTap:
         """Serve a capture as a mock MCP server; return its endpoint URL."""
         from mcp_tap.mock import AnswerBook, MockServer
 
-        records = [r for found in find_bundles(evidence) for r in read_bundle(found).records]
+        records = (r for found in find_bundles(evidence) for r in iter_records(found))
         server = MockServer(AnswerBook.from_records(records), pacing=pacing)
         self._runner().run(server.start())
         self._mocks.append(server)
@@ -151,7 +151,7 @@ class McpTap:
         for bundle in self.bundles:
             if not (bundle / "bundle.json").exists():
                 continue  # a tap that saw no traffic leaves no bundle
-            for record in read_bundle(bundle, lenient=True).records:
+            for record in iter_records(bundle, lenient=True):
                 if record.get("kind") not in ("exchange", "hop-comparison"):
                     continue
                 for item in record.get("findings") or []:

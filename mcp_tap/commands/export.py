@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
 from mcp_tap.cli import EXIT_OK
 from mcp_tap.errors import InputError
-from mcp_tap.evidence import find_bundles, read_bundle
+from mcp_tap.evidence import find_bundles, iter_records
+from mcp_tap.evidence.reader import read_bundle_meta
 from mcp_tap.export import iter_jsonl, to_har
 from mcp_tap.outputs import add_summary_option
 
@@ -38,47 +41,82 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        what="(with --out) a summary of the file written")
 
 
-def _write(path: str | None, data: bytes) -> None:
+class _Counted:
+    """The records of the bundles, read one at a time, counted per kind on the way."""
+
+    def __init__(self, bundles: list[Path]) -> None:
+        self.bundles = bundles
+        self.records = 0
+        self.exchanges = 0
+        self.sources: list[dict[str, Any]] = []
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for found in self.bundles:
+            _, meta = read_bundle_meta(found)
+            closed = meta.get("closed")
+            count = 0
+            for record in iter_records(found):
+                count += 1
+                if record.get("kind") == "exchange":
+                    self.exchanges += 1
+                yield record
+            self.records += count
+            self.sources.append({"bundle": found.resolve().name, "records": count,
+                                 "chainHead": closed.get("chainHead")
+                                 if isinstance(closed, dict) else None})
+
+
+@contextmanager
+def _output(path: str | None) -> Iterator[BinaryIO]:
+    """Stdout, or a file written in full under a temporary name and renamed into place."""
     if path is None:
-        sys.stdout.buffer.write(data) if hasattr(sys.stdout, "buffer") else sys.stdout.write(
-            data.decode())
+        yield sys.stdout.buffer  # every stdout the CLI runs with is a text layer over bytes
         return
     if not path.strip():
         raise InputError("--out is empty: give a file to write")
+    target = Path(path)
+    partial = target.with_name(target.name + ".partial")
     try:
-        Path(path).write_bytes(data)
+        with partial.open("wb") as out:
+            yield out
+        partial.replace(target)
     except OSError as exc:
+        partial.unlink(missing_ok=True)
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def run(args: argparse.Namespace) -> int:
-    """Export the bundles in the chosen format; return the exit code."""
+    """Export the bundles in the chosen format; return the exit code.
+
+    Records are read one at a time: JSON lines go out as they are read (memory flat in
+    the bundles' size); a HAR document holds its entries, sorted by start time.
+    """
     if args.summary_format is not None and args.out is None:
         raise InputError("--summary-format / --json print a summary of the file written: "
                          "give --out FILE")
-    records: list[dict[str, Any]] = []
-    sources: list[dict[str, Any]] = []
-    for path in args.evidence:
-        for found in find_bundles(path):
-            bundle = read_bundle(found)
-            records.extend(bundle.records)
-            closed = bundle.meta.get("closed")
-            sources.append({"bundle": found.resolve().name, "records": len(bundle.records),
-                            "chainHead": closed.get("chainHead")
-                            if isinstance(closed, dict) else None})
-    if args.format == "har":
-        data = orjson.dumps(to_har(records, sources), option=orjson.OPT_INDENT_2) + b"\n"
-    else:
-        data = b"".join(iter_jsonl(records))
-    _write(args.out, data)
-    summary = {"out": args.out, "format": args.format, "bytes": len(data),
-               "records": len(records),
-               "exchanges": sum(1 for r in records if r.get("kind") == "exchange"),
-               "sources": sources}
+    records = _Counted([found for path in args.evidence for found in find_bundles(path)])
+    written = 0
+    with _output(args.out) as out:
+        if args.format == "har":
+            # to_har reads the sources after the records, when the reading has filled them
+            data = orjson.dumps(to_har(records, records.sources),
+                                option=orjson.OPT_INDENT_2) + b"\n"
+            out.write(data)
+            written = len(data)
+        else:
+            for line in iter_jsonl(records):
+                out.write(line)
+                written += len(line)
+    summary = {"out": args.out, "format": args.format, "bytes": written,
+               "records": records.records, "exchanges": records.exchanges,
+               "sources": records.sources}
     if args.summary_format == "json":
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
     elif args.summary_format == "text":
         sys.stdout.write(f"exported {summary['records']} records ({summary['exchanges']} "
-                         f"exchanges) from {len(sources)} bundle(s) to {args.out} as "
-                         f"{args.format}: {len(data)} bytes\n")
+                         f"exchanges) from {len(records.sources)} bundle(s) to {args.out} as "
+                         f"{args.format}: {written} bytes\n")
     return EXIT_OK

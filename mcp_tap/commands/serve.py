@@ -14,14 +14,15 @@ import asyncio
 import contextlib
 import signal
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
 from mcp_tap.cli import EXIT_OK
-from mcp_tap.drift.answers import pick_hop
+from mcp_tap.drift.answers import choose_hop
 from mcp_tap.errors import InputError
-from mcp_tap.evidence import find_bundles, read_bundle
+from mcp_tap.evidence import find_bundles, iter_records
 from mcp_tap.mock import PACINGS, AnswerBook, MockServer
 from mcp_tap.proxy.options import parse_listen
 
@@ -45,11 +46,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_book(paths: list[str], hop: str | None) -> AnswerBook:
-    """The answer book of every bundle ``paths`` name; InputError if it answers nothing."""
-    records: list[dict[str, Any]] = [
-        record for path in paths for found in find_bundles(path)
-        for record in read_bundle(found).records]
-    book = AnswerBook.from_records(records, pick_hop(records, hop, "evidence"))
+    """The answer book of every bundle ``paths`` name; InputError if it answers nothing.
+
+    Two streaming passes (the hops recorded, then the answers), so only the book is held.
+    """
+    bundles = [found for path in paths for found in find_bundles(path)]
+
+    def records() -> Iterator[dict[str, Any]]:
+        for found in bundles:
+            yield from iter_records(found)
+
+    hops = {r["hop"] for r in records()
+            if r.get("kind") == "exchange" and isinstance(r.get("hop"), str)}
+    book = AnswerBook.from_records(records(), choose_hop(hops, hop, "evidence"))
     if not len(book):
         raise InputError("the evidence holds no request with a whole recorded answer to serve")
     return book

@@ -27,7 +27,8 @@ from typing import Any, Final
 
 from mcp_tap.core.redaction import RedactionPolicy, Redactor
 from mcp_tap.errors import InputError
-from mcp_tap.evidence import EvidenceWriter, read_bundle, verify_bundle
+from mcp_tap.evidence import EvidenceWriter, iter_records, verify_bundle
+from mcp_tap.evidence.reader import read_bundle_meta
 from mcp_tap.files import read_file
 from mcp_tap.proxy.options import redaction_policy
 
@@ -170,34 +171,38 @@ def derive(source: Path, policy: RedactionPolicy, out: Path,
         first = report.errors[0].message if report.errors else "it does not verify"
         raise InputError(f"{source}: does not verify ({len(report.errors)} problem(s), first: "
                          f"{first}); run mcp-tap verify")
-    bundle = read_bundle(source)
-    closed = bundle.meta.get("closed")
+    _, meta = read_bundle_meta(source)
+    closed = meta.get("closed")
     closed = closed if isinstance(closed, dict) else {}
     head = closed.get("chainHead")
-    if not isinstance(head, str):
-        head = str(bundle.records[-1].get("digest", "")) if bundle.records else ""
     derived_from = {
         "bundle": source.resolve().name,
-        "createdAt": bundle.meta.get("createdAt"),
-        "chainHead": head,
-        "records": len(bundle.records),
+        "createdAt": meta.get("createdAt"),
+        # verify walked the chain: its head and count are the bundle's, closed or not
+        "chainHead": head if isinstance(head, str) else report.chain_head,
+        "records": report.records,
         "lost": closed.get("lost", 0),
         "closed": bool(closed),
         "policy": _policy_json(policy),
         "derivedAt": clock(),
     }
     redactor = _RecordRedactor(Redactor(policy))
-    changed = 0
-    writer = EvidenceWriter(out, clock=clock, meta={"derivedFrom": derived_from},
-                            queue_size=max(1, len(bundle.records) + 1))
-    with writer:
-        for record in bundle.records:
+    changed = copied = 0
+    writer = EvidenceWriter(out, clock=clock, meta={"derivedFrom": derived_from})
+    # Inline: each record is written as it is submitted, so memory stays flat in the
+    # source's size (one record at a time from the streaming reader, no queue to fill).
+    writer.start(inline=True)
+    try:
+        for record in iter_records(source):
             copy = redactor.record(record)
             if copy != {k: v for k, v in record.items() if k not in _WRITER_OWNED}:
                 changed += 1
+            copied += 1
             if not writer.submit(copy):
-                raise InputError(f"{out}: could not queue a record for the derived bundle")
+                raise InputError(f"{out}: could not write a record of the derived bundle")
+    finally:
+        writer.close()
     if writer.lost or writer.lost_disk or writer.lost_invalid:
         raise InputError(f"{out}: the derived bundle lost records (disk: {writer.lost_disk}); "
                          "it is incomplete")
-    return Derived(out, len(bundle.records), changed, redactor.digests_dropped, derived_from)
+    return Derived(out, copied, changed, redactor.digests_dropped, derived_from)

@@ -45,7 +45,7 @@ from typing import Any
 import structlog
 
 from mcp_tap.errors import InputError
-from mcp_tap.evidence import read_bundle
+from mcp_tap.evidence import iter_records
 from mcp_tap.proxy import handoff
 from mcp_tap.proxy.capture import RawExchange
 from mcp_tap.proxy.holdback import HoldBack
@@ -401,15 +401,21 @@ class ProcessRecorder:
 
 
 def _accounted_in(bundle: Path) -> int:
-    """How many handed-over captures a (dead) recording process's bundle accounts for."""
+    """How many handed-over captures a (dead) recording process's bundle accounts for.
+
+    Read one record at a time: a day's bundle must not land in the forwarder's memory.
+    """
+    accounted = 0
     try:
-        records = read_bundle(bundle, lenient=True).records
+        for r in iter_records(bundle, lenient=True):
+            kind = r.get("kind")
+            if kind == "exchange":
+                accounted += 1
+            elif kind == "gap" and r.get("reason") == _WRITER_QUEUE_FULL:
+                accounted += int(r.get("lost", 0))
     except (OSError, InputError):
-        return 0
-    exchanges = sum(1 for r in records if r.get("kind") == "exchange")
-    lost = sum(int(r.get("lost", 0)) for r in records
-               if r.get("kind") == "gap" and r.get("reason") == _WRITER_QUEUE_FULL)
-    return exchanges + lost
+        pass  # what was read before the bundle became unreadable is still accounted for
+    return accounted
 
 
 def _utc(at: float) -> str:
