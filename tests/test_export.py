@@ -302,6 +302,22 @@ class TestBadInput:
         refused(["export", str(capture), "--format", "jsonl", "--out",
                  str(tmp_path / "no" / "x.jsonl")], capsys, "cannot write")
 
+    def test_a_bundle_unreadable_midway_leaves_the_output_as_it_was(
+            self, capture: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """A record that fails to parse after lines went out: one line, old file kept."""
+        damaged = tmp_path / "damaged"
+        shutil.copytree(capture, damaged)
+        segment = sorted(damaged.glob("segment-*.jsonl"))[-1]
+        lines = segment.read_bytes().splitlines(keepends=True)
+        assert len(lines) > 1
+        segment.write_bytes(b"".join(lines[:-1]) + b"{not json\n")
+        out = tmp_path / "x.jsonl"
+        out.write_bytes(b"previous export\n")
+        refused(["export", str(damaged), "--format", "jsonl", "--out", str(out)], capsys,
+                "segment-")
+        assert out.read_bytes() == b"previous export\n"
+        assert not (tmp_path / "x.jsonl.partial").exists()
+
 
 
 
