@@ -15,7 +15,7 @@ import mcp_tap.gate.evaluation as evaluation
 from mcp_tap.evidence import EvidenceWriter
 from mcp_tap.gate import GateRequest, evaluate
 from mcp_tap.gate.attest import ed25519_public_hex
-from mcp_tap.gate.fields import gate_record
+from mcp_tap.gate.fields import decode_checked, gate_record
 from mcp_tap.gate.policy import EvidencePolicy, Policy
 
 KEY = bytes(range(40, 72))  # a deterministic, non-secret test key (raw Ed25519 seed)
@@ -75,11 +75,11 @@ def test_trusted_bundle_same_decision_as_the_full_parse(
     bundle = _bundle(tmp_path / "b", _varied())
     calls: list[bytes] = []
 
-    def counted(line: bytes) -> dict[str, Any] | None:
-        calls.append(line)
-        return gate_record(line)
+    def counted(line: bytes | memoryview) -> dict[str, Any] | None:
+        calls.append(bytes(line))
+        return decode_checked(line)
 
-    monkeypatch.setattr(evaluation, "gate_record", counted)
+    monkeypatch.setattr(evaluation, "decode_checked", counted)
     trusted = Policy(evidence=EvidencePolicy(
         trusted_keys=(bytes.fromhex(ed25519_public_hex(KEY)),), require_signed=True))
     fast = _summaries(bundle, trusted)

@@ -44,7 +44,7 @@ from mcp_tap.gate.decision import (
     judge_hop,
     sdk_source,
 )
-from mcp_tap.gate.fields import gate_record
+from mcp_tap.gate.fields import decode_checked
 from mcp_tap.gate.health import WindowTally, evaluate_health
 from mcp_tap.gate.policy import Policy, load_policy
 from mcp_tap.gate.rollback import check_rollback, missing_rollback, resolve_trust
@@ -172,7 +172,7 @@ class _Feed:
                 if sdk is not False:
                     sdk.add(record)
 
-    def line(self, _line: bytes, record: dict[str, Any]) -> None:
+    def line(self, _line: bytes | memoryview, record: dict[str, Any]) -> None:
         """verify's consumer: the stored record of a current-format bundle (no migration)."""
         self.add(record)
 
@@ -229,7 +229,7 @@ def _scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
         # (mcp_tap.gate.fields); whether its signer is acceptable is judged later, by the
         # integrity source, exactly as for any other bundle.
         report = verify_bundle(path, consumer=feed.line,
-                               fast_keys=policy.evidence.trusted_keys, decode=gate_record)
+                               fast_keys=policy.evidence.trusted_keys, decode=decode_checked)
     else:
         report = verify_bundle(path)
     problems = tuple((str(p.kind), str(p.severity), str(p.message)) for p in report.problems)
