@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
+
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.rulecounts import RuleCount, merge_rule_counts
@@ -251,6 +253,11 @@ def _request_version(record: Mapping[str, Any]) -> str | None:
         named: str = meta[_PROTOCOL_VERSION_META_KEY]
         return named
     headers = ingress.get("headers")
+    if type(headers) is msgspec.Raw:  # the gate's parse of a trusted line leaves them raw
+        try:
+            headers = _decode_any(headers)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            headers = None
     if isinstance(headers, list):
         for pair in headers:
             if (
@@ -263,6 +270,8 @@ def _request_version(record: Mapping[str, Any]) -> str | None:
                 return pair[1]
     return None
 
+
+_decode_any: Final = msgspec.json.Decoder().decode
 
 _Outcome = tuple[str, str, str, list[Finding], list[Finding], str | None]
 
