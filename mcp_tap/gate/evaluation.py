@@ -152,25 +152,36 @@ class _Feed:
         self.gaps: list[tuple[int, str]] = []
         self.sdk: Any = None  # the bundle's SdkDiffTally, made at the first exchange
         self.unreadable = False
+        # A candidate feeds every tally; a baseline only the health window.
+        self.candidate = scan.conformance is not None and scan.hop is not None
 
     def add(self, record: dict[str, Any]) -> None:
-        """Count one record (already upgraded to the current format)."""
+        """Count one record (already upgraded to the current format).
+
+        Once per record: the kind is read once and each tally gets only what it counts
+        (the health window and the conformance and SDK tallies count exchanges; the hop
+        tally, an exchange's findings and hop-comparison records).
+        """
         scan = self.scan
         self.records += 1
         self.last = record
         kind = record.get("kind")
-        if kind == "gap":
-            self.gaps.extend(gaps_of((record,)))
-        scan.window.add(record)
-        if scan.conformance is not None and scan.hop is not None:
-            scan.conformance.add(record)
-            scan.hop.add(record)
-            if kind == "exchange":
+        if kind == "exchange":
+            scan.window.add_exchange(record)
+            if self.candidate:
+                scan.conformance.add_exchange(record)  # type: ignore[union-attr]
+                if record.get("findings"):
+                    scan.hop.add(record)  # type: ignore[union-attr]
                 sdk = self.sdk
                 if sdk is None:
                     sdk = self.sdk = _sdk_tally(scan, self.policy)
                 if sdk is not False:
-                    sdk.add(record)
+                    sdk.add_exchange(record)
+            return
+        if kind == "gap":
+            self.gaps.extend(gaps_of((record,)))
+        if self.candidate:
+            scan.hop.add(record)  # type: ignore[union-attr]
 
     def line(self, _line: bytes | memoryview, record: dict[str, Any]) -> None:
         """verify's consumer: the stored record of a current-format bundle (no migration)."""

@@ -204,6 +204,14 @@ def remembered_split(method: str, version: str, result: Any,
     ``result`` may be a :class:`~mcp_tap.evidence.known.KnownJson` (the gate's parse of a
     trusted line): its bytes are the memo key, so a repeated result costs only the lookup.
     """
+    reported, allowed = split_findings(method, version, result, allowlist)
+    return list(reported), list(allowed)
+
+
+def split_findings(method: str, version: str, result: Any, allowlist: frozenset[str]
+                   ) -> tuple[tuple[Finding, ...], tuple[Finding, ...]]:
+    """:func:`remembered_split` as the remembered tuples themselves (shared: not to be
+    changed), for a caller that copies them only when it keeps them."""
     if type(result) is KnownJson:
         raw: bytes = result.raw
         result = result.value
@@ -211,9 +219,16 @@ def remembered_split(method: str, version: str, result: Any,
         try:
             raw = orjson.dumps(result)
         except orjson.JSONEncodeError:
-            return _split(differences(method, version, result), allowlist)
+            reported, allowed = _split(differences(method, version, result), allowlist)
+            return tuple(reported), tuple(allowed)
     if len(raw) > _MEMO_MAX_BYTES:
-        return _split(_remembered_differences(method, version, result, raw), allowlist)
+        reported, allowed = _split(_remembered_differences(method, version, result, raw),
+                                   allowlist)
+        return tuple(reported), tuple(allowed)
+    key = (method, version, raw, allowlist)
+    outcome = _split_memo.get(key)
+    if outcome is not None and type(outcome) is tuple:
+        return outcome  # the common case: a result seen before
     value = result
 
     def split() -> tuple[tuple[Finding, ...], tuple[Finding, ...]]:
@@ -221,8 +236,7 @@ def remembered_split(method: str, version: str, result: Any,
                                    allowlist)
         return tuple(reported), tuple(allowed)
 
-    reported, allowed = _recalled(_split_memo, (method, version, raw, allowlist), split)
-    return list(reported), list(allowed)
+    return _recalled(_split_memo, key, split)
 
 
 def _split(
