@@ -274,6 +274,10 @@ class _Verifier:
         prev: Any
         digest: Any
         number = 0
+        # The verifier's running counts, kept in locals on the hot path (and stored back
+        # around every call that reads or changes them).
+        records, exchanges, max_seq, chain_head = (self.records, self.exchanges, self.max_seq,
+                                                   self.head)
         # Each block is whole lines (a last one may lack its newline); a line is a
         # memoryview into it, so it is neither copied nor split out: it is hashed, decoded
         # and handed on in place.
@@ -329,27 +333,35 @@ class _Verifier:
                         hasher.update(b"}")
                         actual = hasher.hexdigest()
                 if actual is None:
+                    self.records, self.exchanges = records, exchanges
+                    self.max_seq, self.head = max_seq, chain_head
                     stored = self.line(name, number, bytes(line), complete)
+                    records, exchanges = self.records, self.exchanges
+                    max_seq, chain_head = self.max_seq, self.head
                     if stored is None:
                         continue
                     seq, prev, digest = stored
                 else:
-                    self.records += 1
+                    records += 1
                     if actual != digest:
                         self.problem("digest", f"record seq {seq} in {name}: digest mismatch",
                                      segment=name, seq=seq)
-                    if seq == self.max_seq + 1 and seq and prev == self.head:
-                        self.max_seq, self.head = seq, digest  # the common case: in order
+                    if seq == max_seq + 1 and seq and prev == chain_head:
+                        max_seq, chain_head = seq, digest  # the common case: in order
                     else:
+                        self.max_seq, self.head = max_seq, chain_head
                         self.order(name, seq, prev, digest)
+                        max_seq, chain_head = self.max_seq, self.head
                     if kind == "exchange":
-                        self.exchanges += 1
+                        exchanges += 1
                     if consumer is not None:
                         consumer(line, record)
                 if first is None:
                     first = Stored(seq, prev, digest, name)
                 count += 1
                 last_seq, last_prev, last_digest = seq, prev, digest
+        self.records, self.exchanges = records, exchanges
+        self.max_seq, self.head = max_seq, chain_head
         self.segment_count = count
         self.segment_last = Stored(last_seq, last_prev, last_digest, name) if count else None
         return first

@@ -156,7 +156,12 @@ class _Feed:
         self.candidate = scan.conformance is not None and scan.hop is not None
 
     def add(self, record: dict[str, Any]) -> None:
-        """Count one record (already upgraded to the current format).
+        """Count one record (already upgraded to the current format)."""
+        self.line(b"", record)
+
+    def line(self, _line: bytes | memoryview, record: dict[str, Any]) -> None:
+        """Count one record: verify's consumer (the stored record of a current-format
+        bundle, no migration needed), and :meth:`add`'s body.
 
         Once per record: the kind is read once and each tally gets only what it counts
         (the health window and the conformance and SDK tallies count exchanges; the hop
@@ -182,10 +187,6 @@ class _Feed:
             self.gaps.extend(gaps_of((record,)))
         if self.candidate:
             scan.hop.add(record)  # type: ignore[union-attr]
-
-    def line(self, _line: bytes | memoryview, record: dict[str, Any]) -> None:
-        """verify's consumer: the stored record of a current-format bundle (no migration)."""
-        self.add(record)
 
     def finish(self, report: Any, role: str, ok: bool, problems: tuple[tuple[str, str, str], ...],
                stated: Mapping[str, Any]) -> BundleScan:

@@ -33,9 +33,12 @@ import msgspec
 from mcp_tap.evidence.head import DECODE_ERRORS, valid_utf8
 from mcp_tap.evidence.known import KnownValues
 
+# Of a request's _meta only the protocol revision is read (the SDK differential).
+_Meta = TypedDict("_Meta", {"io.modelcontextprotocol/protocolVersion": Any}, total=False)
+
 
 class _Params(TypedDict, total=False):
-    _meta: Any
+    _meta: _Meta
 
 
 class _Request(TypedDict, total=False):
@@ -81,7 +84,6 @@ class _Origin(TypedDict, total=False):
     firstByteAt: Any
     truncated: Any
     ended: Any
-    contentType: Any
 
 
 class _Egress(TypedDict, total=False):
@@ -106,7 +108,6 @@ class GateRecord(TypedDict, total=False):
     method: Any
     era: Any
     exchangeId: Any
-    exchangeIds: Any
     box: Any
     between: Any
     boxes: Any
