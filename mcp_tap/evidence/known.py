@@ -37,33 +37,51 @@ _decode_any: Final = msgspec.json.Decoder().decode
 _errors: Final = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 
 
+_TAIL: Final = 64  # bytes of a text's end that find its entry (the whole text is compared)
+_SAME_TAIL: Final = 8  # texts kept per tail
+
+
 class KnownValues:
     """Each distinct JSON text decoded once, remembered in bounded memory (at most
     :data:`_ENTRIES` texts of at most :data:`_MAX_BYTES` each; a longer text is decoded
     every time). The decode is msgspec's of any JSON value, exactly what a decoder typed
-    ``Any`` gives for that member of a line."""
+    ``Any`` gives for that member of a line.
 
-    __slots__ = ("known",)
+    Texts are found by their last :data:`_TAIL` bytes and then compared whole: hashing a
+    fresh copy of every text (a few KB per record) would cost more than the comparison.
+    """
+
+    __slots__ = ("count", "known")
 
     def __init__(self) -> None:
         """Start empty."""
-        self.known: dict[bytes, KnownJson] = {}
+        self.known: dict[bytes, list[KnownJson]] = {}
+        self.count = 0
 
     def get(self, raw: msgspec.Raw) -> KnownJson | None:
         """The value of the JSON text ``raw``, or None when msgspec rejects it (a number
         out of range, nesting past its limit: the caller then parses the line fully)."""
         text = bytes(raw)
-        known = self.known.get(text)
-        if known is not None:
-            return known
+        tail = text[-_TAIL:]
+        same = self.known.get(tail)
+        if same is not None:
+            for known in same:
+                if known.raw == text:
+                    return known
         try:
             known = KnownJson(text, _decode_any(text))
         except _errors:
             return None
         if len(text) <= _MAX_BYTES:
-            if len(self.known) >= _ENTRIES:
-                del self.known[next(iter(self.known))]  # the oldest
-            self.known[text] = known
+            if self.count >= _ENTRIES:
+                self.known.clear()  # rare (a capture of ever-new results): start over
+                self.count = 0
+                same = None
+            if same is None:
+                same = self.known[tail] = []
+            if len(same) < _SAME_TAIL:
+                same.append(known)
+                self.count += 1
         return known
 
 
