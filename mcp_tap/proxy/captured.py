@@ -103,9 +103,35 @@ def _headers(head: Head | None, same: HeaderMap | None = None) -> HeaderMap:
         assert same is not None
         return same
     if isinstance(head, bytes):
-        return _header_map(head_pairs(head))
+        return _head_map(head)
     # latin-1 maps every byte, so any header byte survives to evidence and back.
     return _header_map(tuple([(k.decode("latin-1"), v.decode("latin-1")) for k, v in head]))
+
+
+def _head_map(raw: bytes) -> HeaderMap:
+    """``_header_map(head_pairs(raw))``, in one loop when no line is folded (the usual head)."""
+    text = raw.decode("latin-1")
+    if "\r\n " in text or "\r\n\t" in text:
+        return _header_map(head_pairs(raw))
+    lines = text.split("\r\n")
+    del lines[0]  # the request or status line
+    del lines[-2:]  # the two empty strings after the last CRLF CRLF
+    pairs = []
+    index: dict[str, list[str]] = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        value = value.strip(" \t")
+        pairs.append((name, value))
+        key = name.lower()
+        values = index.get(key)
+        if values is None:
+            index[key] = [value]
+        else:
+            values.append(value)
+    headers = _new_header_map(HeaderMap)
+    _set_slot(headers, "pairs", tuple(pairs))
+    _set_slot(headers, "_index", index)
+    return headers
 
 
 def _header_map(pairs: tuple[tuple[str, str], ...]) -> HeaderMap:
