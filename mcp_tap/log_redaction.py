@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, MutableMapping
+from collections.abc import Set as AbstractSet
 from typing import Any, Final
 
 import structlog
@@ -38,29 +39,46 @@ def redact_event(_logger: Any, _method: str, event_dict: MutableMapping[str, Any
     return redacted
 
 
-def redaction_is_noop(event_dict: Mapping[str, Any], skip: str = "") -> bool:
+def redaction_is_noop(
+    event_dict: Mapping[str, Any], skip: str = "", vouched: AbstractSet[str] = frozenset()
+) -> bool:
     """Whether :func:`redact_event` would return ``event_dict`` unchanged (cheap, exact).
 
     True when no key names a secret and no string (top level or in a list) has the shape
     the text pass or the URL cut looks for; anything else (nested dicts) says False.
-    ``skip`` names a field the caller vouches for.
+    ``skip`` names a field the caller vouches for, ``vouched`` more of them: fields whose
+    values the caller's code made (rule ids, counts), not copied from the wire. Their
+    names are checked all the same.
     """
-    for key, value in event_dict.items():
+    if not _CLEAN_KEYS.issuperset(event_dict) and not _clean_keys(event_dict, skip):
+        return False
+    for key in event_dict.keys() - vouched if vouched else event_dict:
         if key == skip:
             continue
-        if key not in _CLEAN_KEYS:
-            if _REDACTOR.is_sensitive_key(key):
-                return False
-            if len(_CLEAN_KEYS) < _MAX_CLEAN_KEYS:
-                _CLEAN_KEYS.add(key)
+        value = event_dict[key]
         if isinstance(value, str):
-            if _suspect(value):
+            # _suspect, inline (a call per field costs more than the test)
+            if "=" in value or ":" in value or "earer" in value or "EARER" in value:
                 return False
         elif isinstance(value, list):
             if any(not isinstance(v, str) or _suspect(v) for v in value):
                 return False
         elif value is not None and not isinstance(value, int | float):
             return False
+    return True
+
+
+def _clean_keys(event_dict: Mapping[str, Any], skip: str) -> bool:
+    """Whether no key but ``skip`` names a secret (remembering the keys that do not)."""
+    for key in event_dict:
+        if key in _CLEAN_KEYS:
+            continue
+        if _REDACTOR.is_sensitive_key(key):
+            if key == skip:
+                continue  # the caller vouches for it
+            return False
+        if len(_CLEAN_KEYS) < _MAX_CLEAN_KEYS:
+            _CLEAN_KEYS.add(key)
     return True
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
+from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
 from typing import Any
 
@@ -134,11 +136,19 @@ class LineBatch:
         self._held: list[str] | None = None
         self._mode = _VIA_STRUCTLOG  # while held: decided once, at hold()
 
-    def info(self, event: str, fields: dict[str, Any], bound: dict[str, Any]) -> None:
+    def info(
+        self,
+        event: str,
+        fields: dict[str, Any],
+        bound: dict[str, Any],
+        vouched: AbstractSet[str] = frozenset(),
+    ) -> None:
         """Log ``event`` with ``fields`` at info level (``fields`` is taken over).
 
         ``bound`` is context for this line only, as if bound with
-        ``structlog.contextvars.bound_contextvars``.
+        ``structlog.contextvars.bound_contextvars``. ``vouched`` names fields whose values
+        the caller's code made (never wire data): the check for something to redact skips
+        their values (see :func:`~mcp_tap.log_redaction.redaction_is_noop`).
         """
         mode = self._mode if self._held is not None else _mode()
         if mode == _VIA_STRUCTLOG:
@@ -152,11 +162,10 @@ class LineBatch:
             fields.setdefault(key, value)
         structlog.contextvars.merge_contextvars(None, "info", fields)
         fields["level"] = "info"
-        # What TimeStamper(fmt="iso", utc=True) writes, without its two wrapper calls.
-        fields["timestamp"] = datetime.now(tz=UTC).isoformat().replace("+00:00", "Z")
+        fields["timestamp"] = _utc_stamp()
         stamped: Any = fields
         # The stamp is ours (digits and separators); every other field decides.
-        if not redaction_is_noop(stamped, skip="timestamp"):
+        if not redaction_is_noop(stamped, skip="timestamp", vouched=vouched):
             stamped = redact_event(None, "info", stamped)
         line = _dumps(stamped)
         if self._held is not None:
@@ -181,6 +190,19 @@ class LineBatch:
 
 
 _VIA_STRUCTLOG, _SILENT, _DIRECT = range(3)
+_stamped_second = [-1, ""]  # the last whole second stamped, and its text
+
+
+def _utc_stamp() -> str:
+    """What TimeStamper(fmt="iso", utc=True) writes, ``datetime.now(tz=UTC).isoformat()``
+    with "Z" for "+00:00", with the date and time of day formatted once per second (the
+    clock read and rounded as ``datetime.now`` reads and rounds it: to the microsecond,
+    down)."""
+    second, nanos = divmod(time.time_ns(), 1_000_000_000)
+    if second != _stamped_second[0]:
+        _stamped_second[:] = second, datetime.fromtimestamp(second, tz=UTC).isoformat()[:19]
+    micros = nanos // 1000
+    return f"{_stamped_second[1]}.{micros:06d}Z" if micros else f"{_stamped_second[1]}Z"
 
 
 def _mode() -> int:

@@ -8,8 +8,9 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mcp_tap.core.headers import HeaderMap
 from mcp_tap.proxy.capture import RawBody, RawExchange
-from mcp_tap.proxy.captured import Captured, head_pairs, materialize
+from mcp_tap.proxy.captured import Captured, _head_map, head_pairs, materialize
 from mcp_tap.proxy.splice.head import parse_head
 
 
@@ -24,6 +25,10 @@ def test_head_pairs_decode_what_parse_head_cuts(lines: list[bytes], start: bytes
     expected = tuple((k.decode("latin-1"), v.decode("latin-1"))
                      for k, v in parse_head(raw).pairs())
     assert head_pairs(raw) == expected
+    # The header map materialize makes: the same pairs, and the index HeaderMap builds.
+    made = _head_map(raw)
+    assert made.pairs == expected
+    assert made._index == HeaderMap(expected)._indexed()
 
 
 def test_materialize_sets_every_field_of_captured() -> None:

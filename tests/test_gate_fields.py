@@ -15,7 +15,7 @@ import mcp_tap.gate.evaluation as evaluation
 from mcp_tap.evidence import EvidenceWriter
 from mcp_tap.gate import GateRequest, evaluate
 from mcp_tap.gate.attest import ed25519_public_hex
-from mcp_tap.gate.fields import gate_record
+from mcp_tap.gate.fields import decode_checked, gate_record
 from mcp_tap.gate.policy import EvidencePolicy, Policy
 
 KEY = bytes(range(40, 72))  # a deterministic, non-secret test key (raw Ed25519 seed)
@@ -75,11 +75,11 @@ def test_trusted_bundle_same_decision_as_the_full_parse(
     bundle = _bundle(tmp_path / "b", _varied())
     calls: list[bytes] = []
 
-    def counted(line: bytes) -> dict[str, Any] | None:
-        calls.append(line)
-        return gate_record(line)
+    def counted(line: bytes | memoryview) -> dict[str, Any] | None:
+        calls.append(bytes(line))
+        return decode_checked(line)
 
-    monkeypatch.setattr(evaluation, "gate_record", counted)
+    monkeypatch.setattr(evaluation, "decode_checked", counted)
     trusted = Policy(evidence=EvidencePolicy(
         trusted_keys=(bytes.fromhex(ed25519_public_hex(KEY)),), require_signed=True))
     fast = _summaries(bundle, trusted)
@@ -101,3 +101,29 @@ def test_lines_it_leaves_to_the_full_parse() -> None:
                 line.replace(b'"receivedAt":1.0', b'"body":[{"id":1}]'),
                 line.replace(b'"receivedAt":1.0', b'"body":{"params":[1]}')):
         assert gate_record(bad) is None, bad
+
+
+def test_raw_members_read_as_the_full_parse_reads_them() -> None:
+    """The members the gate's parse leaves raw (a result, the request's headers) give the
+    SDK differential what the full parse gives: the revision from a legacy header, the same
+    split of a result, each distinct result decoded once and shared."""
+    from mcp_tap.evidence.known import KnownJson
+    from mcp_tap.sdkdiff.compare import remembered_split
+    from mcp_tap.sdkdiff.records import _request_version
+
+    record = exchange(3)
+    record["ingress"]["body"]["params"] = {}
+    record["ingress"]["headers"] = [["Host", "h"], ["MCP-Protocol-Version", "2025-06-18"]]
+    record.update(seq=3, prev="p", digest="d")
+    line = orjson.dumps(record)
+    fast, other = gate_record(line), gate_record(line)
+    assert fast is not None and other is not None
+    assert _request_version(fast) == _request_version(record) == "2025-06-18"
+    known = fast["origin"]["body"]["result"]
+    assert type(known) is KnownJson and other["origin"]["body"]["result"] is known
+    assert known.value == record["origin"]["body"]["result"]
+    result = record["origin"]["body"]["result"]
+    assert remembered_split("tools/list", "2026-07-28", known, frozenset()) == (
+        remembered_split("tools/list", "2026-07-28", result, frozenset()))
+    broken = line.replace(b'"ttlMs":0', b'"ttlMs":1e400')
+    assert gate_record(broken) is None  # a result msgspec rejects: the full parse judges it

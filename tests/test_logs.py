@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 import structlog
 
+from mcp_tap import logs
 from mcp_tap.logs import (
     LineBatch,
     configure_logging,
@@ -122,6 +124,27 @@ class TestLineBatch:
         (line,) = lines()
         assert "s3cr3t" not in json.dumps(line)
         assert line["method"] == "x?token=[REDACTED]"
+
+    def test_vouched_fields_skip_the_value_check_and_no_other(self, lines: Any) -> None:
+        """A field the caller vouches for is written as given; a wire field next to it
+        still goes through the redaction, and so do the vouched ones then."""
+        batch = LineBatch("mcp_tap.proxy")
+        batch.info("exchange", {**_exchange_fields(), "hop": "a:b"}, {}, frozenset({"hop"}))
+        batch.info("exchange", {**_exchange_fields("x?token=s3cr3t"), "hop": "h?token=t0k3n"},
+                   {}, frozenset({"hop"}))
+        vouched, wire = lines()
+        assert vouched["hop"] == "a:b" and vouched["method"] == "tools/list"
+        assert "s3cr3t" not in json.dumps(wire) and "t0k3n" not in json.dumps(wire)
+
+    def test_the_stamp_is_datetimes_isoformat(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The line's timestamp is what TimeStamper(fmt="iso", utc=True) writes for the same
+        clock reading: microseconds rounded down, none written on a whole second."""
+        for ns in (1_796_386_675_737_226_999, 1_796_386_676_000_000_000, 1_796_386_676_000_000_999,
+                   1_796_386_676_000_001_000, 946_684_799_999_999_999):
+            monkeypatch.setattr(logs.time, "time_ns", lambda ns=ns: ns)
+            expected = datetime.fromtimestamp(ns // 10**9, tz=UTC).replace(
+                microsecond=ns // 1000 % 10**6)
+            assert logs._utc_stamp() == expected.isoformat().replace("+00:00", "Z")
 
     def test_held_lines_are_written_on_release(self, lines: Any) -> None:
         """Nothing reaches stderr between hold and release; then every line, in order."""

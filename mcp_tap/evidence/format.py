@@ -85,8 +85,8 @@ _LINE_OPTIONS: Final = (
 )
 
 # A format-2 line ends in this member: `,"digest":"` + 64 hex digits + `"}`.
-_DIGEST_MEMBER: Final = b',"digest":"'
-_DIGEST_TAIL: Final = len(_DIGEST_MEMBER) + 64 + 2
+DIGEST_MEMBER: Final = b',"digest":"'
+DIGEST_TAIL: Final = len(DIGEST_MEMBER) + 64 + 2
 
 _SEGMENT_RE: Final = re.compile(r"^segment-(\d{6,})\.jsonl$")
 _MANIFEST_RE: Final = re.compile(r"^segment-(\d{6,})\.manifest\.json$")
@@ -130,7 +130,7 @@ def encode_record(record: Mapping[str, Any]) -> tuple[bytes, str]:
     record_hash = sha256_hex(body)
     if body == b"{}":
         return b'{"digest":"' + record_hash.encode() + b'"}\n', record_hash
-    return body[:-1] + _DIGEST_MEMBER + record_hash.encode() + b'"}\n', record_hash
+    return body[:-1] + DIGEST_MEMBER + record_hash.encode() + b'"}\n', record_hash
 
 
 def line_digest(line: bytes) -> str | None:
@@ -138,8 +138,8 @@ def line_digest(line: bytes) -> str | None:
     closed again), or None when the line is not in that layout (then hash the parsed record
     with :func:`record_digest`). ``line`` is without its newline.
     """
-    tail = len(line) - _DIGEST_TAIL
-    if tail < 1 or not line.startswith(_DIGEST_MEMBER, tail):
+    tail = len(line) - DIGEST_TAIL
+    if tail < 1 or not line.startswith(DIGEST_MEMBER, tail):
         return None
     # Hash in place (no copy of the line): SHA-256 of line[:tail] + "}".
     hasher = hashlib.sha256(memoryview(line)[:tail])

@@ -42,6 +42,9 @@ class RecordHead(msgspec.Struct, frozen=True):
 
 
 _decode: Final = msgspec.json.Decoder(RecordHead).decode
+decode_head: Final = _decode
+"""The chain fields of a line (bytes or a memoryview), raising one of
+:data:`DECODE_ERRORS`; unlike :func:`line_head` it leaves the UTF-8 check to the caller."""
 # RecursionError: msgspec's nesting limit (orjson's is 1024 levels; the full parse decides).
 DECODE_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 
@@ -55,16 +58,16 @@ def line_head(line: bytes) -> RecordHead | None:
     return head if valid_utf8(line) else None
 
 
-def valid_utf8(line: bytes) -> bool:
+def valid_utf8(line: bytes | memoryview) -> bool:
     """Whether ``line`` is valid UTF-8 (orjson rejects a line that is not; msgspec's
     partial decode may skip the bad bytes, so a fast path must check)."""
-    if line.isascii():
+    if type(line) is bytes and line.isascii():
         return True
     try:
-        line.decode("utf-8")
+        str(line, "utf-8")
     except UnicodeDecodeError:
         return False
     return True
 
 
-__all__ = ["DECODE_ERRORS", "RecordHead", "line_head", "valid_utf8"]
+__all__ = ["DECODE_ERRORS", "RecordHead", "decode_head", "line_head", "valid_utf8"]

@@ -133,14 +133,15 @@ def list_segments(path: str | Path) -> list[SegmentFiles]:
 class SegmentScan:
     """One chunked pass over a segment file: its lines, and (afterwards) its size and SHA-256.
 
-    :meth:`lines` yields ``(number, line, complete)`` (the line without its newline;
-    ``complete`` is False for a last line without one) while hashing the bytes, so a
-    segment is read once, in :data:`_CHUNK` pieces, whatever its size. An unreadable file
-    is an :class:`InputError` naming it.
+    :meth:`blocks` yields the file in pieces of whole lines, and :meth:`lines` yields
+    ``(number, line, complete)`` (the line without its newline; ``complete`` is False for a
+    last line without one); both hash the bytes as they are read, so a segment is read
+    once, in :data:`_CHUNK` pieces, whatever its size. An unreadable file is an
+    :class:`InputError` naming it.
     """
 
     def __init__(self, path: Path) -> None:
-        """Prepare to read ``path``; nothing is read before :meth:`lines`."""
+        """Prepare to read ``path``; nothing is read before :meth:`blocks` or :meth:`lines`."""
         self.path = path
         self.size = 0
         self._hash = hashlib.sha256()
@@ -150,15 +151,21 @@ class SegmentScan:
         """The lowercase hex SHA-256 of the bytes read so far (the whole file after lines())."""
         return self._hash.hexdigest()
 
-    def lines(self) -> Iterator[tuple[int, bytes, bool]]:
-        """Yield every line of the file in order (see the class docstring)."""
+    def blocks(self) -> Iterator[bytes]:
+        """Yield the file in order as pieces that each end just after a newline, except a
+        last piece that is a line without one (a cut-short segment).
+
+        Each piece is a read of about :data:`_CHUNK` bytes cut at its last newline (a line
+        longer than that is one piece), so a caller finds the lines of a piece with
+        ``bytes.find`` and slices them as memoryviews: no copy of a line is made, and the
+        file's SHA-256 is fed from the same reads.
+        """
         try:
             handle = open(self.path, "rb")  # noqa: SIM115 - closed in the finally below
         except OSError as exc:
             raise InputError(
                 f"cannot read evidence file {self.path}: {exc.strerror or exc}") from None
-        number = 0
-        rest = b""
+        pending: list[bytes] = []  # the start of a line that crosses reads
         try:
             while True:
                 try:
@@ -170,15 +177,34 @@ class SegmentScan:
                     break
                 self.size += len(chunk)
                 self._hash.update(chunk)
-                pieces = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")
-                rest = pieces.pop()
-                for piece in pieces:
-                    number += 1
-                    yield number, piece, True
+                cut = chunk.rfind(b"\n") + 1
+                if not cut:
+                    pending.append(chunk)
+                    continue
+                if pending:
+                    pending.append(chunk[:cut])
+                    yield b"".join(pending)
+                    pending = []
+                else:
+                    yield chunk if cut == len(chunk) else chunk[:cut]
+                if cut < len(chunk):
+                    pending.append(chunk[cut:])
         finally:
             handle.close()
-        if rest:
-            yield number + 1, rest, False
+        if pending:
+            yield b"".join(pending)
+
+    def lines(self) -> Iterator[tuple[int, bytes, bool]]:
+        """Yield every line of the file in order (see the class docstring)."""
+        number = 0
+        for block in self.blocks():
+            pieces = block.split(b"\n")
+            last = pieces.pop()  # b"" after a final newline, else a line without one
+            for piece in pieces:
+                number += 1
+                yield number, piece, True
+            if last:
+                yield number + 1, last, False
 
 
 def parse_lines(data: bytes) -> list[Line]:

@@ -39,6 +39,7 @@ An unreadable directory or an unknown format is not a finding but an error
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -50,6 +51,8 @@ import orjson
 from mcp_tap.errors import BundleFormatError
 from mcp_tap.evidence.closing import _text, check_closed
 from mcp_tap.evidence.format import (
+    DIGEST_MEMBER,
+    DIGEST_TAIL,
     ED25519,
     END_CLOSED,
     SIGNATURE,
@@ -59,7 +62,7 @@ from mcp_tap.evidence.format import (
     upgrade_manifest,
     upgrade_record,
 )
-from mcp_tap.evidence.head import line_head
+from mcp_tap.evidence.head import DECODE_ERRORS, decode_head, valid_utf8
 from mcp_tap.evidence.order import OrderPass, Stored, holes
 from mcp_tap.evidence.problems import (
     LOSS_KINDS,
@@ -81,8 +84,12 @@ from mcp_tap.evidence.signing import signature_valid
 __all__ = ["LOSS_KINDS", "Problem", "RecordConsumer", "VerifyReport", "verify_bundle",
            "verify_bundles"]
 
-RecordConsumer = Callable[[bytes, dict[str, Any]], None]
-"""What :func:`verify_bundle` hands each record to: ``(line, parsed record)``."""
+LineDecoder = Callable[[bytes | memoryview], dict[str, Any] | None]
+"""A cheaper parse of a record line that verify may hand its consumer (``decode=``)."""
+
+RecordConsumer = Callable[[bytes | memoryview, dict[str, Any]], None]
+"""What :func:`verify_bundle` hands each record to: ``(line, parsed record)``; the line may
+be a memoryview into verify's read buffer, valid during the call (copy it to keep it)."""
 
 def _record_digest(record: dict[str, Any]) -> str | None:
     """:func:`record_digest`, or None for a record canonical JSON cannot hold (too deep)."""
@@ -111,7 +118,7 @@ class _Verifier:
     def __init__(self, root: Path, bundle_format: int, meta: dict[str, Any],
                  trusted_keys: Sequence[bytes], require_signed: bool,
                  consumer: RecordConsumer | None = None, *, fast_keys: Sequence[bytes] = (),
-                 decode: Callable[[bytes], dict[str, Any] | None] | None = None) -> None:
+                 decode: LineDecoder | None = None) -> None:
         self.root = root
         self.consumer = consumer
         self.fast_keys = tuple(fast_keys)
@@ -233,7 +240,7 @@ class _Verifier:
 
         The hot loop of verify: one SHA-256 per record over the line as stored, and its
         chain fields. For a bundle whose ``bundle.json`` verifies under a trusted key, those
-        come from :func:`~mcp_tap.evidence.head.line_head` (the line's syntax checked whole,
+        come from :func:`~mcp_tap.evidence.head.decode_head` (the line's syntax checked whole,
         nothing else built); a line the fast path cannot vouch for, a gap record (its count
         is needed) and a format-1 line go through :meth:`line`, the full parse.
 
@@ -259,55 +266,102 @@ class _Verifier:
         # The consumer's own cheaper parse, where the fast path would be taken.
         decode = (self.decode if self.decode is not None and consumer is not None
                   and self.format >= 2 and self.trusted_signer else None)
-        head_of, digest_of = line_head, line_digest
+        head_errors = DECODE_ERRORS
         loads, error = orjson.loads, orjson.JSONDecodeError
+        sha256 = hashlib.sha256
+        member, member_tail = DIGEST_MEMBER, DIGEST_TAIL
         seq: Any
         prev: Any
         digest: Any
-        for number, line, complete in scan.lines():
-            record: Any = None
-            kind: object = None
-            if fast and complete:
-                head = head_of(line)
-                if head is not None:
-                    seq, prev, digest, kind = head.seq, head.prev, head.digest, head.kind
-            elif parse and complete:
-                if decode is not None:
-                    record = decode(line)
+        number = 0
+        # The verifier's running counts, kept in locals on the hot path (and stored back
+        # around every call that reads or changes them).
+        records, exchanges, max_seq, chain_head = (self.records, self.exchanges, self.max_seq,
+                                                   self.head)
+        # Each block is whole lines (a last one may lack its newline); a line is a
+        # memoryview into it, so it is neither copied nor split out: it is hashed, decoded
+        # and handed on in place.
+        for block in scan.blocks():
+            view = memoryview(block)
+            find = block.find
+            size = len(block)
+            # The fast paths' decoders skip over members without checking their UTF-8;
+            # a block that is valid UTF-8 has only valid lines (a newline never sits
+            # inside a character), so the check is made once per block, not per line.
+            block_utf8 = valid_utf8(block) if fast or decode is not None else False
+            pos = 0
+            while pos < size:
+                end = find(b"\n", pos)
+                complete = end >= 0
+                if not complete:
+                    end = size
+                number += 1
+                line = view[pos:end]
+                start, pos = pos, end + 1
+                record: Any = None
+                kind: object = None
+                if fast and complete:
+                    if block_utf8 or valid_utf8(line):
+                        try:
+                            head = decode_head(line)
+                        except head_errors:
+                            pass
+                        else:
+                            seq, prev, digest, kind = head.seq, head.prev, head.digest, head.kind
+                elif parse and complete:
+                    if decode is not None:
+                        if block_utf8 or valid_utf8(line):
+                            record = decode(line)
+                    else:
+                        try:
+                            record = loads(line)
+                        except error:
+                            record = None
+                    if type(record) is dict:
+                        seq, prev = record.get("seq"), record.get("prev")
+                        digest, kind = record.get("digest"), record.get("kind")
+                        if (type(seq) is not int or seq < 0 or type(prev) is not str
+                                or type(digest) is not str or type(kind) is not str):
+                            kind = None
+                actual = None
+                if kind is not None and kind != "gap":
+                    # The format-2 digest, hashed in place: SHA-256 of the line up to its
+                    # closing digest member, then "}" (what line_digest computes).
+                    tail = end - member_tail
+                    if tail > start and block.startswith(member, tail):
+                        hasher = sha256(view[start:tail])
+                        hasher.update(b"}")
+                        actual = hasher.hexdigest()
+                if actual is None:
+                    self.records, self.exchanges = records, exchanges
+                    self.max_seq, self.head = max_seq, chain_head
+                    stored = self.line(name, number, bytes(line), complete)
+                    records, exchanges = self.records, self.exchanges
+                    max_seq, chain_head = self.max_seq, self.head
+                    if stored is None:
+                        continue
+                    seq, prev, digest = stored
                 else:
-                    try:
-                        record = loads(line)
-                    except error:
-                        record = None
-                if type(record) is dict:
-                    seq, prev = record.get("seq"), record.get("prev")
-                    digest, kind = record.get("digest"), record.get("kind")
-                    if (type(seq) is not int or seq < 0 or type(prev) is not str
-                            or type(digest) is not str or type(kind) is not str):
-                        kind = None
-            actual = digest_of(line) if kind is not None and kind != "gap" else None
-            if actual is None:
-                stored = self.line(name, number, line, complete)
-                if stored is None:
-                    continue
-                seq, prev, digest = stored
-            else:
-                self.records += 1
-                if actual != digest:
-                    self.problem("digest", f"record seq {seq} in {name}: digest mismatch",
-                                 segment=name, seq=seq)
-                if seq == self.max_seq + 1 and seq and prev == self.head:
-                    self.max_seq, self.head = seq, digest  # the common case: in order, linked
-                else:
-                    self.order(name, seq, prev, digest)
-                if kind == "exchange":
-                    self.exchanges += 1
-                if consumer is not None:
-                    consumer(line, record)
-            if first is None:
-                first = Stored(seq, prev, digest, name)
-            count += 1
-            last_seq, last_prev, last_digest = seq, prev, digest
+                    records += 1
+                    if actual != digest:
+                        self.problem("digest", f"record seq {seq} in {name}: digest mismatch",
+                                     segment=name, seq=seq)
+                    if seq == max_seq + 1 and seq and prev == chain_head:
+                        max_seq, chain_head = seq, digest  # the common case: in order
+                    else:
+                        self.max_seq, self.head = max_seq, chain_head
+                        self.order(name, seq, prev, digest)
+                        max_seq, chain_head = self.max_seq, self.head
+                    if kind == "exchange":
+                        exchanges += 1
+                    if consumer is not None:
+                        consumer(line, record)
+                if first is None:
+                    first = Stored(seq, prev, digest, name)
+                count += 1
+                last_seq, last_prev, last_digest = seq, prev, digest
+        self.records, self.exchanges = records, exchanges
+        self.max_seq, self.head = max_seq, chain_head
         self.segment_count = count
         self.segment_last = Stored(last_seq, last_prev, last_digest, name) if count else None
         return first
@@ -459,7 +513,7 @@ def verify_bundle(
     require_signed: bool = False,
     consumer: RecordConsumer | None = None,
     fast_keys: Sequence[bytes] = (),
-    decode: Callable[[bytes], dict[str, Any] | None] | None = None,
+    decode: LineDecoder | None = None,
 ) -> VerifyReport:
     """Check the bundle at ``path`` and return every problem found.
 
@@ -478,7 +532,8 @@ def verify_bundle(
     ``fast_keys``: keys under which a valid signature lets verify take its fast path (as
     ``trusted_keys`` do) without making anything stricter; ``decode``: with a consumer, a
     cheaper parse of a record line to hand it on that fast path (it must return None for
-    any line it cannot vouch for, which is then parsed fully; a gap record always is).
+    any line it cannot vouch for, which is then parsed fully; a gap record always is). It
+    is called only with lines whose UTF-8 verify has checked, as bytes or a memoryview.
     """
     root = Path(path)
     bundle_format, meta = read_bundle_meta(root)

@@ -44,7 +44,7 @@ from mcp_tap.gate.decision import (
     judge_hop,
     sdk_source,
 )
-from mcp_tap.gate.fields import gate_record
+from mcp_tap.gate.fields import decode_checked
 from mcp_tap.gate.health import WindowTally, evaluate_health
 from mcp_tap.gate.policy import Policy, load_policy
 from mcp_tap.gate.rollback import check_rollback, missing_rollback, resolve_trust
@@ -152,29 +152,41 @@ class _Feed:
         self.gaps: list[tuple[int, str]] = []
         self.sdk: Any = None  # the bundle's SdkDiffTally, made at the first exchange
         self.unreadable = False
+        # A candidate feeds every tally; a baseline only the health window.
+        self.candidate = scan.conformance is not None and scan.hop is not None
 
     def add(self, record: dict[str, Any]) -> None:
         """Count one record (already upgraded to the current format)."""
+        self.line(b"", record)
+
+    def line(self, _line: bytes | memoryview, record: dict[str, Any]) -> None:
+        """Count one record: verify's consumer (the stored record of a current-format
+        bundle, no migration needed), and :meth:`add`'s body.
+
+        Once per record: the kind is read once and each tally gets only what it counts
+        (the health window and the conformance and SDK tallies count exchanges; the hop
+        tally, an exchange's findings and hop-comparison records).
+        """
         scan = self.scan
         self.records += 1
         self.last = record
         kind = record.get("kind")
-        if kind == "gap":
-            self.gaps.extend(gaps_of((record,)))
-        scan.window.add(record)
-        if scan.conformance is not None and scan.hop is not None:
-            scan.conformance.add(record)
-            scan.hop.add(record)
-            if kind == "exchange":
+        if kind == "exchange":
+            scan.window.add_exchange(record)
+            if self.candidate:
+                scan.conformance.add_exchange(record)  # type: ignore[union-attr]
+                if record.get("findings"):
+                    scan.hop.add(record)  # type: ignore[union-attr]
                 sdk = self.sdk
                 if sdk is None:
                     sdk = self.sdk = _sdk_tally(scan, self.policy)
                 if sdk is not False:
-                    sdk.add(record)
-
-    def line(self, _line: bytes, record: dict[str, Any]) -> None:
-        """verify's consumer: the stored record of a current-format bundle (no migration)."""
-        self.add(record)
+                    sdk.add_exchange(record)
+            return
+        if kind == "gap":
+            self.gaps.extend(gaps_of((record,)))
+        if self.candidate:
+            scan.hop.add(record)  # type: ignore[union-attr]
 
     def finish(self, report: Any, role: str, ok: bool, problems: tuple[tuple[str, str, str], ...],
                stated: Mapping[str, Any]) -> BundleScan:
@@ -229,7 +241,7 @@ def _scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
         # (mcp_tap.gate.fields); whether its signer is acceptable is judged later, by the
         # integrity source, exactly as for any other bundle.
         report = verify_bundle(path, consumer=feed.line,
-                               fast_keys=policy.evidence.trusted_keys, decode=gate_record)
+                               fast_keys=policy.evidence.trusted_keys, decode=decode_checked)
     else:
         report = verify_bundle(path)
     problems = tuple((str(p.kind), str(p.severity), str(p.message)) for p in report.problems)

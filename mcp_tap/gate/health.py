@@ -135,6 +135,7 @@ def _num(value: Any) -> float | None:
 
 
 _EMPTY: Mapping[str, Any] = {}
+_FLUSH_EVERY = 4096  # samples between counting the pending measurements
 
 
 class WindowTally:
@@ -164,14 +165,18 @@ class WindowTally:
         self.end: float | None = None
 
     def add(self, record: Mapping[str, Any]) -> None:
-        """Count one record (only requests among ``exchange`` records are samples).
+        """Count one record (only requests among ``exchange`` records are samples)."""
+        if record.get("kind") == "exchange":
+            self.add_exchange(record)
+
+    def add_exchange(self, record: Mapping[str, Any]) -> None:
+        """Count one ``exchange`` record (the caller checked its kind).
 
         The gate calls this once per exchange, so it is written for speed: plain dict
         lookups, the common float timestamp checked inline (``x - x == 0`` is false only
-        for an infinity or NaN), everything else through :func:`_num`.
+        for an infinity or NaN), everything else through :func:`_num`; measurements are
+        appended to the counts' pending lists and counted in batches.
         """
-        if record.get("kind") != "exchange":
-            return
         record_hop = record.get("hop")
         if type(record_hop) is str:
             self.hops.add(record_hop)
@@ -181,46 +186,49 @@ class WindowTally:
         if self.hop is not None and record_hop != self.hop:
             return
         self.samples += 1
-        ingress = record.get("ingress")
-        if not isinstance(ingress, dict):
-            ingress = _EMPTY
+        if not self.samples % _FLUSH_EVERY:  # keep the pending measurements bounded
+            self.latencies.flush()
+            self.first_events.flush()
+            self.durations.flush()
         origin = record.get("origin")
         if not isinstance(origin, dict):
             origin = _EMPTY
         status = origin.get("status")
-        answered = type(status) is int
         code: int = status if type(status) is int else 0
-        is_tap = record.get("tapError") is not None
-        is_unanswered = not is_tap and not answered
-        is_5xx = 500 <= code <= 599
-        is_4xx = 400 <= code <= 499
         events = origin.get("sse")
-        if not isinstance(events, list):
-            events = ()
+        if not isinstance(events, list) or not events:
+            events = None
         body = origin.get("body")
         is_rpc_error = isinstance(body, dict) and "error" in body and "method" not in body
-        if not is_rpc_error:
+        if not is_rpc_error and events is not None:
             for event in events:
                 data = event.get("data") if isinstance(event, dict) else None
                 if isinstance(data, dict) and "error" in data and "method" not in data:
                     is_rpc_error = True
                     break
-        if is_tap:
+        # A request that never got an upstream answer is a failure whatever the policy
+        # counts; the others count as the policy says.
+        failed = False
+        if record.get("tapError") is not None:
             self.tap += 1
-        elif is_unanswered:
+            failed = True
+        elif type(status) is not int:
             self.unanswered += 1
-        if is_5xx:
+            failed = True
+        counting = self.counting
+        if 500 <= code <= 599:
             self.http_5xx += 1
-        elif is_4xx:
+            failed = failed or counting.http_5xx
+        elif 400 <= code <= 499:
             self.http_4xx += 1
+            failed = failed or counting.http_4xx
         if is_rpc_error:
             self.jsonrpc += 1
-        counting = self.counting
-        # A request that never got an upstream answer is a failure whatever the policy counts.
-        if (is_tap or is_unanswered or (is_5xx and counting.http_5xx)
-                or (is_4xx and counting.http_4xx) or (is_rpc_error and counting.jsonrpc_errors)):
+            failed = failed or counting.jsonrpc_errors
+        if failed:
             self.errors += 1
-        received = ingress.get("receivedAt")
+        ingress = record.get("ingress")
+        received = ingress.get("receivedAt") if isinstance(ingress, dict) else None
         if type(received) is not float or received - received != 0.0:
             received = _num(received)
         end = origin.get("endAt")
@@ -231,21 +239,25 @@ class WindowTally:
             if self.start is None or received < self.start:
                 self.start = received
             if end is not None:
-                self.latencies.add((end - received) * 1000.0)
+                self.latencies.pending.append((end - received) * 1000.0)
             if latest is None or received > latest:
                 latest = received
         if end is not None and (latest is None or end > latest):
             latest = end
         egress = record.get("egress")
         if isinstance(egress, dict):
-            for key in ("endAt", "sentAt"):
-                value = egress.get(key)
-                if type(value) is not float or value - value != 0.0:
-                    value = _num(value)
-                if value is not None and (latest is None or value > latest):
-                    latest = value
+            value = egress.get("endAt")
+            if type(value) is not float or value - value != 0.0:
+                value = _num(value)
+            if value is not None and (latest is None or value > latest):
+                latest = value
+            value = egress.get("sentAt")
+            if type(value) is not float or value - value != 0.0:
+                value = _num(value)
+            if value is not None and (latest is None or value > latest):
+                latest = value
         self.end = latest
-        if events:
+        if events is not None:
             self.sse_streams += 1
             count = len(events)
             self.sse_events += count
@@ -254,11 +266,11 @@ class WindowTally:
             first = events[0]
             first_at = _num(first.get("at")) if isinstance(first, dict) else None
             if first_at is not None and received is not None:
-                self.first_events.add((first_at - received) * 1000.0)
+                self.first_events.pending.append((first_at - received) * 1000.0)
             opened = _num(origin.get("firstByteAt"))
             opened = first_at if opened is None else opened
             if opened is not None and end is not None:
-                self.durations.add((end - opened) * 1000.0)
+                self.durations.pending.append((end - opened) * 1000.0)
 
     def merge(self, other: WindowTally) -> None:
         """Fold in the tally of another bundle (same counting and hop)."""

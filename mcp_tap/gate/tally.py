@@ -141,8 +141,11 @@ class ConformanceTally:
 
     def add(self, record: Mapping[str, Any]) -> None:
         """Count one record (only ``exchange`` records count)."""
-        if record.get("kind") != "exchange":
-            return
+        if record.get("kind") == "exchange":
+            self.add_exchange(record)
+
+    def add_exchange(self, record: Mapping[str, Any]) -> None:
+        """Count one ``exchange`` record (the caller checked its kind)."""
         self.exchanges += 1
         raw_hop = record.get("hop")
         hop = raw_hop if isinstance(raw_hop, str) else ""

@@ -120,17 +120,25 @@ class BodyCapture:
     @classmethod
     def from_raw(cls, raw: RawBody, encoding: str) -> BodyCapture:
         """Decode a forwarded body's kept chunks (bounded by the cap, even for a gzip bomb)."""
-        capture = cls(raw.cap, encoding, raw.size, raw.truncated, ended=raw.ended)
-        if raw.digest:
-            capture.digest = raw.digest
-        else:
-            digest = new_body_hash()
-            for chunk in raw.chunks:
-                digest.update(chunk)
-            capture.digest = digest.hexdigest()
+        return cls.from_state(raw.state(), encoding)
+
+    @classmethod
+    def from_state(cls, state: tuple[Any, ...], encoding: str) -> BodyCapture:
+        """:meth:`from_raw` of a body's hand-off state (:meth:`RawBody.state`)."""
+        cap, chunks, _, size, ended, digest = state
+        kept = len(chunks[0]) if len(chunks) == 1 else sum(map(len, chunks))
+        capture = cls(cap, encoding, size, size > kept, False, ended, digest)
+        if not digest:
+            hasher = new_body_hash()
+            for chunk in chunks:
+                hasher.update(chunk)
+            capture.digest = hasher.hexdigest()
+        if not encoding or encoding == "identity":
+            capture._chunks = list(chunks)
+            return capture
         enc = encoding.strip().lower()
         if enc in ("", "identity"):
-            capture._chunks = list(raw.chunks)
+            capture._chunks = list(chunks)
             return capture
         if enc in ("gzip", "x-gzip"):
             inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -140,14 +148,14 @@ class BodyCapture:
             capture.decode_failed = True  # br, zstd: forwarded untouched, judged as unreadable
             return capture
         kept = 0
-        for chunk in raw.chunks:
+        for chunk in chunks:
             try:
-                data = inflater.decompress(chunk, max(0, raw.cap - kept) + 1)
+                data = inflater.decompress(chunk, max(0, cap - kept) + 1)
             except zlib.error:
                 capture.decode_failed = True
                 return capture
-            if kept + len(data) > raw.cap:
-                data = data[: raw.cap - kept]
+            if kept + len(data) > cap:
+                data = data[: cap - kept]
                 capture.truncated = True
             if data:
                 capture._chunks.append(data)
@@ -283,6 +291,7 @@ class RawExchange:
 _STATE = operator.attrgetter(*RawExchange.__slots__)  # every field at once, in C
 _FLAT_NAMES = tuple(n for n in RawExchange.__slots__ if n not in ("request", "response", "tunnel"))
 _FLAT = operator.attrgetter(*_FLAT_NAMES)
+FLAT_NAMES = _FLAT_NAMES  # the order of the flat values in RawExchange.state()
 
 
 def _exchange_restored(*values: Any) -> RawExchange:

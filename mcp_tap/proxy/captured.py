@@ -8,13 +8,12 @@ so the forwarder never splits a head, hashes a body or decodes a stream.
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.sse import SSEDecoder, SSEError, SSEEvent
-from mcp_tap.proxy.capture import BodyCapture, RawExchange, new_body_hash
+from mcp_tap.proxy.capture import FLAT_NAMES, BodyCapture, Head, RawExchange, new_body_hash
 from mcp_tap.proxy.splice.head import HEAD_END
 
 
@@ -97,18 +96,63 @@ def _restored_captured(state: dict[str, Any]) -> Captured:
     return cap
 
 
-def _headers(
-    pairs: tuple[tuple[bytes, bytes], ...] | bytes | None, same: HeaderMap | None = None
-) -> HeaderMap:
-    """The header map of raw pairs or a raw head; ``same`` when there are none (the head
-    passed as is)."""
-    if pairs is None:
+def _headers(head: Head | None, same: HeaderMap | None = None) -> HeaderMap:
+    """The header map of raw pairs or a raw head, its lookup index built with it; ``same``
+    when there are none (the head passed as is)."""
+    if head is None:
         assert same is not None
         return same
-    if isinstance(pairs, bytes):
-        return HeaderMap(head_pairs(pairs))
+    if isinstance(head, bytes):
+        return _head_map(head)
     # latin-1 maps every byte, so any header byte survives to evidence and back.
-    return HeaderMap(tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in pairs))
+    return _header_map(tuple([(k.decode("latin-1"), v.decode("latin-1")) for k, v in head]))
+
+
+def _head_map(raw: bytes) -> HeaderMap:
+    """``_header_map(head_pairs(raw))``, in one loop when no line is folded (the usual head)."""
+    text = raw.decode("latin-1")
+    if "\r\n " in text or "\r\n\t" in text:
+        return _header_map(head_pairs(raw))
+    lines = text.split("\r\n")
+    del lines[0]  # the request or status line
+    del lines[-2:]  # the two empty strings after the last CRLF CRLF
+    pairs = []
+    index: dict[str, list[str]] = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        value = value.strip(" \t")
+        pairs.append((name, value))
+        key = name.lower()
+        values = index.get(key)
+        if values is None:
+            index[key] = [value]
+        else:
+            values.append(value)
+    headers = _new_header_map(HeaderMap)
+    _set_slot(headers, "pairs", tuple(pairs))
+    _set_slot(headers, "_index", index)
+    return headers
+
+
+def _header_map(pairs: tuple[tuple[str, str], ...]) -> HeaderMap:
+    """``HeaderMap(pairs)`` with the index its first lookup would build, made here in one
+    loop (the judge looks names up in every map; no dataclass ``__init__`` call)."""
+    index: dict[str, list[str]] = {}
+    for name, value in pairs:
+        key = name.lower()
+        values = index.get(key)
+        if values is None:
+            index[key] = [value]
+        else:
+            values.append(value)
+    headers = _new_header_map(HeaderMap)
+    _set_slot(headers, "pairs", pairs)
+    _set_slot(headers, "_index", index)
+    return headers
+
+
+_new_header_map = object.__new__
+_set_slot = object.__setattr__  # HeaderMap is frozen: its own __init__ sets slots this way
 
 
 def head_pairs(raw: bytes) -> tuple[tuple[str, str], ...]:
@@ -129,76 +173,94 @@ def head_pairs(raw: bytes) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-# Fields a RawExchange hands on to the Captured unchanged.
-_SAME_FIELDS = (
-    "hop", "upstream", "client", "http_method", "path", "received_at", "trace_id",
-    "forwarded_at", "status", "first_byte_at", "end_at", "egress_status", "egress_bytes",
-    "sent_at", "egress_end_at", "client_gone", "tap_error", "session_version", "handover_key",
-    "head_changes", "egress_changes", "request_framing", "response_framing", "upgraded",
-    "interim",
-)
-_SAME = operator.attrgetter(*_SAME_FIELDS)  # all of them at once, in C
+# Fields of the hand-off's flat tuple (RawExchange.state) that are raw: materialize decodes
+# them into other fields of Captured. Every other flat field passes on unchanged.
+_RAW_ONLY = ("request_pairs", "forwarded_pairs", "response_pairs", "egress_pairs",
+             "egress_body", "session")
+_SAME_FIELDS = tuple(name for name in FLAT_NAMES if name not in _RAW_ONLY)
+_new_captured = object.__new__
 
 
 def materialize(raw: RawExchange, max_sse_events: int) -> Captured:
-    """Turn the forwarder's raw capture into the :class:`Captured` the judge reads.
+    """Turn the forwarder's raw capture into the :class:`Captured` the judge reads
+    (:func:`materialize_state` of its hand-off state)."""
+    return materialize_state(raw.state(), max_sse_events)
+
+
+def materialize_state(state: tuple[Any, ...], max_sse_events: int) -> Captured:
+    """The :class:`Captured` of a handed-over :meth:`RawExchange.state`, built straight from
+    it (no :class:`RawExchange` or :class:`RawBody` in between).
 
     Header maps, digests, decoding and SSE events are made here, in the recording process,
     not on the forwarding path.
     """
-    request_headers = _headers(raw.request_pairs)
-    response_headers = _headers(raw.response_pairs)
+    flat, request, response, tunnel = state
     # Every field of Captured, set at once (its generated __init__ takes 40 arguments one by
-    # one; tests check the fields are all here).
-    state = dict(zip(_SAME_FIELDS, _SAME(raw), strict=True))
-    state.update(
-        user_agent=request_headers.get("user-agent") or "",
-        request_headers=request_headers,
-        forwarded_headers=_headers(raw.forwarded_pairs, request_headers),
-        request=BodyCapture.from_raw(raw.request, request_headers.get("content-encoding") or ""),
-        response_headers=response_headers,
-        egress_headers=_headers(raw.egress_pairs, response_headers),
-        response=None,
-        sse=[],
-        sse_dropped=0,
-        sse_incomplete=False,
-        egress_digest="",
-        tunnel=None,
-    )
-    cap = Captured.__new__(Captured)
-    cap.__dict__.update(state)
-    if raw.response is not None:
-        encoding = response_headers.get("content-encoding") or ""
-        cap.response = BodyCapture.from_raw(raw.response, encoding)
+    # one; tests check the fields are all here): the flat fields by name, the raw ones
+    # replaced by what they decode to.
+    fields = dict(zip(FLAT_NAMES, flat, strict=True))
+    pop = fields.pop
+    request_headers = _headers(pop("request_pairs"))
+    response_headers = _headers(pop("response_pairs"))
+    forwarded = pop("forwarded_pairs")
+    egress = pop("egress_pairs")
+    egress_body = pop("egress_body")
+    del fields["session"]
+    user_agent = request_headers._index.get("user-agent")  # type: ignore[union-attr]
+    fields["user_agent"] = user_agent[0] if user_agent else ""
+    fields["request_headers"] = request_headers
+    fields["forwarded_headers"] = (request_headers if forwarded is None
+                                   else _headers(forwarded))
+    fields["request"] = BodyCapture.from_state(request, _encoding(request_headers))
+    fields["response_headers"] = response_headers
+    fields["egress_headers"] = response_headers if egress is None else _headers(egress)
+    fields["sse"] = []
+    fields["sse_dropped"] = 0
+    fields["sse_incomplete"] = False
+    fields["tunnel"] = None
+    cap: Captured = _new_captured(Captured)
+    if response is None:
+        fields["response"] = None
+        fields["egress_digest"] = ""
+        cap.__dict__ = fields
+    else:
+        encoding = _encoding(response_headers)
+        body = fields["response"] = BodyCapture.from_state(response, encoding)
+        fields["egress_digest"] = body.digest  # spliced: the client got the origin's bytes
+        cap.__dict__ = fields
         if response_headers.content_type() == "text/event-stream" and encoding in (
             "", "identity"
         ):
-            _decode_sse(cap, raw, max_sse_events)
-    if raw.tunnel is not None and raw.upgraded:
-        cap.tunnel = (BodyCapture.from_raw(raw.tunnel[0], ""),
-                      BodyCapture.from_raw(raw.tunnel[1], ""))
-    if raw.egress_body is not None:
+            _decode_sse(cap, response, max_sse_events)
+    if tunnel is not None and fields["upgraded"]:
+        cap.tunnel = (BodyCapture.from_state(tunnel[0], ""),
+                      BodyCapture.from_state(tunnel[1], ""))
+    if egress_body is not None:  # the tap's own answer (502/503/504/400)
         digest = new_body_hash()
-        digest.update(raw.egress_body)
+        digest.update(egress_body)
         cap.egress_digest = digest.hexdigest()
-    elif cap.response is not None:
-        cap.egress_digest = cap.response.digest  # spliced: the client got the origin's bytes
     return cap
 
 
-def _decode_sse(cap: Captured, raw: RawExchange, max_events: int) -> None:
-    """The SSE events of the kept response chunks, stamped with their chunk's arrival."""
-    assert raw.response is not None
+def _encoding(headers: HeaderMap) -> str:
+    """The first Content-Encoding value ("" when there is none)."""
+    values = headers._index.get("content-encoding")  # type: ignore[union-attr]
+    return (values[0] or "") if values else ""
+
+
+def _decode_sse(cap: Captured, body: tuple[Any, ...], max_events: int) -> None:
+    """The SSE events of the kept response chunks (a body's hand-off state), stamped with
+    their chunk's arrival."""
+    _, chunks, times, size, ended, _ = body
     decoder = SSEDecoder()
-    body = raw.response
     try:
-        for chunk, at in zip(body.chunks, body.times, strict=True):
+        for chunk, at in zip(chunks, times, strict=True):
             for event in decoder.feed(chunk):
                 if len(cap.sse) < max_events:
                     cap.sse.append(TimedEvent(at, event))
                 else:
                     cap.sse_dropped += 1
-        if body.ended and not body.truncated:
+        if ended and size <= sum(map(len, chunks)):  # its end seen, nothing cut off
             end = cap.end_at or 0.0
             for event in decoder.close():
                 cap.sse.append(TimedEvent(end, event))

@@ -39,6 +39,10 @@ from mcp_tap.proxy.tracing import tracing_for
 log = structlog.get_logger("mcp_tap.proxy")
 
 _MAX_STATE = 10000  # sessions, tools, clients remembered per hop
+# Fields of the exchange line this code makes (names of the configuration's hops, eras, rule
+# ids, numbers, the tap's phases and exchange ids): nothing from the wire to redact there.
+_VOUCHED = frozenset({"hop", "era", "status", "ms", "findings", "hop_findings", "tap_error",
+                      "exchange_id"})
 
 
 class RecordSink(Protocol):
@@ -369,7 +373,7 @@ class Recorder:
             "findings": sorted({f.rule for f in found}),
             "hop_findings": sorted({f["rule"] for f in (pair or {}).get("findings", [])}),
             "tap_error": cap.tap_error["phase"] if cap.tap_error else None,
-        }, ids)
+        }, ids, _VOUCHED)
 
 
 class _Unparsed(Exception):

@@ -26,7 +26,7 @@ from mcp_tap.evidence import EvidenceWriter
 from mcp_tap.evidence.signing import load_signing_key
 from mcp_tap.logs import configure_logging
 from mcp_tap.proxy import handoff
-from mcp_tap.proxy.capture import RawExchange
+from mcp_tap.proxy.captured import materialize_state
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions
 from mcp_tap.proxy.recorder import Recorder
@@ -168,6 +168,7 @@ class _Handover:
     def __init__(self, recorder: Recorder, writer: EvidenceWriter) -> None:
         self.recorder = recorder
         self.writer = writer
+        self.max_sse_events = recorder.options.capture.max_sse_events
         self.sessions: dict[int, str | None] = {}
         self.hold_marks = 0  # ("hold",) messages not yet answered with a "taken" report
 
@@ -178,7 +179,7 @@ class _Handover:
             kind = message[0]
             if kind == "record":
                 taken += 1
-                self._record(message[1], RawExchange.restored(message[2]))
+                self._record(message[1], message[2])
             elif kind == "begin":
                 # Every begun exchange stays here until recorded: the in-flight count.
                 _, key, hop, session = message
@@ -199,7 +200,8 @@ class _Handover:
                 return taken, True
         return taken, False
 
-    def _record(self, key: int | None, cap: RawExchange) -> None:
+    def _record(self, key: int | None, state: tuple[Any, ...]) -> None:
+        cap = materialize_state(state, self.max_sse_events)
         if key is not None:
             cap.session_version = self.sessions.pop(key, None)
         try:

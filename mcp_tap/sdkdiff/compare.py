@@ -10,6 +10,7 @@ import orjson
 
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.findings import Finding
+from mcp_tap.evidence.known import KnownJson
 from mcp_tap.sdkdiff.sdk import (
     _INDEX,
     _PLAIN_KEY,
@@ -153,11 +154,15 @@ _MEMO_MAX_BYTES: Final = 16 * 1024
 _memo: dict[tuple[str, str, bytes], tuple[Difference, ...] | SdkParseError] = {}
 
 
-def _remembered_differences(method: str, version: str, result: dict[str, Any]) -> list[Difference]:
-    try:
-        raw = orjson.dumps(result)
-    except orjson.JSONEncodeError:  # too deep or not JSON: compute it, remember nothing
-        return differences(method, version, result)
+def _remembered_differences(method: str, version: str, result: Any,
+                            raw: bytes | None = None) -> list[Difference]:
+    """:func:`differences` of ``result``, remembered by ``raw`` (its JSON bytes; by default
+    its serialisation)."""
+    if raw is None:
+        try:
+            raw = orjson.dumps(result)
+        except orjson.JSONEncodeError:  # too deep or not JSON: compute it, remember nothing
+            return differences(method, version, result)
     if len(raw) > _MEMO_MAX_BYTES:
         return differences(method, version, result)
     outcome: tuple[Difference, ...] = _recalled(
@@ -190,23 +195,48 @@ _split_memo: dict[tuple[str, str, bytes, frozenset[str]],
                   tuple[tuple[Finding, ...], tuple[Finding, ...]] | SdkParseError] = {}
 
 
-def remembered_split(method: str, version: str, result: dict[str, Any],
+def remembered_split(method: str, version: str, result: Any,
                      allowlist: frozenset[str]) -> tuple[list[Finding], list[Finding]]:
     """``_split(_remembered_differences(...), allowlist)``, itself remembered (bounded like
     the memo of differences): a repeated result costs one serialisation and one lookup
-    instead of a walk and a finding per difference. Raises SdkParseError like it."""
-    try:
-        raw = orjson.dumps(result)
-    except orjson.JSONEncodeError:
-        return _split(differences(method, version, result), allowlist)
+    instead of a walk and a finding per difference. Raises SdkParseError like it.
+
+    ``result`` may be a :class:`~mcp_tap.evidence.known.KnownJson` (the gate's parse of a
+    trusted line): its bytes are the memo key, so a repeated result costs only the lookup.
+    """
+    reported, allowed = split_findings(method, version, result, allowlist)
+    return list(reported), list(allowed)
+
+
+def split_findings(method: str, version: str, result: Any, allowlist: frozenset[str]
+                   ) -> tuple[tuple[Finding, ...], tuple[Finding, ...]]:
+    """:func:`remembered_split` as the remembered tuples themselves (shared: not to be
+    changed), for a caller that copies them only when it keeps them."""
+    if type(result) is KnownJson:
+        raw: bytes = result.raw
+        result = result.value
+    else:
+        try:
+            raw = orjson.dumps(result)
+        except orjson.JSONEncodeError:
+            reported, allowed = _split(differences(method, version, result), allowlist)
+            return tuple(reported), tuple(allowed)
     if len(raw) > _MEMO_MAX_BYTES:
-        return _split(_remembered_differences(method, version, result), allowlist)
+        reported, allowed = _split(_remembered_differences(method, version, result, raw),
+                                   allowlist)
+        return tuple(reported), tuple(allowed)
+    key = (method, version, raw, allowlist)
+    outcome = _split_memo.get(key)
+    if outcome is not None and type(outcome) is tuple:
+        return outcome  # the common case: a result seen before
+    value = result
+
     def split() -> tuple[tuple[Finding, ...], tuple[Finding, ...]]:
-        reported, allowed = _split(_remembered_differences(method, version, result), allowlist)
+        reported, allowed = _split(_remembered_differences(method, version, value, raw),
+                                   allowlist)
         return tuple(reported), tuple(allowed)
 
-    reported, allowed = _recalled(_split_memo, (method, version, raw, allowlist), split)
-    return list(reported), list(allowed)
+    return _recalled(_split_memo, key, split)
 
 
 def _split(

@@ -12,11 +12,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
+
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.rulecounts import RuleCount, merge_rule_counts
 from mcp_tap.evidence import answer_is_whole
-from mcp_tap.sdkdiff.compare import remembered_split
+from mcp_tap.sdkdiff.compare import split_findings
 from mcp_tap.sdkdiff.sdk import (
     _PRE_HANDSHAKE_VERSION,
     _PROTOCOL_VERSION_META_KEY,
@@ -147,28 +149,36 @@ class SdkDiffTally:
         """Run the differential of one record (anything but an exchange is ignored)."""
         if not isinstance(record, dict) or record.get("kind", "exchange") != "exchange":
             return
+        self.add_exchange(record)
+
+    def add_exchange(self, record: Mapping[str, Any]) -> None:
+        """Run the differential of one exchange record (the caller checked its kind)."""
         outcome = _outcome(record, self.allowlist)
         if isinstance(outcome, str):
             self.reasons[outcome] = self.reasons.get(outcome, 0) + 1
             return
         self.compared += 1
         _method, _era, _version, reported, allowed, error = outcome
-        self.allowed += len(allowed)
+        if allowed:
+            self.allowed += len(allowed)
+        if not reported:  # the common case: no difference
+            if self.kept.get(_CLEAN, 0) < self.examples:
+                self._keep(_entry(record, outcome), [])
+            return
         rules: list[str] = []
-        if reported:
-            self.differences += len(reported)
-            self.rejected += error is not None
-            exchange_id = str(record.get("exchangeId", ""))
-            for found in reported:
-                counted = self.by_rule.get(found.rule)
-                if counted is None:
-                    counted = self.by_rule[found.rule] = RuleCount()
-                counted.count += 1
-                counted.add_where(found.where)
-                if found.rule not in rules:
-                    rules.append(found.rule)
-                    counted.exchanges += 1
-                    counted.add_example(exchange_id, self.examples)
+        self.differences += len(reported)
+        self.rejected += error is not None
+        exchange_id = str(record.get("exchangeId", ""))
+        for found in reported:
+            counted = self.by_rule.get(found.rule)
+            if counted is None:
+                counted = self.by_rule[found.rule] = RuleCount()
+            counted.count += 1
+            counted.add_where(found.where)
+            if found.rule not in rules:
+                rules.append(found.rule)
+                counted.exchanges += 1
+                counted.add_example(exchange_id, self.examples)
         if self._keeps(rules):
             self._keep(_entry(record, outcome), rules)
 
@@ -251,6 +261,11 @@ def _request_version(record: Mapping[str, Any]) -> str | None:
         named: str = meta[_PROTOCOL_VERSION_META_KEY]
         return named
     headers = ingress.get("headers")
+    if type(headers) is msgspec.Raw:  # the gate's parse of a trusted line leaves them raw
+        try:
+            headers = _decode_any(headers)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            headers = None
     if isinstance(headers, list):
         for pair in headers:
             if (
@@ -264,12 +279,28 @@ def _request_version(record: Mapping[str, Any]) -> str | None:
     return None
 
 
-_Outcome = tuple[str, str, str, list[Finding], list[Finding], str | None]
+_decode_any: Final = msgspec.json.Decoder().decode
+
+_Outcome = tuple[str, str, str, Sequence[Finding], Sequence[Finding], str | None]
+
+_VERSIONS_KEPT: Final = 256
+_versions: dict[tuple[str, str | None], str] = {}
+
+
+def _version(era: str, requested: str | None) -> str:
+    """:func:`sdk_version`, remembered (a few eras and revisions, over and over)."""
+    key = (era, requested)
+    version = _versions.get(key)
+    if version is None:
+        version = sdk_version(era, requested)
+        if len(_versions) < _VERSIONS_KEPT:  # requests name any string: bounded
+            _versions[key] = version
+    return version
 
 
 def _outcome(record: Mapping[str, Any], allowlist: frozenset[str]) -> _Outcome | str:
     """``(method, era, version, reported, allowed, error)`` of one exchange record, or the
-    reason it was skipped."""
+    reason it was skipped (``reported`` and ``allowed`` may be shared tuples: copy to keep)."""
     method = record.get("method")
     if method.__class__ is not str or method not in TYPED_METHODS:
         return "method not typed by the SDK"
@@ -279,7 +310,7 @@ def _outcome(record: Mapping[str, Any], allowlist: frozenset[str]) -> _Outcome |
     origin = record.get("origin")
     if not isinstance(origin, dict):
         return "no origin response"
-    if not answer_is_whole(origin):
+    if origin.get("truncated") and not answer_is_whole(origin):
         return "origin body truncated"
     response = _response(origin, record.get("rpcId"))
     if response is None:
@@ -289,12 +320,12 @@ def _outcome(record: Mapping[str, Any], allowlist: frozenset[str]) -> _Outcome |
     if method == "initialize":
         version = _PRE_HANDSHAKE_VERSION
     else:
-        version = sdk_version(era, _request_version(record))
+        version = _version(era, _request_version(record))
     error: str | None = None
-    reported: list[Finding] = []
-    allowed: list[Finding] = []
+    reported: Sequence[Finding] = ()
+    allowed: Sequence[Finding] = ()
     try:
-        reported, allowed = remembered_split(method, version, response["result"], allowlist)
+        reported, allowed = split_findings(method, version, response["result"], allowlist)
     except SdkParseError as exc:
         error = str(exc)
     except RecursionError:
@@ -310,11 +341,11 @@ def _entry(record: Mapping[str, Any], outcome: _Outcome) -> SdkDiffEntry:
         exchangeId=str(record.get("exchangeId", "")),
         method=method,
         era=era,
-        findings=reported,
+        findings=list(reported),
         error=error,
         version=version,
         hop=str(record.get("hop", "")),
-        allowed=allowed,
+        allowed=list(allowed),
     )
 
 
