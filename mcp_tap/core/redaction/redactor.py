@@ -387,7 +387,15 @@ class Redactor:
     def redact_header_lists(self, pairs: Sequence[tuple[str, str]]) -> list[list[str]]:
         """:meth:`redact_headers` in the evidence's shape, ``[[name, value], ...]``."""
         value_of = self._header_value
-        return [[name, value_of(name, value, None)] for name, value in pairs]
+        kinds = self._header_kinds
+        # A plain header with nothing shaped is the usual pair: tested inline, no call.
+        return [
+            [name, value]
+            if kinds.get(name) == _PLAIN
+            and not ("=" in value or "earer" in value or "EARER" in value)
+            else [name, value_of(name, value, None)]
+            for name, value in pairs
+        ]
 
     def _header_kind(self, name: str) -> int:
         """What ``name`` (as spelt) asks of its value (cached per spelling, bounded)."""
