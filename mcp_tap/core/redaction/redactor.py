@@ -211,12 +211,26 @@ class Redactor:
                             changes[slot] = REDACTED
                             acc[0] += 1
                         continue
+                # _child's scalar cases inline (no call for the usual leaf).
+                kind = type(child)
+                if kind is str:
+                    if not ("=" in child or ":" in child or "earer" in child
+                            or "EARER" in child):
+                        continue
+                elif kind is int or kind is float or kind is bool or child is None:
+                    continue
                 new = self._child(child, level, targets, found, acc)
                 if new is not child:
                     changes = changes or {}
                     changes[slot] = new
             return {**node, **changes} if changes else node
         for index, child in enumerate(node):
+            kind = type(child)
+            if kind is str:
+                if not ("=" in child or ":" in child or "earer" in child or "EARER" in child):
+                    continue
+            elif kind is int or kind is float or kind is bool or child is None:
+                continue
             new = self._child(child, level, targets, found, acc)
             if new is not child:
                 changes = changes or {}
