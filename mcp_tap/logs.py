@@ -13,7 +13,6 @@ import argparse
 import logging
 import sys
 import time
-from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
 from typing import Any
 
@@ -135,13 +134,15 @@ class LineBatch:
         self._name = name
         self._held: list[str] | None = None
         self._mode = _VIA_STRUCTLOG  # while held: decided once, at hold()
+        # A caller's vouched fields, plus the ones this method itself sets from code.
+        self._vouched: dict[frozenset[str], frozenset[str]] = {}
 
     def info(
         self,
         event: str,
         fields: dict[str, Any],
         bound: dict[str, Any],
-        vouched: AbstractSet[str] = frozenset(),
+        vouched: frozenset[str] = frozenset(),
     ) -> None:
         """Log ``event`` with ``fields`` at info level (``fields`` is taken over).
 
@@ -165,6 +166,11 @@ class LineBatch:
         fields["timestamp"] = _utc_stamp()
         stamped: Any = fields
         # The stamp is ours (digits and separators); every other field decides.
+        if vouched:
+            mine = self._vouched.get(vouched)
+            if mine is None:
+                mine = self._vouched[vouched] = frozenset({*vouched, "event", "level"})
+            vouched = mine
         if not redaction_is_noop(stamped, skip="timestamp", vouched=vouched):
             stamped = redact_event(None, "info", stamped)
         line = _dumps(stamped)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.proxy.capture import RawBody, RawExchange
-from mcp_tap.proxy.captured import Captured, _head_map, head_pairs, materialize
+from mcp_tap.proxy.captured import Captured, _head_map, _headers, head_pairs, materialize
 from mcp_tap.proxy.splice.head import parse_head
 
 
@@ -48,3 +48,14 @@ def test_materialize_sets_every_field_of_captured() -> None:
     other = materialize(raw, 10)
     assert other.sse is not cap.sse  # no list shared between captures
     assert cap == other
+
+
+def test_header_pairs_map_like_headermap() -> None:
+    """Raw byte pairs (a rewritten head) give HeaderMap's pairs and index, every byte kept
+    (latin-1), duplicates and spellings in order."""
+    raw = ((b"Content-Type", b"a/b"), (b"X-\xff", b"\xe9"), (b"content-type", b"c/d"))
+    made = _headers(raw)
+    expected = HeaderMap(tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in raw))
+    assert made.pairs == expected.pairs
+    assert made._index == expected._indexed()
+    assert made.get_all("CONTENT-TYPE") == ["a/b", "c/d"]

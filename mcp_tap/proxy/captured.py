@@ -105,7 +105,22 @@ def _headers(head: Head | None, same: HeaderMap | None = None) -> HeaderMap:
     if isinstance(head, bytes):
         return _head_map(head)
     # latin-1 maps every byte, so any header byte survives to evidence and back.
-    return _header_map(tuple([(k.decode("latin-1"), v.decode("latin-1")) for k, v in head]))
+    pairs = []
+    index: dict[str, list[str]] = {}
+    for raw_name, raw_value in head:
+        name = raw_name.decode("latin-1")
+        value = raw_value.decode("latin-1")
+        pairs.append((name, value))
+        key = name.lower()
+        values = index.get(key)
+        if values is None:
+            index[key] = [value]
+        else:
+            values.append(value)
+    headers = _new_header_map(HeaderMap)
+    _set_slot(headers, "pairs", tuple(pairs))
+    _set_slot(headers, "_index", index)
+    return headers
 
 
 def _head_map(raw: bytes) -> HeaderMap:

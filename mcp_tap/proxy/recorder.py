@@ -157,8 +157,9 @@ class Recorder:
                 raise _Unparsed  # nothing was parsed, so nothing is judged
             judgement = self._judge(cap, state)
             found = self._follow(cap, judgement, list(judgement.findings), state)
-            self._learn(cap, judgement, state)
-            found += self._client(cap, judgement, state)
+            result = _result(judgement.response_messages)
+            self._learn(cap, judgement, state, result)
+            found += self._client(cap, judgement, state, result)
         except _Unparsed:
             judgement = Judgement(Era.UNKNOWN, None, (), None, ())
             found = []
@@ -235,7 +236,9 @@ class Recorder:
             found = [f for f in found if f.rule != "sse.unterminated"]
         return found + ended
 
-    def _learn(self, cap: Captured, j: Judgement, state: _HopState) -> None:
+    def _learn(
+        self, cap: Captured, j: Judgement, state: _HopState, result: dict[str, Any] | None
+    ) -> None:
         """Remember sessions, tools and advertised extensions from successful answers."""
         if j.request is None or j.request.kind is not Kind.REQUEST:
             if cap.http_method == "DELETE":
@@ -243,7 +246,6 @@ class Recorder:
                 if session:
                     state.sessions.pop(session, None)
             return
-        result = _result(j.response_messages)
         if result is None:
             return
         method = j.method
@@ -259,11 +261,20 @@ class Recorder:
                 state.capabilities.update(k for k in ext if isinstance(k, str))
                 state.frozen_capabilities = frozenset(state.capabilities)
         if method == "tools/list" and isinstance(result.get("tools"), list):
+            # remember() inlined: a tools/list answer names every tool again each time.
+            tools = state.tools
             for tool in result["tools"]:
-                if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-                    state.tools.remember(tool["name"], tool.get("inputSchema"))
+                if isinstance(tool, dict):
+                    name = tool.get("name")
+                    if isinstance(name, str):
+                        tools[name] = tool.get("inputSchema")
+                        tools.move_to_end(name)
+            while len(tools) > _MAX_STATE:
+                tools.popitem(last=False)
 
-    def _client(self, cap: Captured, j: Judgement, state: _HopState) -> list[Finding]:
+    def _client(
+        self, cap: Captured, j: Judgement, state: _HopState, result: dict[str, Any] | None
+    ) -> list[Finding]:
         if j.request is None or j.request.kind not in (Kind.REQUEST, Kind.NOTIFICATION):
             return []
         key = f"{cap.client}|{cap.user_agent}"
@@ -273,7 +284,7 @@ class Recorder:
             state.clients.remember(key, tracker)
         code = _error_code(j.response_messages)
         found: list[Finding] = tracker.observe(
-            ClientEvent(j.method, j.era, code, _result(j.response_messages))
+            ClientEvent(j.method, j.era, code, result)
         )
         return found
 
@@ -344,13 +355,13 @@ class Recorder:
         ids: dict[str, str],
     ) -> None:
         at = cap.received_at
-        rules = [f.rule for f in found]
-        if pair is not None:
-            rules += [f["rule"] for f in pair["findings"]]
+        rules = [f.rule for f in found] if found else []
+        hop_rules = [f["rule"] for f in pair["findings"]] if pair is not None else []
+        era = str(j.era)
         tally: ExchangeTally = (
             cap.hop,
-            str(j.era),
-            rules,
+            era,
+            rules + hop_rules if hop_rules else rules,
             None if cap.tap_error is None else str(cap.tap_error["phase"]),
             None if cap.end_at is None else cap.end_at - at,
             None if cap.first_byte_at is None else cap.first_byte_at - at,
@@ -363,15 +374,15 @@ class Recorder:
             self.metrics.add_exchanges((tally,))
         self.lines.info("exchange", {
             "hop": cap.hop,
-            "era": str(j.era),
+            "era": era,
             "method": j.method,
             "http_method": cap.http_method,
             "status": cap.egress_status,
             "ms": round(
                 ((cap.egress_end_at or cap.end_at or cap.received_at) - cap.received_at) * 1000, 3
             ),
-            "findings": sorted({f.rule for f in found}),
-            "hop_findings": sorted({f["rule"] for f in (pair or {}).get("findings", [])}),
+            "findings": sorted(set(rules)) if rules else [],
+            "hop_findings": sorted(set(hop_rules)) if hop_rules else [],
             "tap_error": cap.tap_error["phase"] if cap.tap_error else None,
         }, ids, _VOUCHED)
 

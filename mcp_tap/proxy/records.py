@@ -9,7 +9,7 @@ body, and finding messages scrubbed of the values redaction removed.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -66,17 +66,26 @@ class RecordBuilder:
         note = f"JSON nested {done.depth} deep is stored as redacted text"
         return {"raw": deepjson.dumps(done.value)}, note
 
-    def _sse_json(self, cap: Captured) -> list[dict[str, Any]]:
+    def _sse_json(self, cap: Captured, j: Judgement) -> list[dict[str, Any]]:
+        # The judge parsed these events' data: one message per event with data, in order,
+        # when every one of them parsed (it judged exactly cap.sse; see Recorder._judge).
+        # Then the record redacts those messages and parses nothing again.
+        parsed: Iterator[Any] | None = None
+        if not cap.sse_incomplete and j.response_messages and len(j.response_messages) == sum(
+                1 for t in cap.sse if t.event.data != ""):
+            parsed = iter(j.response_messages)
         out = []
         for t in cap.sse:
             data: Any
             note = None
             try:
+                message = (next(parsed) if parsed is not None and t.event.data != ""
+                           else orjson.loads(t.event.data))
                 if len(t.event.data) < CLEAN_CHECK_MIN:
-                    done = self.redactor.walk_message(orjson.loads(t.event.data))
+                    done = self.redactor.walk_message(message)
                 else:
                     text = t.event.data.encode("utf-8", "surrogatepass")
-                    done = self.redactor.walk_message_text(orjson.loads(text), text)
+                    done = self.redactor.walk_message_text(message, text)
                 data, note = self._recordable(done, 4)
             except orjson.JSONDecodeError:
                 data = self.redactor.redact_text(t.event.data)
@@ -104,7 +113,8 @@ class RecordBuilder:
     def build(self, cap: Captured, j: Judgement, found: list[Finding]) -> dict[str, Any]:
         red = self.redactor
         response = cap.response
-        is_sse = cap.response_headers.content_type() == "text/event-stream"
+        content_type = cap.response_headers.content_type()
+        is_sse = content_type == "text/event-stream"
         key = self.digest_key
         # A head that passed as it came is one header map for both views: redacted once
         # (the record holds the same list twice; nothing mutates a record's lists).
@@ -125,9 +135,9 @@ class RecordBuilder:
                 "bodySize": response.size,
                 "truncated": not response.complete,
                 "ended": response.ended,
-                "contentType": cap.response_headers.content_type(),
+                "contentType": content_type,
                 "body": body,
-                "sse": self._sse_json(cap) if is_sse else None,
+                "sse": self._sse_json(cap, j) if is_sse else None,
                 "firstByteAt": cap.first_byte_at,
                 "endAt": cap.end_at,
                 "framing": cap.response_framing or None,

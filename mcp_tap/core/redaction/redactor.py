@@ -211,12 +211,26 @@ class Redactor:
                             changes[slot] = REDACTED
                             acc[0] += 1
                         continue
+                # _child's scalar cases inline (no call for the usual leaf).
+                kind = type(child)
+                if kind is str:
+                    if not ("=" in child or ":" in child or "earer" in child
+                            or "EARER" in child):
+                        continue
+                elif kind is int or kind is float or kind is bool or child is None:
+                    continue
                 new = self._child(child, level, targets, found, acc)
                 if new is not child:
                     changes = changes or {}
                     changes[slot] = new
             return {**node, **changes} if changes else node
         for index, child in enumerate(node):
+            kind = type(child)
+            if kind is str:
+                if not ("=" in child or ":" in child or "earer" in child or "EARER" in child):
+                    continue
+            elif kind is int or kind is float or kind is bool or child is None:
+                continue
             new = self._child(child, level, targets, found, acc)
             if new is not child:
                 changes = changes or {}
@@ -387,7 +401,15 @@ class Redactor:
     def redact_header_lists(self, pairs: Sequence[tuple[str, str]]) -> list[list[str]]:
         """:meth:`redact_headers` in the evidence's shape, ``[[name, value], ...]``."""
         value_of = self._header_value
-        return [[name, value_of(name, value, None)] for name, value in pairs]
+        kinds = self._header_kinds
+        # A plain header with nothing shaped is the usual pair: tested inline, no call.
+        return [
+            [name, value]
+            if kinds.get(name) == _PLAIN
+            and not ("=" in value or "earer" in value or "EARER" in value)
+            else [name, value_of(name, value, None)]
+            for name, value in pairs
+        ]
 
     def _header_kind(self, name: str) -> int:
         """What ``name`` (as spelt) asks of its value (cached per spelling, bounded)."""
