@@ -82,3 +82,16 @@ def test_invalid_utf8_is_caught_per_block(tmp_path: Path) -> None:
     assert problems == [(p.kind, p.message) for p in full.problems]
     assert ("format", "segment-000001.jsonl line 6: not valid JSON") in problems
     assert fast.records == 11
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 7, 64, 1 << 20])
+@pytest.mark.parametrize("data", CASES)
+def test_spans_are_the_file_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     chunk: int, data: bytes) -> None:
+    monkeypatch.setattr(reader, "_CHUNK", chunk)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(data)
+    spans = [buffer[start:stop] for buffer, start, stop in SegmentScan(path).spans()]
+    assert b"".join(spans) == data
+    assert all(span.endswith(b"\n") for span in spans[:-1])
+    assert all(span for span in spans)

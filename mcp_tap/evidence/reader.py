@@ -133,7 +133,8 @@ def list_segments(path: str | Path) -> list[SegmentFiles]:
 class SegmentScan:
     """One chunked pass over a segment file: its lines, and (afterwards) its size and SHA-256.
 
-    :meth:`blocks` yields the file in pieces of whole lines, and :meth:`lines` yields
+    :meth:`spans` yields the file as spans of whole lines in its reads (:meth:`blocks`
+    as pieces of their own), and :meth:`lines` yields
     ``(number, line, complete)`` (the line without its newline; ``complete`` is False for a
     last line without one); both hash the bytes as they are read, so a segment is read
     once, in :data:`_CHUNK` pieces, whatever its size. An unreadable file is an
@@ -151,14 +152,16 @@ class SegmentScan:
         """The lowercase hex SHA-256 of the bytes read so far (the whole file after lines())."""
         return self._hash.hexdigest()
 
-    def blocks(self) -> Iterator[bytes]:
-        """Yield the file in order as pieces that each end just after a newline, except a
-        last piece that is a line without one (a cut-short segment).
+    def spans(self) -> Iterator[tuple[bytes, int, int]]:
+        """Yield the file in order as ``(buffer, start, stop)``: ``buffer[start:stop]`` is
+        whole lines, each ending in a newline, except a last span that is a line without
+        one (a cut-short segment).
 
-        Each piece is a read of about :data:`_CHUNK` bytes cut at its last newline (a line
-        longer than that is one piece), so a caller finds the lines of a piece with
-        ``bytes.find`` and slices them as memoryviews: no copy of a line is made, and the
-        file's SHA-256 is fed from the same reads.
+        A span is a read of about :data:`_CHUNK` bytes, used where it lies: a caller finds
+        its lines with ``bytes.find`` and slices them as memoryviews, so nothing is copied
+        (a copy of each read would cost more than the read: a fresh megabyte is a fresh
+        mapping, page faults and all). Only a line that crosses two reads is joined, as a
+        span of its own; the file's SHA-256 is fed from the same reads.
         """
         try:
             handle = open(self.path, "rb")  # noqa: SIM115 - closed in the finally below
@@ -177,28 +180,37 @@ class SegmentScan:
                     break
                 self.size += len(chunk)
                 self._hash.update(chunk)
-                cut = chunk.rfind(b"\n") + 1
-                if not cut:
-                    pending.append(chunk)
-                    continue
+                start = 0
                 if pending:
-                    pending.append(chunk[:cut])
-                    yield b"".join(pending)
+                    start = chunk.find(b"\n") + 1
+                    if not start:
+                        pending.append(chunk)
+                        continue
+                    pending.append(chunk[:start])
+                    joined = b"".join(pending)
                     pending = []
-                else:
-                    yield chunk if cut == len(chunk) else chunk[:cut]
+                    yield joined, 0, len(joined)
+                cut = chunk.rfind(b"\n") + 1
+                if cut > start:
+                    yield chunk, start, cut
                 if cut < len(chunk):
-                    pending.append(chunk[cut:])
+                    pending.append(chunk[max(cut, start):])
         finally:
             handle.close()
         if pending:
-            yield b"".join(pending)
+            joined = b"".join(pending)
+            yield joined, 0, len(joined)
+
+    def blocks(self) -> Iterator[bytes]:
+        """:meth:`spans` as pieces of their own (each span copied out)."""
+        for buffer, start, stop in self.spans():
+            yield buffer if start == 0 and stop == len(buffer) else buffer[start:stop]
 
     def lines(self) -> Iterator[tuple[int, bytes, bool]]:
         """Yield every line of the file in order (see the class docstring)."""
         number = 0
-        for block in self.blocks():
-            pieces = block.split(b"\n")
+        for buffer, start, stop in self.spans():
+            pieces = buffer[start:stop].split(b"\n")
             last = pieces.pop()  # b"" after a final newline, else a line without one
             for piece in pieces:
                 number += 1

@@ -278,18 +278,18 @@ class _Verifier:
         # around every call that reads or changes them).
         records, exchanges, max_seq, chain_head = (self.records, self.exchanges, self.max_seq,
                                                    self.head)
-        # Each block is whole lines (a last one may lack its newline); a line is a
-        # memoryview into it, so it is neither copied nor split out: it is hashed, decoded
-        # and handed on in place.
-        for block in scan.blocks():
+        # Each span is whole lines of a read (a last one may lack its newline); a line is
+        # a memoryview into the read, so it is neither copied nor split out: it is hashed,
+        # decoded and handed on in place.
+        for block, pos, size in scan.spans():
             view = memoryview(block)
             find = block.find
-            size = len(block)
             # The fast paths' decoders skip over members without checking their UTF-8;
-            # a block that is valid UTF-8 has only valid lines (a newline never sits
-            # inside a character), so the check is made once per block, not per line.
-            block_utf8 = valid_utf8(block) if fast or decode is not None else False
-            pos = 0
+            # a span that is valid UTF-8 has only valid lines (a newline never sits
+            # inside a character), so the check is made once per span, not per line
+            # (an ASCII read holds ASCII spans).
+            block_utf8 = ((block.isascii() or valid_utf8(view[pos:size]))
+                          if fast or decode is not None else False)
             while pos < size:
                 end = find(b"\n", pos)
                 complete = end >= 0

@@ -312,7 +312,11 @@ def _outcome(record: Mapping[str, Any], allowlist: frozenset[str]) -> _Outcome |
         return "no origin response"
     if origin.get("truncated") and not answer_is_whole(origin):
         return "origin body truncated"
-    response = _response(origin, record.get("rpcId"))
+    body = origin.get("body")
+    if isinstance(body, dict) and ("result" in body or "error" in body):
+        response: Any = body  # a JSON answer: what _response returns first
+    else:
+        response = _response(origin, record.get("rpcId"))
     if response is None:
         return "no JSON-RPC response"
     if "result" not in response:
