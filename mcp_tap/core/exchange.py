@@ -85,6 +85,9 @@ class Judgement:
         return self.request.kind if self.request else None
 
 
+_NONE: frozenset[str] = frozenset()
+
+
 def decode_body(body: bytes) -> tuple[Any, str | None]:
     """Decode a request body as JSON: ``(message, None)`` or ``(None, why it is not JSON)``."""
     if not body.strip():
@@ -168,12 +171,21 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         found.append(accept)
     found += origin_found
     messages: list[Any] = []
+    # client_extensions and client_capabilities of the message, from one look-up of _meta.
+    meta = body_meta(message)
+    caps = meta.get(META_CLIENT_CAPABILITIES) if meta else None
+    if isinstance(caps, dict):
+        ext = caps.get("extensions")
+        extensions: frozenset[str] | None = frozenset(ext) if isinstance(ext, dict) else _NONE
+        declared: dict[str, Any] | None = caps
+    else:
+        extensions = declared = None
     rctx = ResponseContext(
         era=era,
         capabilities=exchange.capabilities,
-        client_extensions=client_extensions(message),
+        client_extensions=extensions,
         version=verdict.version,
-        client_capabilities=client_capabilities(message),
+        client_capabilities=declared,
     )
     if exchange.response_status is not None and not exchange.response_truncated and not refused:
         response_found, messages = check_response(

@@ -337,9 +337,12 @@ def _single(headers: HeaderMap, name: str) -> tuple[str | None, Finding | None]:
     HTTP strips spaces and tabs around a field value (RFC 9110 5.5): they are not part of
     it, so ``Mcp-Name:  foo `` carries ``foo`` (SEP-2243, "Header/Body Mismatch").
     """
-    values = [v.strip(" \t") for v in headers.get_all(name)]
-    if not values:
+    raw = headers.values_of(name)
+    if len(raw) == 1:  # the common case: one value, no duplicate to compare
+        return raw[0].strip(" \t"), None
+    if not raw:
         return None, None
+    values = [v.strip(" \t") for v in raw]
     if any(v != values[0] for v in values[1:]):
         exc = ConflictingHeaderError(name, headers.get_all(name))
         return None, finding("request.header.duplicate", str(exc), WHERE)
