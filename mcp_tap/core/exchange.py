@@ -19,6 +19,7 @@ from mcp_tap.core.eras import (
     infer_era,
     is_modern_version,
 )
+from mcp_tap.core.fastinit import fast_init
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.jsonrpc import Kind, parse_json
@@ -28,6 +29,7 @@ from mcp_tap.core.sse import SSEEvent
 from mcp_tap.core.transport import accept_problem, check_non_post, check_origin
 
 
+@fast_init  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class Exchange:
     """What crossed one boundary: the request and the answer, as bytes and headers.
@@ -58,6 +60,7 @@ class Exchange:
     allowed_origins: tuple[str, ...] | None = None
 
 
+@fast_init  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class Judgement:
     """The core's verdict on one exchange."""

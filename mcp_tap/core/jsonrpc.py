@@ -14,6 +14,8 @@ from typing import Any
 
 import orjson
 
+from mcp_tap.core.fastinit import fast_init
+
 
 class Kind(StrEnum):
     """What a JSON value is as a JSON-RPC message."""
@@ -24,6 +26,7 @@ class Kind(StrEnum):
     INVALID = "invalid"
 
 
+@fast_init  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class Classified:
     """A classified message: its kind, and for invalid ones why."""

@@ -42,6 +42,7 @@ from mcp_tap.core.eras import (
     body_meta,
     is_modern_version,
 )
+from mcp_tap.core.fastinit import fast_init
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import ConflictingHeaderError, HeaderMap
 from mcp_tap.core.jsonrpc import Classified, Kind, classify, json_type
@@ -84,6 +85,7 @@ def param_headers(input_schema: Any) -> tuple[ParamHeader, ...]:
     return tuple(found)
 
 
+@fast_init  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """What the judge knows besides the request itself.
@@ -99,6 +101,7 @@ class RequestContext:
     negotiated_version: str | None = None
 
 
+@fast_init  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class RequestVerdict:
     """The outcome of the ladder: the classified message, its era and version, findings."""

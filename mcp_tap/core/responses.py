@@ -21,6 +21,7 @@ from mcp_tap.core.catalog import (
     finding,
 )
 from mcp_tap.core.eras import META_LOG_LEVEL, META_SUBSCRIPTION_ID, Era, body_meta
+from mcp_tap.core.fastinit import fast_init
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.jsonrpc import Kind, json_type, kind_of, parse_json, same_id
@@ -53,6 +54,7 @@ _OWED_ERRORS = {
 _JSONRPC_OWED = frozenset({"request.parse", "request.envelope", "request.schema"})
 
 
+@fast_init  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class ResponseContext:
     """What response rules need besides the response: era, advertised capabilities, ..."""
