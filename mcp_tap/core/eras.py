@@ -102,11 +102,11 @@ def infer_era(
     ``initialize`` carrying it is a modern request (judged ``request.method.removed``).
     Otherwise a request is modern unless only legacy signs are present.
     """
-    method = message.get("method") if isinstance(message, dict) else None
-    meta = body_meta(message)
-    modern_meta = meta is not None and bool(MODERN_META_KEYS & meta.keys())
     if legacy_session:
         return Era.LEGACY
+    method = message.get("method") if isinstance(message, dict) else None
+    meta = body_meta(message)
+    modern_meta = meta is not None and not MODERN_META_KEYS.isdisjoint(meta)
     if method in ("initialize", "notifications/initialized"):
         # A modern-shaped initialize (the per-request metadata, no handshake) is a modern
         # request for a method the modern era removed, not a legacy handshake.

@@ -19,6 +19,7 @@ from mcp_tap.core.eras import (
     infer_era,
     is_modern_version,
 )
+from mcp_tap.core.fastinit import fast_init
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.jsonrpc import Kind, parse_json
@@ -28,6 +29,7 @@ from mcp_tap.core.sse import SSEEvent
 from mcp_tap.core.transport import accept_problem, check_non_post, check_origin
 
 
+@fast_init  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class Exchange:
     """What crossed one boundary: the request and the answer, as bytes and headers.
@@ -58,6 +60,7 @@ class Exchange:
     allowed_origins: tuple[str, ...] | None = None
 
 
+@fast_init  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class Judgement:
     """The core's verdict on one exchange."""
@@ -83,6 +86,9 @@ class Judgement:
     def kind(self) -> Kind | None:
         """The request's message kind."""
         return self.request.kind if self.request else None
+
+
+_NONE: frozenset[str] = frozenset()
 
 
 def decode_body(body: bytes) -> tuple[Any, str | None]:
@@ -168,12 +174,21 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         found.append(accept)
     found += origin_found
     messages: list[Any] = []
+    # client_extensions and client_capabilities of the message, from one look-up of _meta.
+    meta = body_meta(message)
+    caps = meta.get(META_CLIENT_CAPABILITIES) if meta else None
+    if isinstance(caps, dict):
+        ext = caps.get("extensions")
+        extensions: frozenset[str] | None = frozenset(ext) if isinstance(ext, dict) else _NONE
+        declared: dict[str, Any] | None = caps
+    else:
+        extensions = declared = None
     rctx = ResponseContext(
         era=era,
         capabilities=exchange.capabilities,
-        client_extensions=client_extensions(message),
+        client_extensions=extensions,
         version=verdict.version,
-        client_capabilities=client_capabilities(message),
+        client_capabilities=declared,
     )
     if exchange.response_status is not None and not exchange.response_truncated and not refused:
         response_found, messages = check_response(

@@ -14,6 +14,8 @@ from typing import Any
 
 import orjson
 
+from mcp_tap.core.fastinit import fast_init
+
 
 class Kind(StrEnum):
     """What a JSON value is as a JSON-RPC message."""
@@ -24,6 +26,7 @@ class Kind(StrEnum):
     INVALID = "invalid"
 
 
+@fast_init  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class Classified:
     """A classified message: its kind, and for invalid ones why."""
@@ -82,30 +85,32 @@ def parse_json(data: bytes | str) -> Any:
 
 def classify(message: Any) -> Classified:
     """Classify one decoded JSON value as a JSON-RPC 2.0 message (never raises)."""
+    kind, problem = kind_of(message)
+    return Classified(kind, message, problem)
+
+
+def kind_of(message: Any) -> tuple[Kind, str]:
+    """:func:`classify` without the :class:`Classified`: the kind and, if invalid, why."""
     if not isinstance(message, dict):
-        return Classified(
-            Kind.INVALID, message, f"a JSON-RPC message must be an object, got {json_type(message)}"
-        )
+        return Kind.INVALID, f"a JSON-RPC message must be an object, got {json_type(message)}"
     if message.get("jsonrpc") != "2.0":
-        return Classified(
-            Kind.INVALID, message, f'jsonrpc must be "2.0", got {message.get("jsonrpc")!r}'
-        )
+        return Kind.INVALID, f'jsonrpc must be "2.0", got {message.get("jsonrpc")!r}'
     if "method" in message:
-        if not isinstance(message["method"], str) or not message["method"]:
-            return Classified(Kind.INVALID, message, "method must be a non-empty string")
+        method = message["method"]
+        if not isinstance(method, str) or not method:
+            return Kind.INVALID, "method must be a non-empty string"
         if "params" in message and not isinstance(message["params"], dict):
-            return Classified(Kind.INVALID, message, "params must be an object")
+            return Kind.INVALID, "params must be an object"
         if "result" in message or "error" in message:
-            return Classified(Kind.INVALID, message, "a request must not carry result or error")
+            return Kind.INVALID, "a request must not carry result or error"
         if "id" not in message:
-            return Classified(Kind.NOTIFICATION, message)
+            return Kind.NOTIFICATION, ""
         if not is_valid_id(message["id"]):
-            return Classified(
+            return (
                 Kind.INVALID,
-                message,
                 f"a request id must be a string or an integer, got {json_type(message['id'])}",
             )
-        return Classified(Kind.REQUEST, message)
+        return Kind.REQUEST, ""
     if "result" in message or "error" in message or "id" in message:
-        return Classified(Kind.RESPONSE, message)
-    return Classified(Kind.INVALID, message, "neither a request, a notification nor a response")
+        return Kind.RESPONSE, ""
+    return Kind.INVALID, "neither a request, a notification nor a response"

@@ -42,6 +42,7 @@ from mcp_tap.core.eras import (
     body_meta,
     is_modern_version,
 )
+from mcp_tap.core.fastinit import fast_init
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import ConflictingHeaderError, HeaderMap
 from mcp_tap.core.jsonrpc import Classified, Kind, classify, json_type
@@ -84,6 +85,7 @@ def param_headers(input_schema: Any) -> tuple[ParamHeader, ...]:
     return tuple(found)
 
 
+@fast_init  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """What the judge knows besides the request itself.
@@ -99,6 +101,7 @@ class RequestContext:
     negotiated_version: str | None = None
 
 
+@fast_init  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class RequestVerdict:
     """The outcome of the ladder: the classified message, its era and version, findings."""
@@ -337,9 +340,12 @@ def _single(headers: HeaderMap, name: str) -> tuple[str | None, Finding | None]:
     HTTP strips spaces and tabs around a field value (RFC 9110 5.5): they are not part of
     it, so ``Mcp-Name:  foo `` carries ``foo`` (SEP-2243, "Header/Body Mismatch").
     """
-    values = [v.strip(" \t") for v in headers.get_all(name)]
-    if not values:
+    raw = headers.values_of(name)
+    if len(raw) == 1:  # the common case: one value, no duplicate to compare
+        return raw[0].strip(" \t"), None
+    if not raw:
         return None, None
+    values = [v.strip(" \t") for v in raw]
     if any(v != values[0] for v in values[1:]):
         exc = ConflictingHeaderError(name, headers.get_all(name))
         return None, finding("request.header.duplicate", str(exc), WHERE)

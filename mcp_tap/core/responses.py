@@ -21,9 +21,10 @@ from mcp_tap.core.catalog import (
     finding,
 )
 from mcp_tap.core.eras import META_LOG_LEVEL, META_SUBSCRIPTION_ID, Era, body_meta
+from mcp_tap.core.fastinit import fast_init
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
-from mcp_tap.core.jsonrpc import Kind, classify, json_type, parse_json, same_id
+from mcp_tap.core.jsonrpc import Kind, json_type, kind_of, parse_json, same_id
 from mcp_tap.core.requests import RequestVerdict
 from mcp_tap.core.results import check_result
 from mcp_tap.core.sse import SSEDecoder, SSEEvent
@@ -53,6 +54,7 @@ _OWED_ERRORS = {
 _JSONRPC_OWED = frozenset({"request.parse", "request.envelope", "request.schema"})
 
 
+@fast_init  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class ResponseContext:
     """What response rules need besides the response: era, advertised capabilities, ..."""
@@ -94,8 +96,10 @@ def check_response(
         return _notification(status, body, where), []
     if verdict.kind is Kind.RESPONSE:
         return [], []  # request.envelope already: the modern spec names no answer to it.
-    invalid_version = next(
-        (f for f in verdict.findings if f.rule == "request.version.invalid"), None
+    invalid_version = (
+        next((f for f in verdict.findings if f.rule == "request.version.invalid"), None)
+        if verdict.findings
+        else None
     )
     if invalid_version is not None:
         if status == 400:
@@ -173,9 +177,13 @@ def _batch_body(
     return found
 
 
-def _id_key(value: Any) -> str:
+def _id_key(value: Any) -> object:
     """An id as a key that keeps its JSON type ("1" and 1 differ)."""
-    return f"{type(value).__name__}:{value!r}"
+    kind = type(value)
+    if kind is str or kind is int:
+        # The usual ids and tokens: a pair, no repr (a pair never equals the strings below).
+        return (kind, value)
+    return f"{kind.__name__}:{value!r}"
 
 
 def check_message(
@@ -202,6 +210,8 @@ def check_message(
         return [finding("response.envelope", envelope, where), *_owed(verdict, None, status, where)]
     found: list[Finding] = []
     expected_id = verdict.id
+    # Most requests were not rejected: then no answer is owed and _owed is skipped.
+    rejected = verdict.rejection is not None
     id_ok = expected_id is None or ("id" in message and same_id(message["id"], expected_id))
     if not id_ok:
         got = message.get("id", "<absent>")
@@ -217,14 +227,14 @@ def check_message(
     if has_result == has_error:
         what = "both result and error" if has_result else "neither result nor error"
         found.append(finding("response.exclusivity", f"response carries {what}", where))
-        return found + _owed(verdict, None, status, where, id_ok=id_ok)
+        return (found + _owed(verdict, None, status, where, id_ok=id_ok)) if rejected else found
     if has_error:
         error = message["error"]
         # An error keeps its status rule inside a stream: the stream's 200 is then wrong.
         found += _error(error, status, verdict, ctx, where, in_stream=in_stream)
         code = error.get("code") if isinstance(error, dict) else None
         code = code if isinstance(code, int) and not isinstance(code, bool) else None
-        return found + _owed(verdict, code, status, where, id_ok=id_ok)
+        return (found + _owed(verdict, code, status, where, id_ok=id_ok)) if rejected else found
     if status != 200 and not in_stream:
         # In a stream the status belongs to the stream, judged once by check_sse_stream.
         found.append(
@@ -232,18 +242,18 @@ def check_message(
                 "response.http-status", f"a success result must be HTTP 200, got {status}", where
             )
         )
-    found += _owed(verdict, None, status, where, id_ok=id_ok)
-    if verdict.rejection is None:
-        found += check_result(
-            verdict.method,
-            message["result"],
-            ctx.era,
-            capabilities=ctx.capabilities,
-            client_extensions=ctx.client_extensions,
-            version=ctx.version or verdict.version,
-            where=where,
-            client_capabilities=ctx.client_capabilities,
-        )
+    if rejected:
+        return found + _owed(verdict, None, status, where, id_ok=id_ok)
+    found += check_result(
+        verdict.method,
+        message["result"],
+        ctx.era,
+        capabilities=ctx.capabilities,
+        client_extensions=ctx.client_extensions,
+        version=ctx.version or verdict.version,
+        where=where,
+        client_capabilities=ctx.client_capabilities,
+    )
     return found
 
 
@@ -448,41 +458,48 @@ def check_sse_stream(
     pending = {_id_key(v.id): v for v in verdict.batch if v.id is not None}
     answered = False
     seen = 0
-    progress: dict[str, float] = {}
+    progress: dict[object, float] = {}
+    modern = ctx.era is Era.MODERN
     for index, event in enumerate(events):
-        at = f"{where} sse[{index}]"
-        if event.data == "":
+        data = event.data
+        if data == "":
             continue  # Priming events (id, empty data) and empty keep-alives carry no message.
         try:
-            message = parse_json(event.data)
+            message = parse_json(data)
         except ValueError:
-            found.append(finding("sse.event", f"event data is not JSON: {event.data[:60]!r}", at))
+            at = f"{where} sse[{index}]"
+            found.append(finding("sse.event", f"event data is not JSON: {data[:60]!r}", at))
             continue
         messages.append(message)
         seen += 1
-        c = classify(message)
         if answered:
+            at = f"{where} sse[{index}]"
             found.append(finding("sse.after-response", "a message after the final response", at))
             continue
-        if c.kind is Kind.INVALID:
-            found.append(finding("sse.event", f"not a JSON-RPC message: {c.problem}", at))
-        elif c.kind is Kind.REQUEST:
-            if ctx.era is Era.MODERN:
+        # The kind only (no Classified): this runs for every event of every stream.
+        kind, problem = kind_of(message)
+        if kind is Kind.INVALID:
+            at = f"{where} sse[{index}]"
+            found.append(finding("sse.event", f"not a JSON-RPC message: {problem}", at))
+        elif kind is Kind.REQUEST:
+            if modern:
                 found.append(
                     finding(
                         "sse.event",
-                        f"server request {c.method} on a modern stream "
+                        f"server request {message['method']} on a modern stream "
                         "(2026-07-28 has no server-to-client requests)",
-                        at,
+                        f"{where} sse[{index}]",
                     )
                 )
-        elif c.kind is Kind.NOTIFICATION:
-            found += _progress_order(message, progress, at)
+        elif kind is Kind.NOTIFICATION:
+            # The place is formatted only for a finding: most notifications pass.
+            found += _progress_order(message, progress, where, index)
             if listen:
-                found += _listen(verdict, message, seen == 1, at)
-            elif ctx.era is Era.MODERN:
-                found += _related(verdict, message, at)
+                found += _listen(verdict, message, seen == 1, f"{where} sse[{index}]")
+            elif modern:
+                found += _related(verdict, message, where, index)
         elif pending:
+            at = f"{where} sse[{index}]"
             item = pending.pop(_id_key(message.get("id")), None)
             if item is None:
                 found.append(finding("sse.id", "a batch response for no request of it", at))
@@ -491,6 +508,7 @@ def check_sse_stream(
             answered = not pending
         else:
             answered = True
+            at = f"{where} sse[{index}]"
             found += check_message(verdict, message, ctx, status=status, where=at, in_stream=True)
     if not answered and not listen:
         found.append(
@@ -505,7 +523,9 @@ def check_sse_stream(
     return found, messages
 
 
-def _progress_order(message: dict[str, Any], last: dict[str, float], at: str) -> list[Finding]:
+def _progress_order(
+    message: dict[str, Any], last: dict[object, float], where: str, index: int
+) -> list[Finding]:
     """The ``progress`` value MUST increase with each notification of one token."""
     if message.get("method") != "notifications/progress":
         return []
@@ -517,7 +537,8 @@ def _progress_order(message: dict[str, Any], last: dict[str, float], at: str) ->
     before = last.get(key)
     last[key] = value
     if before is not None and value <= before:
-        return [finding("sse.progress", f"progress {value} after {before}: it must increase", at)]
+        return [finding("sse.progress", f"progress {value} after {before}: it must increase",
+                        f"{where} sse[{index}]")]
     return []
 
 
@@ -538,7 +559,9 @@ _FILTER_METHODS = {
 }
 
 
-def _related(verdict: RequestVerdict, message: dict[str, Any], at: str) -> list[Finding]:
+def _related(
+    verdict: RequestVerdict, message: dict[str, Any], where: str, index: int
+) -> list[Finding]:
     """A modern request stream carries only notifications that relate to its request."""
     method = message.get("method")
     params = message.get("params")
@@ -560,7 +583,7 @@ def _related(verdict: RequestVerdict, message: dict[str, Any], at: str) -> list[
         problem = f"{method} on a request stream (it belongs on a subscriptions/listen stream)"
     elif method == "notifications/cancelled":
         problem = "server-sent notifications/cancelled on a request stream"
-    return [finding("sse.unrelated", problem, at)] if problem else []
+    return [finding("sse.unrelated", problem, f"{where} sse[{index}]")] if problem else []
 
 
 def _listen(

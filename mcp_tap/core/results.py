@@ -107,14 +107,17 @@ def check_result(
                     where,
                 )
             ]
-    found = _payload(method, rtype, result, era, caps, client_extensions, where)
+    # A tools/list result is written out once: the schema cache's key, and the search for
+    # x-mcp-header declarations in its tools.
+    canonical = schema.canonical_json(result) if method == "tools/list" else None
+    found = _payload(method, rtype, result, era, caps, client_extensions, where, canonical)
     if rtype == "input_required" and not found:
         found = _input_capabilities(result, client_capabilities, where)
-    if any(f.strength is Strength.MUST for f in found):
+    if found and any(f.strength is Strength.MUST for f in found):
         return found
     schema_version = version or (MODERN_VERSIONS[0] if era is Era.MODERN else LEGACY_VERSIONS[0])
     if method and rtype != "task":
-        problem = schema.result_problem(method, schema_version, result)
+        problem = schema.result_problem(method, schema_version, result, canonical=canonical)
         if problem:
             return [*found, finding("wire.schema", problem, where)]
     return found
@@ -128,6 +131,7 @@ def _payload(
     caps: frozenset[str],
     client_extensions: Iterable[str] | None,
     where: str,
+    canonical: bytes | None = None,
 ) -> list[Finding]:
     if rtype == "task":
         return _task(method, result, client_extensions, where)
@@ -135,7 +139,7 @@ def _payload(
         return _input_required(method, result, where)
     problems: list[Finding] = []
     if method == "tools/list":
-        problems += _tools_list(result, where)
+        problems += _tools_list(result, where, canonical)
     elif method == "completion/complete":
         problems += _completion(result, where)
     elif method == "tasks/get":
@@ -145,7 +149,9 @@ def _payload(
     return problems
 
 
-def _tools_list(result: dict[str, Any], where: str) -> list[Finding]:
+def _tools_list(
+    result: dict[str, Any], where: str, canonical: bytes | None = None
+) -> list[Finding]:
     def bad(msg: str) -> list[Finding]:
         return [finding("response.payload.tools-list", msg, where)]
 
@@ -156,7 +162,10 @@ def _tools_list(result: dict[str, Any], where: str) -> list[Finding]:
     warnings: list[Finding] = []
     # One search of the whole list instead of one per tool: no tool declares a header unless
     # the name is written somewhere in it.
-    declares = _mentions_x_mcp_header(tools)
+    # ``canonical`` (the whole result written out) holds every key of every tool.
+    declares = (
+        _X_MCP_HEADER_KEY in canonical if canonical is not None else _mentions_x_mcp_header(tools)
+    )
     for i, tool in enumerate(tools):
         if not isinstance(tool, dict):
             return bad(f"tools[{i}] must be an object")
@@ -196,11 +205,14 @@ _NESTING = ("items", "prefixItems", "additionalProperties", "patternProperties",
             "contains", "unevaluatedProperties", "unevaluatedItems", "propertyNames")
 
 
+_X_MCP_HEADER_KEY = b'"x-mcp-header"'
+
+
 def _mentions_x_mcp_header(value: Any) -> bool:
     """Whether ``value``'s JSON may hold the key ``x-mcp-header`` (True when unsure)."""
     try:
         # orjson writes every key verbatim (this one needs no escape).
-        return b'"x-mcp-header"' in orjson.dumps(value)
+        return _X_MCP_HEADER_KEY in orjson.dumps(value)
     except (TypeError, orjson.JSONEncodeError):
         return True  # not writable by orjson (deep, huge numbers): walk it
 

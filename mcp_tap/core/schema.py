@@ -45,13 +45,16 @@ class VerdictCache:
         self.hits = 0
         self.misses = 0
 
-    def key(self, kind: str, method: str, version: str, value: Any) -> _Key | None:
-        """The cache key of a verdict, or None when ``value`` is too big or deep to key."""
-        try:
-            canonical = orjson.dumps(value, option=_KEY_OPTIONS)
-        except TypeError:  # orjson.JSONEncodeError: nested past 254 levels
-            return None
-        if len(canonical) > MAX_KEY_BYTES:
+    def key(
+        self, kind: str, method: str, version: str, value: Any, canonical: bytes | None = None
+    ) -> _Key | None:
+        """The cache key of a verdict, or None when ``value`` is too big or deep to key.
+
+        ``canonical``: ``value``'s :func:`canonical_json`, when the caller made it already.
+        """
+        if canonical is None:
+            canonical = canonical_json(value)
+        if canonical is None or len(canonical) > MAX_KEY_BYTES:
             return None
         return (kind, method, version, canonical)
 
@@ -73,10 +76,10 @@ class VerdictCache:
 
     def verdict(
         self, kind: str, method: str, version: str, value: Any,
-        judge: Callable[[str, str, Any], str],
+        judge: Callable[[str, str, Any], str], canonical: bytes | None = None,
     ) -> str:
         """``judge(method, version, value)``, from the cache when this value was judged."""
-        key = self.key(kind, method, version, value)
+        key = self.key(kind, method, version, value, canonical)
         if key is None:
             return judge(method, version, value)
         verdict = self.get(key)
@@ -92,6 +95,15 @@ class VerdictCache:
 
 
 VERDICTS: Final = VerdictCache()
+
+
+def canonical_json(value: Any) -> bytes | None:
+    """``value`` as canonical JSON (sorted keys), the cache's key; None when orjson cannot
+    write it (nested past 254 levels)."""
+    try:
+        return orjson.dumps(value, option=_KEY_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError
+        return None
 
 
 @cache
@@ -129,11 +141,16 @@ def _request_problem(method: str, version: str, params: Any) -> str:
     return ""
 
 
-def result_problem(method: str, version: str, result: Any) -> str:
-    """Why the official schema rejects this server result ("" when it accepts or has no row)."""
+def result_problem(
+    method: str, version: str, result: Any, *, canonical: bytes | None = None
+) -> str:
+    """Why the official schema rejects this server result ("" when it accepts or has no row).
+
+    ``canonical``: the result's :func:`canonical_json` when the caller made it already.
+    """
     if version not in KNOWN_VERSIONS or not isinstance(result, dict):
         return ""
-    return VERDICTS.verdict("result", method, version, result, _result_problem)
+    return VERDICTS.verdict("result", method, version, result, _result_problem, canonical)
 
 
 def _result_problem(method: str, version: str, result: Any) -> str:

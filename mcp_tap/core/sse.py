@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from mcp_tap.core.fastinit import fast_init
+
 _MIB: Final = 1024 * 1024
 _BOM: Final = b"\xef\xbb\xbf"
 _LF: Final = 0x0A
@@ -32,6 +34,7 @@ class SSEError(ValueError):
     """An event stream the decoder refuses to buffer: a line or an event over its limit."""
 
 
+@fast_init  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class SSEEvent:
     """One dispatched event.

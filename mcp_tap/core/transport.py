@@ -67,11 +67,11 @@ def accept_problem(headers: HeaderMap, http_method: str, era: Era) -> Finding | 
         wanted = ("text/event-stream",)
     else:
         return None
-    listed = _listed(tuple(headers.get_all("accept")))
-    missing = [m for m in wanted if m not in listed]
+    values = tuple(headers.values_of("accept"))
+    missing = _missing(values, wanted)
     if not missing:
         return None
-    shown = ", ".join(headers.get_all("accept")) or "(none)"
+    shown = ", ".join(values) or "(none)"
     return finding(
         "request.accept",
         f"Accept {shown!r} does not list {' and '.join(missing)}",
@@ -80,6 +80,13 @@ def accept_problem(headers: HeaderMap, http_method: str, era: Era) -> Finding | 
 
 
 @functools.lru_cache(maxsize=256)  # clients send the same Accept on every request
+def _missing(values: tuple[str, ...], wanted: tuple[str, ...]) -> tuple[str, ...]:
+    """The media types of ``wanted`` that the ``Accept`` values do not list."""
+    listed = _listed(values)
+    return tuple(m for m in wanted if m not in listed)
+
+
+@functools.lru_cache(maxsize=256)
 def _listed(values: tuple[str, ...]) -> frozenset[str]:
     """The media types ``Accept`` values list."""
     return frozenset(media_type(part) for v in values for part in v.split(","))
