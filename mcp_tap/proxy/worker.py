@@ -8,8 +8,9 @@ capped bodies, SSE events: a few KB) to a recording process, which runs the very
 
 The handover is cheap on purpose: captures that end in the same event-loop iteration are
 encoded together, once, on the loop thread (marshal, see :mod:`~mcp_tap.proxy.handoff`), and
-written to a pipe through a non-blocking asyncio transport (length-prefixed frames). No
-thread is woken per capture.
+written to a pipe through a non-blocking asyncio transport (length-prefixed frames), after
+the reads of the next iteration (a request that arrived as an answer ended is forwarded
+first). No thread is woken per capture.
 
 The recording process (:mod:`~mcp_tap.proxy.recording_process`) reports its metrics, the
 writer's counters and how many captures it has taken every quarter second and once more when
