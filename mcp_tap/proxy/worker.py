@@ -8,8 +8,9 @@ capped bodies, SSE events: a few KB) to a recording process, which runs the very
 
 The handover is cheap on purpose: captures that end in the same event-loop iteration are
 encoded together, once, on the loop thread (marshal, see :mod:`~mcp_tap.proxy.handoff`), and
-written to a pipe through a non-blocking asyncio transport (length-prefixed frames). No
-thread is woken per capture.
+written to a pipe through a non-blocking asyncio transport (length-prefixed frames), after
+the reads of the next iteration (a request that arrived as an answer ended is forwarded
+first). No thread is woken per capture.
 
 The recording process (:mod:`~mcp_tap.proxy.recording_process`) reports its metrics, the
 writer's counters and how many captures it has taken every quarter second and once more when
@@ -107,6 +108,8 @@ class ProcessRecorder:
         self._low = self.queue_size * 3 // 8
         self._held_base = (0, 0.0)  # the hold-back totals when this recording process began
         self._writer_counters: dict[str, int] = {}
+        # Hand-off messages of this loop iteration; a capture ("record") is kept as the
+        # RawExchange until the flush turns it into plain values.
         self._batch: list[tuple[Any, ...]] = []
         self._transport: asyncio.WriteTransport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -350,8 +353,9 @@ class ProcessRecorder:
         if self._pending_lost:
             self._hand_over_lost()
         self._sent += 1
-        # Plain values, not the object: see RawExchange.state (decoded in _Handover.handle).
-        self._queue(("record", cap.handover_key, cap.state()))
+        # The capture itself for now; its plain values (RawExchange.state, decoded in
+        # _Handover.handle) are taken at the flush, off the path of the next request.
+        self._queue(("record", cap.handover_key, cap))
         if self._sent - self._taken >= self._high and not self.holdback.held:
             self._hold()
 
@@ -368,13 +372,28 @@ class ProcessRecorder:
 
     def _queue(self, message: tuple[Any, ...]) -> None:
         if not self._batch and self._loop is not None:
-            self._loop.call_soon(self._flush)
+            self._loop.call_soon(self._flush_after_reads)
         self._batch.append(message)
+
+    def _flush_after_reads(self) -> None:
+        """Flush after the reads of this loop iteration, not before them.
+
+        A callback scheduled while an iteration runs comes first in the next one, ahead of
+        the reads its poll found: a request that arrived meanwhile (typically the next one
+        on a connection whose answer just ended) would wait for the hand-off's encoding and
+        pipe write, and for the recording process that write wakes. Scheduled once more
+        from here, the flush goes behind those reads (and takes what they add to the batch).
+        """
+        if self._loop is not None:
+            self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         batch, self._batch = self._batch, []
         if not batch or self._transport is None or self._transport.is_closing():
             return
+        # Rebound, so that the old list and the captures go before the encoding: marshal
+        # indexes every object referenced elsewhere (a reference count above one).
+        batch = [("record", m[1], m[2].state()) if m[0] == "record" else m for m in batch]
         self._transport.write(handoff.encode(batch))
 
     # -- what the admin listener shows ---------------------------------------------------

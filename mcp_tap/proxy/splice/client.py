@@ -165,6 +165,10 @@ class ClientConnection(asyncio.Protocol):
 
     def release_reading(self) -> None:
         """Read the client again (unless paused for another reason)."""
+        if self.exchange is None and self.head_timer.running:
+            # The head clock counts from when the tap reads again: a request that waited
+            # unread in the kernel is not taken for a slow head by a timer already due.
+            self.head_timer.start()
         self._resume(HELD)
 
     def _pause(self, reason: str) -> None:
