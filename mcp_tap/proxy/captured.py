@@ -105,26 +105,12 @@ def _headers(head: Head | None, same: HeaderMap | None = None) -> HeaderMap:
     if isinstance(head, bytes):
         return _head_map(head)
     # latin-1 maps every byte, so any header byte survives to evidence and back.
-    pairs = []
-    index: dict[str, list[str]] = {}
-    for raw_name, raw_value in head:
-        name = raw_name.decode("latin-1")
-        value = raw_value.decode("latin-1")
-        pairs.append((name, value))
-        key = name.lower()
-        values = index.get(key)
-        if values is None:
-            index[key] = [value]
-        else:
-            values.append(value)
-    headers = _new_header_map(HeaderMap)
-    _set_slot(headers, "pairs", tuple(pairs))
-    _set_slot(headers, "_index", index)
-    return headers
+    return _header_map(tuple((name.decode("latin-1"), value.decode("latin-1"))
+                             for name, value in head))
 
 
 def _head_map(raw: bytes) -> HeaderMap:
-    """``_header_map(head_pairs(raw))``, in one loop when no line is folded (the usual head)."""
+    """``_header_map(head_pairs(raw))``, split in place when no line is folded (the usual head)."""
     text = raw.decode("latin-1")
     if "\r\n " in text or "\r\n\t" in text:
         return _header_map(head_pairs(raw))
@@ -132,21 +118,10 @@ def _head_map(raw: bytes) -> HeaderMap:
     del lines[0]  # the request or status line
     del lines[-2:]  # the two empty strings after the last CRLF CRLF
     pairs = []
-    index: dict[str, list[str]] = {}
     for line in lines:
         name, _, value = line.partition(":")
-        value = value.strip(" \t")
-        pairs.append((name, value))
-        key = name.lower()
-        values = index.get(key)
-        if values is None:
-            index[key] = [value]
-        else:
-            values.append(value)
-    headers = _new_header_map(HeaderMap)
-    _set_slot(headers, "pairs", tuple(pairs))
-    _set_slot(headers, "_index", index)
-    return headers
+        pairs.append((name, value.strip(" \t")))
+    return _header_map(tuple(pairs))
 
 
 def _header_map(pairs: tuple[tuple[str, str], ...]) -> HeaderMap:
