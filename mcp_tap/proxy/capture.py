@@ -133,10 +133,8 @@ class BodyCapture:
             for chunk in chunks:
                 hasher.update(chunk)
             capture.digest = hasher.hexdigest()
-        if not encoding or encoding == "identity":
-            capture._chunks = list(chunks)
-            return capture
-        enc = encoding.strip().lower()
+        # the usual header value first, so the common case skips the strip and lower
+        enc = encoding if not encoding or encoding == "identity" else encoding.strip().lower()
         if enc in ("", "identity"):
             capture._chunks = list(chunks)
             return capture
@@ -279,7 +277,7 @@ class RawExchange:
         """The exchange :meth:`state` describes."""
         flat, request, response, tunnel = state
         raw = cls.__new__(cls)
-        for name, value in zip(_FLAT_NAMES, flat, strict=True):
+        for name, value in zip(FLAT_NAMES, flat, strict=True):
             setattr(raw, name, value)
         raw.request = _raw_restored(*request)
         raw.response = None if response is None else _raw_restored(*response)
@@ -289,9 +287,9 @@ class RawExchange:
 
 
 _STATE = operator.attrgetter(*RawExchange.__slots__)  # every field at once, in C
-_FLAT_NAMES = tuple(n for n in RawExchange.__slots__ if n not in ("request", "response", "tunnel"))
-_FLAT = operator.attrgetter(*_FLAT_NAMES)
-FLAT_NAMES = _FLAT_NAMES  # the order of the flat values in RawExchange.state()
+# the order of the flat values in RawExchange.state() (read by the recording process)
+FLAT_NAMES = tuple(n for n in RawExchange.__slots__ if n not in ("request", "response", "tunnel"))
+_FLAT = operator.attrgetter(*FLAT_NAMES)
 
 
 def _exchange_restored(*values: Any) -> RawExchange:
