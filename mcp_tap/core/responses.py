@@ -467,19 +467,19 @@ def check_sse_stream(
         try:
             message = parse_json(data)
         except ValueError:
-            at = f"{where} sse[{index}]"
+            at = _at(where, index)
             found.append(finding("sse.event", f"event data is not JSON: {data[:60]!r}", at))
             continue
         messages.append(message)
         seen += 1
         if answered:
-            at = f"{where} sse[{index}]"
+            at = _at(where, index)
             found.append(finding("sse.after-response", "a message after the final response", at))
             continue
         # The kind only (no Classified): this runs for every event of every stream.
         kind, problem = kind_of(message)
         if kind is Kind.INVALID:
-            at = f"{where} sse[{index}]"
+            at = _at(where, index)
             found.append(finding("sse.event", f"not a JSON-RPC message: {problem}", at))
         elif kind is Kind.REQUEST:
             if modern:
@@ -488,18 +488,18 @@ def check_sse_stream(
                         "sse.event",
                         f"server request {message['method']} on a modern stream "
                         "(2026-07-28 has no server-to-client requests)",
-                        f"{where} sse[{index}]",
+                        _at(where, index),
                     )
                 )
         elif kind is Kind.NOTIFICATION:
             # The place is formatted only for a finding: most notifications pass.
             found += _progress_order(message, progress, where, index)
             if listen:
-                found += _listen(verdict, message, seen == 1, f"{where} sse[{index}]")
+                found += _listen(verdict, message, seen == 1, _at(where, index))
             elif modern:
                 found += _related(verdict, message, where, index)
         elif pending:
-            at = f"{where} sse[{index}]"
+            at = _at(where, index)
             item = pending.pop(_id_key(message.get("id")), None)
             if item is None:
                 found.append(finding("sse.id", "a batch response for no request of it", at))
@@ -508,7 +508,7 @@ def check_sse_stream(
             answered = not pending
         else:
             answered = True
-            at = f"{where} sse[{index}]"
+            at = _at(where, index)
             found += check_message(verdict, message, ctx, status=status, where=at, in_stream=True)
     if not answered and not listen:
         found.append(
@@ -521,6 +521,11 @@ def check_sse_stream(
         # answer it is owed (400/-32020 for a header mismatch, the ladder's code otherwise).
         found += _owed(verdict, None, status, where)
     return found, messages
+
+
+def _at(where: str, index: int) -> str:
+    """Where an SSE event's finding points (formatted only for a finding: most events pass)."""
+    return f"{where} sse[{index}]"
 
 
 def _progress_order(
@@ -538,7 +543,7 @@ def _progress_order(
     last[key] = value
     if before is not None and value <= before:
         return [finding("sse.progress", f"progress {value} after {before}: it must increase",
-                        f"{where} sse[{index}]")]
+                        _at(where, index))]
     return []
 
 
@@ -583,7 +588,7 @@ def _related(
         problem = f"{method} on a request stream (it belongs on a subscriptions/listen stream)"
     elif method == "notifications/cancelled":
         problem = "server-sent notifications/cancelled on a request stream"
-    return [finding("sse.unrelated", problem, f"{where} sse[{index}]")] if problem else []
+    return [finding("sse.unrelated", problem, _at(where, index))] if problem else []
 
 
 def _listen(
