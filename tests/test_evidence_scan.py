@@ -25,13 +25,13 @@ CASES = [
 
 @pytest.mark.parametrize("chunk", [1, 2, 7, 64, 1 << 20])
 @pytest.mark.parametrize("data", CASES)
-def test_blocks_and_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int,
+def test_spans_and_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int,
                           data: bytes) -> None:
     monkeypatch.setattr(reader, "_CHUNK", chunk)
     path = tmp_path / "s.jsonl"
     path.write_bytes(data)
     scan = SegmentScan(path)
-    blocks = list(scan.blocks())
+    blocks = [buffer[start:stop] for buffer, start, stop in scan.spans()]
     assert b"".join(blocks) == data
     assert all(block.endswith(b"\n") for block in blocks[:-1])
     assert all(block for block in blocks)

@@ -133,16 +133,15 @@ def list_segments(path: str | Path) -> list[SegmentFiles]:
 class SegmentScan:
     """One chunked pass over a segment file: its lines, and (afterwards) its size and SHA-256.
 
-    :meth:`spans` yields the file as spans of whole lines in its reads (:meth:`blocks`
-    as pieces of their own), and :meth:`lines` yields
-    ``(number, line, complete)`` (the line without its newline; ``complete`` is False for a
-    last line without one); both hash the bytes as they are read, so a segment is read
+    :meth:`spans` yields the file as spans of whole lines in its reads, and :meth:`lines`
+    yields ``(number, line, complete)`` (the line without its newline; ``complete`` is False
+    for a last line without one); both hash the bytes as they are read, so a segment is read
     once, in :data:`_CHUNK` pieces, whatever its size. An unreadable file is an
     :class:`InputError` naming it.
     """
 
     def __init__(self, path: Path) -> None:
-        """Prepare to read ``path``; nothing is read before :meth:`blocks` or :meth:`lines`."""
+        """Prepare to read ``path``; nothing is read before :meth:`spans` or :meth:`lines`."""
         self.path = path
         self.size = 0
         self._hash = hashlib.sha256()
@@ -200,11 +199,6 @@ class SegmentScan:
         if pending:
             joined = b"".join(pending)
             yield joined, 0, len(joined)
-
-    def blocks(self) -> Iterator[bytes]:
-        """:meth:`spans` as pieces of their own (each span copied out)."""
-        for buffer, start, stop in self.spans():
-            yield buffer if start == 0 and stop == len(buffer) else buffer[start:stop]
 
     def lines(self) -> Iterator[tuple[int, bytes, bool]]:
         """Yield every line of the file in order (see the class docstring)."""
