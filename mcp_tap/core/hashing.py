@@ -116,18 +116,8 @@ def seal(key: DigestKey, sha256_digest: bytes) -> str:
 
 
 def seal_hex(key: DigestKey, sha256_hexdigest: str) -> str:
-    """:func:`seal` for a hex SHA-256; an empty string (no body seen) stays empty.
-
-    :func:`hmac_sha256` inline (the recording process seals two or three per exchange).
-    """
-    if not sha256_hexdigest:
-        return ""
-    inner, outer = _pads(key.secret)
-    h = inner.copy()
-    h.update(bytes.fromhex(sha256_hexdigest))
-    o = outer.copy()
-    o.update(h.digest())
-    return o.hexdigest()
+    """:func:`seal` for a hex SHA-256; an empty string (no body seen) stays empty."""
+    return seal(key, bytes.fromhex(sha256_hexdigest)) if sha256_hexdigest else ""
 
 
 def body_digest(key: DigestKey, data: bytes) -> str:
