@@ -246,16 +246,12 @@ class WindowTally:
             latest = end
         egress = record.get("egress")
         if isinstance(egress, dict):
-            value = egress.get("endAt")
-            if type(value) is not float or value - value != 0.0:
-                value = _num(value)
-            if value is not None and (latest is None or value > latest):
-                latest = value
-            value = egress.get("sentAt")
-            if type(value) is not float or value - value != 0.0:
-                value = _num(value)
-            if value is not None and (latest is None or value > latest):
-                latest = value
+            for key in ("endAt", "sentAt"):
+                value = egress.get(key)
+                if type(value) is not float or value - value != 0.0:
+                    value = _num(value)
+                if value is not None and (latest is None or value > latest):
+                    latest = value
         self.end = latest
         if events is not None:
             self.sse_streams += 1
