@@ -260,7 +260,7 @@ def check_request_bytes(data: bytes, max_head: int = 65536) -> str:
     """
     buf = bytearray(data)
     outcome = "incomplete"
-    requests = RequestMessage(lambda _b: None)
+    requests = RequestMessage(RawBody(0))
     first = True
     while True:
         while buf[:2] == b"\r\n":
@@ -272,7 +272,7 @@ def check_request_bytes(data: bytes, max_head: int = 65536) -> str:
         rest = bytes(buf[end + len(HEAD_END):])
         head = parse_head(raw)
         if not first:
-            requests.reset(lambda _b: None)
+            requests.reset(RawBody(0))
         first = False
         try:
             requests.start(raw, raw.lower())

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import operator
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -72,6 +73,19 @@ class RawBody:
             digest.update(kept)
         digest.update(chunk[room:])
         self._hash = digest
+
+    def take(self, pieces: Sequence[bytes], at: float) -> None:
+        """:meth:`feed` of each piece, all arrived at ``at`` (one call for a parser's pieces)."""
+        if self._hash is None:
+            size = len(pieces[0]) if len(pieces) == 1 else sum(map(len, pieces))
+            if size <= self.cap - self.kept:  # the usual case: all kept
+                self.size += size
+                self.kept += size
+                self.chunks += pieces
+                self.times += [at] * len(pieces)
+                return
+        for piece in pieces:
+            self.feed(piece, at)
 
     def finish(self) -> None:
         """Freeze the running digest (if any) into :attr:`digest` before the hand-over."""

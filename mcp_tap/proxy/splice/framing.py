@@ -10,6 +10,13 @@ bytes), so a request's bytes are fed in pieces that cannot run past its end: the
 by :data:`~mcp_tap.proxy.splice.head.HEAD_END`), then at most the ``Content-Length`` still
 due, or, for a chunked body, up to each LF (a chunked message can only end at one). A response
 is only ever followed by the answer to the next request the tap sends, so it is fed whole.
+
+The parser reports body pieces and message ends through C callables, not Python methods (a
+call back into Python per piece costs more than the parsing): ``on_body`` is ``list.append``
+on the message's pieces, taken into its :class:`RawBody` after each ``feed_data``;
+``on_message_complete`` is ``list.clear`` on a one-item list, empty once the message ended.
+Only ``on_headers_complete`` is Python: the keep-alive verdict must be read then (llhttp
+clears it when a message without a body completes in the same call).
 """
 
 from __future__ import annotations
@@ -40,24 +47,32 @@ def framing_of(lower: bytes) -> tuple[str, int]:
 
 
 class RequestMessage:
-    """One request's framing, from its head to the end of its body."""
+    """One request's framing, from its head to the end of its body (kept in ``body``)."""
 
     __slots__ = (
+        "_open",
         "_parser",
         "body",
         "complete",
         "framing",
         "headed",
         "keep_alive",
+        "on_body",
+        "on_message_complete",
+        "pieces",
         "remaining",
         "upgrade",
     )
 
-    def __init__(self, body: Callable[[bytes], None]) -> None:
+    def __init__(self, body: RawBody) -> None:
+        self.pieces: list[bytes] = []  # body payload pieces the parser gave (chunked framing off)
+        self._open: list[None] = []  # [None] while the message has not ended
+        self.on_body = self.pieces.append
+        self.on_message_complete = self._open.clear
         self._parser = httptools.HttpRequestParser(self)
         self.reset(body)
 
-    def reset(self, body: Callable[[bytes], None]) -> None:
+    def reset(self, body: RawBody) -> None:
         """Ready for the connection's next request (whose body goes to ``body``)."""
         self.body = body
         self.complete = False
@@ -67,23 +82,15 @@ class RequestMessage:
         self.framing = "none"
         self.remaining = 0
 
-    # -- parser callbacks --
-    def on_body(self, data: bytes) -> None:
-        """A piece of the body payload (chunked framing removed): for the capture only."""
-        self.body(data)
-
-    def on_message_complete(self) -> None:
-        """The parser saw the message end."""
-        self.complete = True
-
     def on_headers_complete(self) -> None:
-        """The head is whole: read what the parser knows about it."""
+        """The parser's callback: the head is whole, read what the parser knows about it."""
         self.headed = True
         self.keep_alive = self._parser.should_keep_alive()
 
     # -- the forwarder's side --
     def start(self, raw: bytes, lower: bytes) -> None:
         """Feed the head; raises :data:`ParserError` when the parser rejects it."""
+        self._open.append(None)
         try:
             self._parser.feed_data(raw)
         except Upgrade:
@@ -102,22 +109,32 @@ class RequestMessage:
         """Feed body bytes; returns how many of them belong to this message."""
         if self.complete:
             return 0
+        pieces = self.pieces
         if self.framing == "length":
             take = min(self.remaining, len(data))
-            self._parser.feed_data(data if take == len(data) else data[:take])
+            if take < len(data):
+                data = data[:take]
+            self._parser.feed_data(data)
             self.remaining -= take
             if not self.remaining:
                 self.complete = True
+            pieces.clear()
+            self.body.take((data,), 0.0)  # the payload is the bytes themselves
             return take
         view = memoryview(data)
         start, size = 0, len(data)
+        ended = self._open
         while start < size:
             newline = data.find(b"\n", start)
             end = size if newline < 0 else newline + 1
             self._parser.feed_data(view[start:end])
             start = end
-            if self.complete:
+            if not ended:
+                self.complete = True
                 break
+        if pieces:
+            self.body.take(pieces, 0.0)
+            pieces.clear()
         return start
 
 
@@ -130,6 +147,7 @@ class ResponseMessage:
     """
 
     __slots__ = (
+        "_open",
         "_parser",
         "body",
         "careful",
@@ -138,6 +156,9 @@ class ResponseMessage:
         "complete",
         "head_done",
         "keep_alive",
+        "on_body",
+        "on_message_complete",
+        "pieces",
         "skip_body",
         "status",
         "tunnel_offset",
@@ -145,6 +166,10 @@ class ResponseMessage:
     )
 
     def __init__(self, body: RawBody, skip_body: bool, clock: Callable[[], float]) -> None:
+        self.pieces: list[bytes] = []  # body payload pieces of the last feed
+        self._open: list[None] = []  # [None] while the message has not ended
+        self.on_body = self.pieces.append
+        self.on_message_complete = self._open.clear
         self._parser = httptools.HttpResponseParser(self)
         self.clock = clock
         self.reset(body, skip_body)
@@ -161,31 +186,24 @@ class ResponseMessage:
         self.tunnel_offset = 0
         self.chunked = False  # set by the forwarder once the final head is read
         self.careful = False  # fed line by line: the end of a chunked body may be in view
+        if not self._open:
+            self._open.append(None)
 
     def on_headers_complete(self) -> None:
-        """A head (interim or final) is whole."""
-        self.status = self._parser.get_status_code()
+        """The parser's callback: a head (interim or final) is whole."""
+        self.status = status = self._parser.get_status_code()
         self.keep_alive = self._parser.should_keep_alive()
-        if self.status >= 200 or self.status == 101:
+        if status >= 200 or status == 101:
             self.head_done = True
             if self.skip_body:
                 self.complete = True
-
-    def on_body(self, data: bytes) -> None:
-        """A piece of the body payload."""
-        if not self.complete:
-            self.body.feed(data, self.clock())
-
-    def on_message_complete(self) -> None:
-        """A message ended: the final answer if it was not a 1xx."""
-        if self.status >= 200:
-            self.complete = True
 
     def feed(self, data: bytes) -> int:
         """Feed response bytes; how many belong to this answer (the rest follow its end and
         belong to no answer). Raises :data:`ParserError` on bytes that are not HTTP."""
         if self.complete:
             return 0
+        ended = self._open
         if self.chunked and (self.careful or data[:1] == b"0" or data.find(b"\n0") >= 0):
             # A chunked body can only end on the LF of a line after a last-chunk line ("0"
             # at a line start): the bytes before the first one in view go in at once (the
@@ -196,16 +214,27 @@ class ResponseMessage:
                 start = data.find(b"\n0") + 1
                 self._parser.feed_data(view[:start])
             self.careful = True
-            while start < size and not self.complete:
+            while start < size and ended:
                 newline = data.find(b"\n", start)
                 end = size if newline < 0 else newline + 1
                 self._parser.feed_data(view[start:end])
                 start = end
-            return start
-        try:
-            self._parser.feed_data(data)
-        except Upgrade as exc:
-            self.upgraded = True
-            self.complete = True
-            self.tunnel_offset = int(exc.args[0]) if exc.args else 0
-        return len(data)
+        else:
+            start = len(data)
+            try:
+                self._parser.feed_data(data)
+            except Upgrade as exc:
+                self.upgraded = True
+                self.complete = True
+                self.tunnel_offset = int(exc.args[0]) if exc.args else 0
+                return start
+        if self.pieces:
+            if not self.skip_body:  # an answer to a HEAD has no body, whatever it says
+                self.body.take(self.pieces, self.clock())
+            self.pieces.clear()
+        if not ended and not self.complete:
+            if self.status >= 200:
+                self.complete = True
+            else:  # an interim 1xx answer ended: the final one follows
+                ended.append(None)
+        return start

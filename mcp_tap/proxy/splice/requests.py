@@ -79,9 +79,9 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
     body = RawBody(client.hop.options.capture.max_body_bytes)
     request = client._requests
     if request is None:
-        request = client._requests = RequestMessage(body.feed)
+        request = client._requests = RequestMessage(body)
     else:
-        request.reset(body.feed)
+        request.reset(body)
     try:
         request.start(raw_head, lower)
     except (ParserError, ValueError) as exc:
