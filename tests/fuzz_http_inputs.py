@@ -18,11 +18,14 @@ from types import SimpleNamespace
 
 from mcp_tap.proxy.capture import RawBody
 from mcp_tap.proxy.splice.framing import (
+    RESPONSE_SCAN,
     ParserError,
     RequestMessage,
     ResponseMessage,
+    framing_of,
+    head_scan,
 )
-from mcp_tap.proxy.splice.head import HEAD_END, HOP_BY_HOP, parse_head, rewrite
+from mcp_tap.proxy.splice.head import HEAD_END, HOP_BY_HOP, may_change, parse_head, rewrite
 from mcp_tap.proxy.splice.responses import set_framing
 
 MARKER = b"zqmark"
@@ -279,6 +282,15 @@ def check_request_bytes(data: bytes, max_head: int = 65536) -> str:
         except (ParserError, ValueError):
             return "rejected"
         assert requests.headed or requests.upgrade, "a head the parser did not read passed"
+        lower = raw.lower()
+        if not requests.upgrade:
+            framing, length = framing_of(lower)
+            assert requests.remaining == length, "head_scan length differs"
+            assert requests.framing == ("none" if framing == "length" and not length
+                                        else framing), "head_scan framing differs"
+            assert requests.notable == (
+                may_change(lower) or lower.find(b"\r\nmcp-session-id:") >= 0
+                or lower.find(b"\r\ntraceparent:") >= 0), "head_scan notable differs"
         parts = head.start.split(b" ", 2)
         if len(parts) != 3:  # the client refuses it as 400 (an HTTP/0.9 line)
             return "rejected"
@@ -329,7 +341,12 @@ def check_response_bytes(data: bytes, head_request: bool = False) -> str:
             return "upgraded"
         ex = SimpleNamespace(skip_body=head_request, response_framing="", remaining=-1,
                              close_client=False, raw=SimpleNamespace(response_framing=""))
-        set_framing(None, ex, raw, raw.lower(), response)  # type: ignore[arg-type]
+        lower = raw.lower()
+        framing, length, hop_hint = head_scan(lower, RESPONSE_SCAN)
+        # The one-pass scan agrees with the reference scans it replaces.
+        assert (framing, length) == framing_of(lower), "head_scan framing differs"
+        assert hop_hint == may_change(lower), "head_scan hop hint differs"
+        set_framing(None, ex, framing, length, response)  # type: ignore[arg-type]
         try:
             response.feed(rest)
         except (ParserError, ValueError):

@@ -76,14 +76,13 @@ class RawBody:
 
     def take(self, pieces: Sequence[bytes], at: float) -> None:
         """:meth:`feed` of each piece, all arrived at ``at`` (one call for a parser's pieces)."""
-        if self._hash is None:
-            size = len(pieces[0]) if len(pieces) == 1 else sum(map(len, pieces))
-            if size <= self.cap - self.kept:  # the usual case: all kept
-                self.size += size
-                self.kept += size
-                self.chunks += pieces
-                self.times += [at] * len(pieces)
-                return
+        size = sum(map(len, pieces))
+        if self._hash is None and size <= self.cap - self.kept:  # the usual case: all kept
+            self.size += size
+            self.kept += size
+            self.chunks += pieces
+            self.times += [at] * len(pieces)
+            return
         for piece in pieces:
             self.feed(piece, at)
 
@@ -100,7 +99,8 @@ class RawBody:
 
     def state(self) -> tuple[Any, ...]:
         """Everything the recorder needs, as plain values (digest frozen first)."""
-        self.finish()
+        if self._hash is not None:
+            self.finish()
         return (self.cap, self.chunks, self.times, self.size, self.ended, self.digest)
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -35,6 +35,17 @@ _TE = b"\r\ntransfer-encoding:"
 # The parser has accepted the head: a Content-Length is digits after optional whitespace,
 # and there is at most one. (One regex scan: a find, a slice and a strip cost twice as much.)
 _CL = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)").search
+# One scan of a head (lowercased) for its framing fields and any line that may name a
+# hop-by-hop field (see head.may_change: over-matching only sends it down the rewrite path);
+# requests also flag an Mcp-Session-Id or a traceparent. One findall costs less than the three
+# scans it replaces (framing_of's two and may_change's).
+_HOP = rb"connection|keep-alive|proxy-|te|upgrade"
+RESPONSE_SCAN = re.compile(
+    rb"\r\n(?:content-length:[ \t]*(\d+)|(transfer-encoding:)|" + _HOP + rb")").findall
+REQUEST_SCAN = re.compile(
+    rb"\r\n(?:content-length:[ \t]*(\d+)|(transfer-encoding:)|mcp-session-id:|traceparent:|"
+    + _HOP + rb")").findall
+Scan = Callable[[bytes], list[tuple[bytes, bytes]]]
 
 
 def framing_of(lower: bytes) -> tuple[str, int]:
@@ -44,6 +55,21 @@ def framing_of(lower: bytes) -> tuple[str, int]:
         return "chunked", 0
     length = _CL(lower)
     return ("length", int(length[1])) if length is not None else ("none", 0)
+
+
+def head_scan(lower: bytes, scan: Scan) -> tuple[str, int, bool]:
+    """:func:`framing_of` of a head, and whether ``scan`` (:data:`RESPONSE_SCAN` or
+    :data:`REQUEST_SCAN`) found any other field it looks for, in one pass."""
+    framing, length, other = "none", 0, False
+    for digits, te in scan(lower):
+        if te:
+            framing, length = "chunked", 0  # whatever Content-Length says
+        elif digits:
+            if framing == "none":  # the first one (the parser allows no other)
+                framing, length = "length", int(digits)
+        else:
+            other = True
+    return framing, length, other
 
 
 class RequestMessage:
@@ -57,6 +83,7 @@ class RequestMessage:
         "framing",
         "headed",
         "keep_alive",
+        "notable",
         "on_body",
         "on_message_complete",
         "pieces",
@@ -81,6 +108,7 @@ class RequestMessage:
         self.keep_alive = True
         self.framing = "none"
         self.remaining = 0
+        self.notable = False  # the head has a session, a traceparent or a hop-by-hop hint
 
     def on_headers_complete(self) -> None:
         """The parser's callback: the head is whole, read what the parser knows about it."""
@@ -99,7 +127,7 @@ class RequestMessage:
             return
         if not self.headed:  # llhttp pauses on PRI (an HTTP/2 preface), silently: no head
             raise ParserError("an HTTP/2 connection preface")
-        self.framing, self.remaining = framing_of(lower)
+        self.framing, self.remaining, self.notable = head_scan(lower, REQUEST_SCAN)
         if self.framing == "length" and not self.remaining:
             self.framing = "none"  # Content-Length: 0 is no body, as none at all
         if self.framing == "none":

@@ -7,7 +7,6 @@ there as a method of the same name (``client`` is the connection).
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 import structlog
@@ -29,10 +28,6 @@ log = structlog.get_logger("mcp_tap.proxy")
 _WHY_TRACE = "hop correlation: the client sent no traceparent"
 _SESSION = b"\r\nmcp-session-id:"
 _TRACEPARENT = b"\r\ntraceparent:"
-# One scan says whether a request head needs a closer look (a session, a traceparent or a
-# hop-by-hop field); most heads have none.
-_NOTABLE = re.compile(
-    rb"\r\n(?:mcp-session-id:|traceparent:|connection|keep-alive|proxy-|te|upgrade)").search
 
 
 def next_request(client: ClientConnection, data: bytes | None = None) -> None:
@@ -101,7 +96,9 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
         target.decode("latin-1"), raw_head, body, client.clock(),
     )
     raw.request_framing = "upgrade" if request.upgrade else request.framing
-    notable = _NOTABLE(lower) is not None
+    # The parser's scan of the head says whether it needs a closer look (a session, a
+    # traceparent or a hop-by-hop field); most heads have none.
+    notable = request.notable
     if notable and lower.find(_SESSION) >= 0:
         session = field(raw_head, lower, _SESSION)
         if session is not None:

@@ -15,9 +15,10 @@ import structlog
 from mcp_tap.proxy.capture import RawBody
 from mcp_tap.proxy.splice.exchange import Exchange, parser_reason
 from mcp_tap.proxy.splice.framing import (
+    RESPONSE_SCAN,
     ParserError,
     ResponseMessage,
-    framing_of,
+    head_scan,
 )
 from mcp_tap.proxy.splice.head import HEAD_END, may_change, parse_head, rewrite
 
@@ -96,8 +97,9 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
             continue
         ex.response_head = None
         upgrade = response.upgraded and ex.request.upgrade
+        framing, length, hop_hint = head_scan(lower, RESPONSE_SCAN)
         out = raw_head
-        if may_change(lower):
+        if hop_hint:
             out, changes = rewrite(parse_head(raw_head), raw_head, upgrade=upgrade)
             if changes:
                 raw.egress_changes.extend(changes)
@@ -116,7 +118,7 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
                 return
             ex.tunnel = True
             return
-        client._set_framing(ex, raw_head, lower, response)
+        client._set_framing(ex, framing, length, response)
         if not rest:
             client.transport.write(out)
             raw.sent_at = client.clock()
@@ -152,23 +154,21 @@ def response_message(client: ClientConnection, ex: Exchange) -> ResponseMessage:
 
 
 def set_framing(
-    client: ClientConnection, ex: Exchange, raw_head: bytes, lower: bytes, response: ResponseMessage
+    client: ClientConnection, ex: Exchange, framing: str, length: int, response: ResponseMessage
 ) -> None:
-    """Note how the final answer is framed (length, chunked, none, or until close)."""
-    status = response.status
-    if ex.skip_body or status in (204, 304):
+    """Note how the final answer is framed (length, chunked, none, or until close), from
+    its head's :func:`~mcp_tap.proxy.splice.framing.head_scan`."""
+    if ex.skip_body or response.status in (204, 304):
         ex.response_framing = "none"
+    elif framing == "chunked":
+        ex.response_framing = "chunked"
+        response.chunked = True
+    elif framing == "length":
+        ex.response_framing = "length"
+        ex.remaining = length
     else:
-        framing, length = framing_of(lower)
-        if framing == "chunked":
-            ex.response_framing = "chunked"
-            response.chunked = True
-        elif framing == "length":
-            ex.response_framing = "length"
-            ex.remaining = length
-        else:
-            ex.response_framing = "close"
-            ex.close_client = True  # the client reads this answer until the connection ends
+        ex.response_framing = "close"
+        ex.close_client = True  # the client reads this answer until the connection ends
     ex.raw.response_framing = ex.response_framing
 
 
