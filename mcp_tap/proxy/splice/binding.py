@@ -86,7 +86,8 @@ def attach(client: ClientConnection, ex: Exchange, conn: UpstreamConnection) -> 
     ex.waiting = []
     ex.waiting_size = 0
     conn.write(data)
-    client._resume("connecting")
+    if client._paused:
+        client._resume("connecting")
     ex.idle = client.idle_timer
     ex.idle.start()
 

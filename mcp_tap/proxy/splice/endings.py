@@ -107,14 +107,9 @@ def finish(client: ClientConnection, ex: Exchange) -> None:
     elif ex.reserved:
         ex.reserved = False
         client.hop.pool.unreserve()
-    raw.request.finish()
-    if raw.tunnel is not None:
-        raw.tunnel[0].finish()
-        raw.tunnel[1].finish()
-    if raw.response is not None:
-        raw.response.finish()
-        if raw.egress_body is None:
-            raw.egress_bytes = raw.response.size  # spliced: what came is what was sent
+    # (A body's running digest, if it grew past the cap, is frozen by RawBody.state.)
+    if raw.response is not None and raw.egress_body is None:
+        raw.egress_bytes = raw.response.size  # spliced: what came is what was sent
     client.exchange = None
     status = raw.egress_status
     client.hop.answered[status // 100 if status is not None and 100 <= status < 600 else 0] += 1
@@ -127,8 +122,9 @@ def finish(client: ClientConnection, ex: Exchange) -> None:
     if ex.close_client or client.hop.stopping:
         client._close()
         return
-    client._resume("upstream")
-    client._resume("pipelined")
+    if client._paused:  # (usually not: no call then)
+        client._resume("upstream")
+        client._resume("pipelined")
     client.head_timer.start()
     if client.buffer and not client._scheduled:
         client._scheduled = True  # not recursively: pipelined requests go one per callback
