@@ -9,7 +9,7 @@ from fractions import Fraction
 import pytest
 
 from mcp_tap.proxy import handoff
-from mcp_tap.proxy.capture import RawBody, RawExchange
+from mcp_tap.proxy.capture import FLAT_NAMES, RawBody, RawExchange
 from mcp_tap.proxy.handoff import HEADER, PICKLED, FrameDecoder, encode
 
 
@@ -42,6 +42,15 @@ def test_plain_values_go_as_marshal_and_come_back_equal() -> None:
     assert restored.request.size == 146 and restored.request.truncated
     assert restored.head_changes == raw.head_changes and restored.interim == [100]
     assert decoder.frames == 1 and decoder.bad == 0 and decoder.pending == 0
+
+
+def test_the_flat_state_holds_every_flat_field_in_flat_names_order() -> None:
+    raw = _exchange()
+    flat = raw.state()[0]
+    assert flat == tuple(getattr(raw, name) for name in FLAT_NAMES)
+    assert len(flat) == len(RawExchange.__slots__) - 3  # all but the three bodies' fields
+    restored = RawExchange.restored(raw.state())
+    assert all(getattr(restored, n) == getattr(raw, n) for n in FLAT_NAMES)
 
 
 def test_what_marshal_cannot_encode_goes_as_a_flagged_pickle() -> None:

@@ -33,16 +33,11 @@ MAX_FRAME = _LENGTH
 
 Batch = list[tuple[Any, ...]]
 
-_VERSION = 2
-"""marshal's format 2: no reference table (3 and 4 index every object seen more than once, a
-hash-table insert per object; about a sixth of the encoding's cost here). Nothing in a batch
-relies on identity (a cycle, which none holds, would nest too deep and go as a pickle)."""
-
 
 def encode(batch: Batch) -> bytes:
     """One frame: the length prefix and the batch (marshal, else pickle)."""
     try:
-        payload = marshal.dumps(batch, _VERSION)
+        payload = marshal.dumps(batch)
         flag = 0
     except ValueError:  # an object marshal does not know
         payload = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)

@@ -391,7 +391,8 @@ class ProcessRecorder:
         batch, self._batch = self._batch, []
         if not batch or self._transport is None or self._transport.is_closing():
             return
-        # Rebound, so that the old list and the captures go before the encoding.
+        # Rebound, so that the old list and the captures go before the encoding: marshal
+        # indexes every object referenced elsewhere (a reference count above one).
         batch = [("record", m[1], m[2].state()) if m[0] == "record" else m for m in batch]
         self._transport.write(handoff.encode(batch))
 

@@ -231,38 +231,49 @@ class ResponseMessage:
         belong to no answer). Raises :data:`ParserError` on bytes that are not HTTP."""
         if self.complete:
             return 0
+        if not self.chunked or not (self.careful or data[:1] == b"0" or data.find(b"\n0") >= 0):
+            return self.feed_whole(data)
+        # A chunked body can only end on the LF of a line after a last-chunk line ("0" at a
+        # line start): the bytes before the first one in view go in at once (the end cannot
+        # be there), then up to each LF, so the parser stops exactly at the end.
         ended = self._open
-        if self.chunked and (self.careful or data[:1] == b"0" or data.find(b"\n0") >= 0):
-            # A chunked body can only end on the LF of a line after a last-chunk line ("0"
-            # at a line start): the bytes before the first one in view go in at once (the
-            # end cannot be there), then up to each LF, so the parser stops exactly at the end.
-            view = memoryview(data)
-            start, size = 0, len(data)
-            if not self.careful and data[:1] != b"0":
-                start = data.find(b"\n0") + 1
-                self._parser.feed_data(view[:start])
-            self.careful = True
-            while start < size and ended:
-                newline = data.find(b"\n", start)
-                end = size if newline < 0 else newline + 1
-                self._parser.feed_data(view[start:end])
-                start = end
-        else:
-            start = len(data)
-            try:
-                self._parser.feed_data(data)
-            except Upgrade as exc:
-                self.upgraded = True
-                self.complete = True
-                self.tunnel_offset = int(exc.args[0]) if exc.args else 0
-                return start
+        view = memoryview(data)
+        start, size = 0, len(data)
+        if not self.careful and data[:1] != b"0":
+            start = data.find(b"\n0") + 1
+            self._parser.feed_data(view[:start])
+        self.careful = True
+        while start < size and ended:
+            newline = data.find(b"\n", start)
+            end = size if newline < 0 else newline + 1
+            self._parser.feed_data(view[start:end])
+            start = end
+        self._took()
+        return start
+
+    def feed_whole(self, data: bytes) -> int:
+        """:meth:`feed` of bytes the answer's end cannot be in, or that end with it (not
+        length-framed past its end, not chunked with a last-chunk line in view)."""
+        if self.complete:
+            return 0
+        try:
+            self._parser.feed_data(data)
+        except Upgrade as exc:
+            self.upgraded = True
+            self.complete = True
+            self.tunnel_offset = int(exc.args[0]) if exc.args else 0
+            return len(data)
+        self._took()
+        return len(data)
+
+    def _took(self) -> None:
+        """After a feed: the body pieces into the capture, and whether the answer ended."""
         if self.pieces:
             if not self.skip_body:  # an answer to a HEAD has no body, whatever it says
                 self.body.take(self.pieces, self.clock())
             self.pieces.clear()
-        if not ended and not self.complete:
+        if not self._open and not self.complete:
             if self.status >= 200:
                 self.complete = True
             else:  # an interim 1xx answer ended: the final one follows
-                ended.append(None)
-        return start
+                self._open.append(None)

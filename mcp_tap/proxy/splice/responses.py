@@ -245,7 +245,9 @@ def parse_body(client: ClientConnection, ex: Exchange, data: bytes) -> None:
     """Parse a copy of body bytes already sent (for the boundaries and the capture)."""
     assert ex.response is not None
     try:
-        ex.response.feed(data)
+        # Length-framed bytes are cut at the end already; chunked ones come here only when
+        # body_out saw no last-chunk line in them.
+        ex.response.feed_whole(data)
     except (ParserError, ValueError) as exc:
         client._abort_upstream(ex)
         client._cut(ex, "upstream-bad-response", parser_reason(exc))
