@@ -59,3 +59,38 @@ def test_header_pairs_map_like_headermap() -> None:
     assert made.pairs == expected.pairs
     assert made._index == expected._indexed()
     assert made.get_all("CONTENT-TYPE") == ["a/b", "c/d"]
+
+
+def test_a_repeated_head_is_split_once_and_shared() -> None:
+    """A head seen again gives the same (immutable) map: no split, no index built again;
+    a head that differs by one byte gets its own map."""
+    head = b"POST /mcp HTTP/1.1\r\nHost: h\r\nX-A: 1\r\n\r\n"
+    first = _headers(head)
+    assert _headers(bytes(head)) is first
+    other = _headers(head.replace(b"X-A: 1", b"X-A: 2"))
+    assert other is not first and other.get("x-a") == "2" and first.get("x-a") == "1"
+    pairs = ((b"Content-Type", b"a/b"),)
+    assert _headers(pairs) is _headers(((b"Content-Type", b"a/b"),))
+    # Pairs in lists (not hashable) are decoded all the same, just not remembered.
+    listed = _headers([[b"Content-Type", b"a/b"]])  # type: ignore[list-item]
+    assert listed.pairs == (("Content-Type", "a/b"),)
+
+
+def test_a_repeated_head_is_redacted_once_with_the_same_view() -> None:
+    """RecordBuilder.header_lists: the redactor's view of a head, remembered by its pairs
+    (equal pairs give the view the redactor gives; secrets and the session pseudonym
+    redacted as ever)."""
+    from mcp_tap.core.hashing import DigestKey
+    from mcp_tap.core.redaction import Redactor
+    from mcp_tap.proxy.records import RecordBuilder
+
+    key = DigestKey(b"k" * 32)
+    builder = RecordBuilder(Redactor(pseudonym_key=key.secret), key)
+    pairs = (("Authorization", "Bearer abc"), ("Mcp-Session-Id", "s1"), ("X-Q", "a=1"))
+    view = builder.header_lists(pairs)
+    assert view == builder.redactor.redact_header_lists(pairs)
+    assert "abc" not in str(view) and "s1" not in str(view)
+    assert builder.header_lists(tuple(pairs)) is view
+    other = builder.header_lists((("Authorization", "Bearer xyz"),))
+    assert other == [["Authorization", "Bearer [REDACTED]"]]
+    assert builder.header_lists([("A", "b")]) == [["A", "b"]]  # type: ignore[arg-type]

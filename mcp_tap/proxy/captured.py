@@ -13,7 +13,14 @@ from typing import Any
 
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.sse import SSEDecoder, SSEError, SSEEvent
-from mcp_tap.proxy.capture import FLAT_NAMES, BodyCapture, Head, RawExchange, new_body_hash
+from mcp_tap.proxy.capture import (
+    FLAT_NAMES,
+    BodyCapture,
+    Head,
+    Pairs,
+    RawExchange,
+    new_body_hash,
+)
 from mcp_tap.proxy.splice.head import HEAD_END
 
 
@@ -96,17 +103,38 @@ def _restored_captured(state: dict[str, Any]) -> Captured:
     return cap
 
 
+# Header maps of the heads seen last, by their raw bytes: one client's requests and one
+# origin's answers repeat their heads (a Date changes once a second), and splitting and
+# indexing a head costs a hundred times its lookup. A map is immutable and a function of its
+# bytes alone, so captures share it; attacker-chosen heads only start the cache over.
+_HEADS: dict[Head, HeaderMap] = {}
+_MAX_HEADS = 256
+
+
 def _headers(head: Head | None, same: HeaderMap | None = None) -> HeaderMap:
     """The header map of raw pairs or a raw head, its lookup index built with it; ``same``
     when there are none (the head passed as is)."""
     if head is None:
         assert same is not None
         return same
-    if isinstance(head, bytes):
-        return _head_map(head)
+    try:
+        made = _HEADS.get(head)
+    except TypeError:  # pairs in lists, not tuples (a caller's own state): not kept
+        return _pairs_map(head)  # type: ignore[arg-type]
+    if made is not None:
+        return made
+    made = _head_map(head) if isinstance(head, bytes) else _pairs_map(head)
+    if len(_HEADS) >= _MAX_HEADS:
+        _HEADS.clear()
+    _HEADS[head] = made
+    return made
+
+
+def _pairs_map(pairs: Pairs) -> HeaderMap:
+    """The header map of raw byte pairs (a rewritten head)."""
     # latin-1 maps every byte, so any header byte survives to evidence and back.
     return _header_map(tuple((name.decode("latin-1"), value.decode("latin-1"))
-                             for name, value in head))
+                             for name, value in pairs))
 
 
 def _head_map(raw: bytes) -> HeaderMap:

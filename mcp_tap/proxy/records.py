@@ -28,6 +28,7 @@ _RAW_TEXT_CHARS = 4096  # of a body that is not JSON
 # digest's canonical JSON adds none: a body nested deeper than orjson writes minus these is
 # stored as redacted JSON text.
 _RECORD_LEVELS = 6
+_MAX_HEADS = 256  # redacted head views remembered (attacker-chosen heads start over)
 
 
 class RecordBuilder:
@@ -39,6 +40,24 @@ class RecordBuilder:
         self.digest_key = digest_key
         self.digests = digest_key.describe()
         self._ids = ""  # random hex, cut into exchange ids (see exchange_id)
+        # Redacted views of the heads seen last, by their pairs: materialize shares one
+        # header map per distinct head, so a repeated head is redacted once. The views are
+        # shared by records as a head's view is shared by two views of one record: nothing
+        # mutates a record.
+        self._heads: dict[tuple[tuple[str, str], ...], list[list[str]]] = {}
+
+    def header_lists(self, pairs: tuple[tuple[str, str], ...]) -> list[list[str]]:
+        """:meth:`Redactor.redact_header_lists` of ``pairs``, remembered (bounded)."""
+        try:
+            view = self._heads.get(pairs)
+        except TypeError:  # pairs in a list (a map made by hand): not remembered
+            return self.redactor.redact_header_lists(pairs)
+        if view is None:
+            view = self.redactor.redact_header_lists(pairs)
+            if len(self._heads) >= _MAX_HEADS:
+                self._heads.clear()
+            self._heads[pairs] = view
+        return view
 
     def exchange_id(self) -> str:
         """A random exchange id (64 bits, hex), drawn 256 at a time (one system call)."""
@@ -118,8 +137,8 @@ class RecordBuilder:
         key = self.digest_key
         # A head that passed as it came is one header map for both views: redacted once
         # (the record holds the same list twice; nothing mutates a record's lists).
-        response_headers = red.redact_header_lists(cap.response_headers.pairs)
-        request_headers = red.redact_header_lists(cap.request_headers.pairs)
+        response_headers = self.header_lists(cap.response_headers.pairs)
+        request_headers = self.header_lists(cap.request_headers.pairs)
         origin: dict[str, Any] | None = None
         # Spliced, the client got the origin's bytes: one sealed digest for both views.
         same_bytes = response is not None and cap.egress_digest == response.digest
@@ -169,7 +188,7 @@ class RecordBuilder:
                 "headers": request_headers,
                 "forwardedHeaders": request_headers
                 if cap.forwarded_headers is cap.request_headers
-                else red.redact_header_lists(cap.forwarded_headers.pairs),
+                else self.header_lists(cap.forwarded_headers.pairs),
                 "bodyDigest": seal_hex(key, cap.request.digest),
                 "bodySize": cap.request.size,
                 "truncated": not cap.request.complete,
@@ -184,7 +203,7 @@ class RecordBuilder:
                 "status": cap.egress_status,
                 "headers": response_headers
                 if cap.egress_headers is cap.response_headers
-                else red.redact_header_lists(cap.egress_headers.pairs),
+                else self.header_lists(cap.egress_headers.pairs),
                 "bodyDigest": origin_digest if same_bytes else seal_hex(key, cap.egress_digest),
                 "bodySize": cap.egress_bytes,
                 "sentAt": cap.sent_at,

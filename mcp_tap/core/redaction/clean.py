@@ -34,6 +34,7 @@ _KEPT: Final = b"abcdefghijklmnopqrstuvwxyz0123456789" + _UPPER + b'":{}[]'
 _FOLD: Final = bytes.maketrans(_UPPER, _UPPER.lower())
 _NOT_KEPT: Final = bytes(b for b in range(256) if b not in _KEPT)
 _NOT_BRACKET: Final = bytes(b for b in range(256) if b not in b"{}[]")
+_BACKSLASH, _PERCENT, _EQUALS = b"\\%="
 _MAX_CLEAN: Final = 8192  # strings remembered as clean; attacker-chosen ones start it over
 # Texts shorter than this are walked: the check's fixed cost is a small message's walk.
 CLEAN_CHECK_MIN: Final = 384
@@ -57,10 +58,12 @@ class CleanJson:
 
         The bound is at least the walk's depth and at most :data:`MAX_CLEAN_DEPTH`.
         """
-        if b"\\" in text or b"%" in text or b"=" in text or not text.isascii():
+        # Bytes by value: ``b"x" in text`` first tries its operand as an integer and formats
+        # (then drops) a TypeError; an int or find() goes straight to the search.
+        if _BACKSLASH in text or _PERCENT in text or _EQUALS in text or not text.isascii():
             return None
         folded = text.translate(_FOLD, _NOT_KEPT)
-        if b"earer" in folded:
+        if folded.find(b"earer") >= 0:
             return None  # "earer" or "EARER" in the text (any case, any separators: more)
         parts = folded.split(b'"')
         if not len(parts) % 2:
@@ -79,7 +82,7 @@ class CleanJson:
             if self._pattern.search(canonical) is not None:
                 if not self._matcher.is_secret(canonical.decode("ascii")):
                     pass  # allowlisted: harmless as a key too
-                elif b'"' + string + b'":' in folded:
+                elif folded.find(b'"' + string + b'":') >= 0:
                     return None  # a secret key
                 else:
                     continue  # a value spelling a pattern: harmless here, not as a key

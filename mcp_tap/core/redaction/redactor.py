@@ -110,6 +110,7 @@ class Redactor:
             canonical_key(p.argument) for p in self.policy.argument_policies
         )
         self._keys: dict[str, bool] = {}
+        self._plain_keys: set[str] = set()  # the keys of _keys that name nothing secret
         self._texts: dict[str, str] = {}  # string value -> its text pass (found=None only)
         self._header_kinds: dict[str, int] = {}
         self._clean_json = CleanJson(self.matcher)
@@ -136,7 +137,8 @@ class Redactor:
 
     def walk_message(self, msg: Any) -> Redacted:
         """:meth:`redact_message` with the hit count and nesting depth of the result."""
-        return self.walk(msg, self._policy_targets(msg))
+        return self.walk(msg, self._policy_targets(msg) if self.policy.argument_policies
+                         else None)
 
     def walk_message_text(self, msg: Any, text: bytes) -> Redacted:
         """:meth:`walk_message` for a message orjson parsed from ``text``.
@@ -196,6 +198,29 @@ class Redactor:
         # The hot loop of the recorder: dicts and lists apart, exact types tested first, the
         # key cache read inline; the same decisions as _walk_loop.
         if isinstance(node, dict):
+            if targets is None and self._plain_keys.issuperset(node):
+                # Every key known (in C, one set test) to name nothing secret, and no
+                # argument policy here: the values alone decide (the loop below, minus
+                # its per-key tests).
+                for slot, child in node.items():
+                    kind = type(child)
+                    if kind is str:
+                        if not ("=" in child or ":" in child or "earer" in child
+                                or "EARER" in child):
+                            continue
+                        new = self._child(child, level, targets, found, acc)
+                    elif kind is int or kind is float or kind is bool or child is None:
+                        continue
+                    elif kind is dict or kind is list:
+                        if not child:
+                            continue  # empty: nothing to hide, kept as it is (_child's)
+                        new = self._node(child, level + 1, targets, found, acc)
+                    else:
+                        new = self._child(child, level, targets, found, acc)
+                    if new is not child:
+                        changes = changes or {}
+                        changes[slot] = new
+                return {**node, **changes} if changes else node
             hidden = targets.get(id(node)) if targets else None
             known = self._keys
             for slot, child in node.items():
@@ -217,9 +242,15 @@ class Redactor:
                     if not ("=" in child or ":" in child or "earer" in child
                             or "EARER" in child):
                         continue
+                    new = self._child(child, level, targets, found, acc)
                 elif kind is int or kind is float or kind is bool or child is None:
                     continue
-                new = self._child(child, level, targets, found, acc)
+                elif kind is dict or kind is list:
+                    if not child:
+                        continue
+                    new = self._node(child, level + 1, targets, found, acc)
+                else:
+                    new = self._child(child, level, targets, found, acc)
                 if new is not child:
                     changes = changes or {}
                     changes[slot] = new
@@ -229,9 +260,15 @@ class Redactor:
             if kind is str:
                 if not ("=" in child or ":" in child or "earer" in child or "EARER" in child):
                     continue
+                new = self._child(child, level, targets, found, acc)
             elif kind is int or kind is float or kind is bool or child is None:
                 continue
-            new = self._child(child, level, targets, found, acc)
+            elif kind is dict or kind is list:
+                if not child:
+                    continue
+                new = self._node(child, level + 1, targets, found, acc)
+            else:
+                new = self._child(child, level, targets, found, acc)
             if new is not child:
                 changes = changes or {}
                 changes[index] = new
@@ -279,6 +316,8 @@ class Redactor:
             known = self.matcher.is_secret(canonical_key(key))
             if len(self._keys) < _MAX_CACHED_KEYS:
                 self._keys[key] = known
+                if not known:
+                    self._plain_keys.add(key)
         return known
 
     def _walk_loop(
