@@ -71,7 +71,6 @@ def check_result(
                 "response.envelope", f"result must be an object, got {json_type(result)}", where
             )
         ]
-    caps = frozenset(capabilities)
     rtype = result.get("resultType")
     if "resultType" not in result:
         if era is Era.MODERN:
@@ -87,7 +86,10 @@ def check_result(
                 where,
             )
         ]
-    if era is Era.LEGACY and rtype != "complete":
+    schema_version = version or (MODERN_VERSIONS[0] if era is Era.MODERN else LEGACY_VERSIONS[0])
+    if rtype == "complete":
+        return _complete(method, result, era, schema_version, where)
+    if era is Era.LEGACY:
         return [
             finding(
                 "response.result-type.unknown",
@@ -95,6 +97,7 @@ def check_result(
                 where,
             )
         ]
+    caps = frozenset(capabilities)
     if rtype not in CORE_RESULT_TYPES:
         needed = EXTENSION_RESULT_TYPES.get(rtype)
         if needed is None:
@@ -107,17 +110,63 @@ def check_result(
                     where,
                 )
             ]
-    # A tools/list result is written out once: the schema cache's key, and the search for
-    # x-mcp-header declarations in its tools.
-    canonical = schema.canonical_json(result) if method == "tools/list" else None
-    found = _payload(method, rtype, result, era, caps, client_extensions, where, canonical)
+    found = _payload(method, rtype, result, era, caps, client_extensions, where)
     if rtype == "input_required" and not found:
         found = _input_capabilities(result, client_capabilities, where)
     if found and any(f.strength is Strength.MUST for f in found):
         return found
-    schema_version = version or (MODERN_VERSIONS[0] if era is Era.MODERN else LEGACY_VERSIONS[0])
     if method and rtype != "task":
-        problem = schema.result_problem(method, schema_version, result, canonical=canonical)
+        problem = schema.result_problem(method, schema_version, result)
+        if problem:
+            return [*found, finding("wire.schema", problem, where)]
+    return found
+
+
+# The kind of the cache entries of _complete, one per era (the era is part of the key).
+_COMPLETE_KIND = {era: f"complete-result {era.value}" for era in Era}
+
+
+def _complete(
+    method: str | None, result: dict[str, Any], era: Era, version: str, where: str
+) -> list[Finding]:
+    """A complete result's payload and schema rules: from the verdict cache when seen.
+
+    What they find depends on the method, the era, the schema revision and the result
+    alone (capabilities and client declarations matter only to task and input_required
+    results), so the result's JSON keys them in ``schema.VERDICTS``. The findings carry
+    ``where``: a hit at another place is judged again (none found is the same anywhere).
+    """
+    try:
+        # The key, the schema verdict's key, and the x-mcp-header search of tools/list.
+        written: bytes | None = orjson.dumps(result)
+    except TypeError:  # orjson.JSONEncodeError: nested past 254 levels
+        written = None
+    if written is None or len(written) > schema.MAX_KEY_BYTES:
+        return _complete_rules(method, result, era, version, where, written)
+    key = (_COMPLETE_KIND[era], method or "", version, written)
+    cache = schema.VERDICTS
+    cached: tuple[str, tuple[Finding, ...]] | None = cache.get(key)
+    if cached is not None and (not cached[1] or cached[0] == where):
+        return list(cached[1])
+    found = _complete_rules(method, result, era, version, where, written)
+    cache.put(key, (where, tuple(found)))
+    return found
+
+
+def _complete_rules(
+    method: str | None,
+    result: dict[str, Any],
+    era: Era,
+    version: str,
+    where: str,
+    written: bytes | None,
+) -> list[Finding]:
+    """:func:`_complete` without the cache (``written``: the result's JSON, if made)."""
+    found = _payload(method, "complete", result, era, frozenset(), None, where, written)
+    if found and any(f.strength is Strength.MUST for f in found):
+        return found
+    if method:
+        problem = schema.result_problem_uncached(method, version, result)
         if problem:
             return [*found, finding("wire.schema", problem, where)]
     return found
