@@ -46,6 +46,7 @@ from mcp_tap.core.fastinit import fast_init
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import ConflictingHeaderError, HeaderMap
 from mcp_tap.core.jsonrpc import Classified, Kind, classify, json_type
+from mcp_tap.core.results import mentions_x_mcp_header
 from mcp_tap.core.sentinel import SentinelError, decode_header_value
 
 WHERE = "ingress"
@@ -162,7 +163,7 @@ def _modern(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
     version = raw_version if isinstance(raw_version, str) else None
 
     def verdict(*found: Finding) -> RequestVerdict:
-        return RequestVerdict(c, Era.MODERN, version, tuple(found))
+        return RequestVerdict(c, Era.MODERN, version, found)
 
     if c.kind is Kind.INVALID:
         return verdict(finding("request.envelope", c.problem, WHERE))
@@ -212,7 +213,7 @@ def _modern(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
     schema_problem = schema.request_problem(c.method or "", version or "", message.get("params"))
     if schema_problem:
         return verdict(finding("request.schema", schema_problem, WHERE))
-    return verdict()
+    return RequestVerdict(c, Era.MODERN, version, ())  # verdict(), one call less
 
 
 def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVerdict:
@@ -317,6 +318,14 @@ def _meta_problem(message: dict[str, Any], meta: dict[str, Any] | None) -> str:
         return "params._meta is missing"
     if meta is None:
         return f"params._meta must be an object, got {json_type(params['_meta'])}"
+    # The usual request: both keys, a string and an object, neither optional key present.
+    if (
+        isinstance(meta.get(META_PROTOCOL_VERSION), str)
+        and isinstance(meta.get(META_CLIENT_CAPABILITIES), dict)
+        and META_CLIENT_INFO not in meta
+        and META_LOG_LEVEL not in meta
+    ):
+        return ""
     missing = [k for k in (META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES) if k not in meta]
     if missing:
         aliases = [k for k in ("protocolVersion", "clientCapabilities") if k in meta]
@@ -417,9 +426,12 @@ def _param_headers(
     tool = params.get("name")
     if not isinstance(tool, str) or tool not in ctx.tool_schemas:
         return None
+    input_schema = ctx.tool_schemas[tool]
+    if not mentions_x_mcp_header(input_schema):
+        return None  # the common case: no declaration, no walk (param_headers would be ())
     arguments = params.get("arguments")
     arguments = arguments if isinstance(arguments, dict) else {}
-    for decl in param_headers(ctx.tool_schemas[tool]):
+    for decl in param_headers(input_schema):
         name = HEADER_PARAM_PREFIX + decl.token
         value = _at_path(arguments, decl.path)
         decoded, problem = _decoded(headers, name)

@@ -26,7 +26,7 @@ from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.jsonrpc import Kind, json_type, kind_of, parse_json, same_id
 from mcp_tap.core.requests import RequestVerdict
-from mcp_tap.core.results import check_result
+from mcp_tap.core.results import result_findings
 from mcp_tap.core.sse import SSEDecoder, SSEEvent
 from mcp_tap.core.transport import PRE_BODY_STATUSES, challenge, http_only, session_id_problem
 
@@ -89,12 +89,11 @@ def check_response(
     Returns the findings and the decoded JSON-RPC messages (the JSON body, or each SSE
     event's data). ``sse_events`` may carry events already decoded while streaming.
     """
-    if verdict.kind is Kind.NOTIFICATION or (
-        verdict.kind is Kind.RESPONSE and verdict.era is Era.LEGACY
-    ):
+    kind = verdict.classified.kind  # verdict.kind, without the property call
+    if kind is Kind.NOTIFICATION or (kind is Kind.RESPONSE and verdict.era is Era.LEGACY):
         # A legacy client's answer to a server request is owed what a notification is.
         return _notification(status, body, where), []
-    if verdict.kind is Kind.RESPONSE:
+    if kind is Kind.RESPONSE:
         return [], []  # request.envelope already: the modern spec names no answer to it.
     invalid_version = (
         next((f for f in verdict.findings if f.rule == "request.version.invalid"), None)
@@ -209,9 +208,11 @@ def check_message(
     if envelope:
         return [finding("response.envelope", envelope, where), *_owed(verdict, None, status, where)]
     found: list[Finding] = []
-    expected_id = verdict.id
-    # Most requests were not rejected: then no answer is owed and _owed is skipped.
-    rejected = verdict.rejection is not None
+    classified = verdict.classified
+    expected_id = classified.id if classified.kind is Kind.REQUEST else None  # verdict.id
+    # Most requests were not rejected (no finding at all): then no answer is owed and _owed
+    # is skipped.
+    rejected = bool(verdict.findings) and verdict.rejection is not None
     id_ok = expected_id is None or ("id" in message and same_id(message["id"], expected_id))
     if not id_ok:
         got = message.get("id", "<absent>")
@@ -244,15 +245,15 @@ def check_message(
         )
     if rejected:
         return found + _owed(verdict, None, status, where, id_ok=id_ok)
-    found += check_result(
-        verdict.method,
+    found += result_findings(
+        classified.method,
         message["result"],
         ctx.era,
-        capabilities=ctx.capabilities,
-        client_extensions=ctx.client_extensions,
-        version=ctx.version or verdict.version,
-        where=where,
-        client_capabilities=ctx.client_capabilities,
+        ctx.capabilities,
+        ctx.client_extensions,
+        ctx.version or verdict.version,
+        where,
+        ctx.client_capabilities,
     )
     return found
 
@@ -460,6 +461,8 @@ def check_sse_stream(
     seen = 0
     progress: dict[object, float] = {}
     modern = ctx.era is Era.MODERN
+    # The request's _meta, looked up once for every notification _related judges.
+    request_meta = (body_meta(verdict.classified.message) or {}) if modern and not listen else {}
     for index, event in enumerate(events):
         data = event.data
         if data == "":
@@ -497,7 +500,7 @@ def check_sse_stream(
             if listen:
                 found += _listen(verdict, message, seen == 1, _at(where, index))
             elif modern:
-                found += _related(verdict, message, where, index)
+                found += _related(request_meta, message, where, index)
         elif pending:
             at = _at(where, index)
             item = pending.pop(_id_key(message.get("id")), None)
@@ -565,13 +568,13 @@ _FILTER_METHODS = {
 
 
 def _related(
-    verdict: RequestVerdict, message: dict[str, Any], where: str, index: int
+    meta: dict[str, Any], message: dict[str, Any], where: str, index: int
 ) -> list[Finding]:
-    """A modern request stream carries only notifications that relate to its request."""
+    """A modern request stream carries only notifications that relate to its request (whose
+    ``params._meta`` is ``meta``, ``{}`` when it has none)."""
     method = message.get("method")
     params = message.get("params")
     params = params if isinstance(params, dict) else {}
-    meta = body_meta(verdict.classified.message) or {}
     problem = ""
     if method == "notifications/progress":
         token = meta.get("progressToken")

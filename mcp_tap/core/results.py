@@ -65,6 +65,22 @@ def check_result(
     those the client declared (``None`` when unknown, which does not block ``task``);
     ``client_capabilities`` the request's declared capabilities (``None`` when unknown).
     """
+    return result_findings(
+        method, result, era, capabilities, client_extensions, version, where, client_capabilities
+    )
+
+
+def result_findings(
+    method: str | None,
+    result: Any,
+    era: Era,
+    capabilities: Iterable[str],
+    client_extensions: Iterable[str] | None,
+    version: str | None,
+    where: str,
+    client_capabilities: dict[str, Any] | None,
+) -> list[Finding]:
+    """:func:`check_result` with every argument positional (the judge calls it per answer)."""
     if not isinstance(result, dict):
         return [
             finding(
@@ -213,7 +229,7 @@ def _tools_list(
     # the name is written somewhere in it.
     # ``canonical`` (the whole result written out) holds every key of every tool.
     declares = (
-        _X_MCP_HEADER_KEY in canonical if canonical is not None else _mentions_x_mcp_header(tools)
+        _X_MCP_HEADER_KEY in canonical if canonical is not None else mentions_x_mcp_header(tools)
     )
     for i, tool in enumerate(tools):
         if not isinstance(tool, dict):
@@ -257,8 +273,12 @@ _NESTING = ("items", "prefixItems", "additionalProperties", "patternProperties",
 _X_MCP_HEADER_KEY = b'"x-mcp-header"'
 
 
-def _mentions_x_mcp_header(value: Any) -> bool:
-    """Whether ``value``'s JSON may hold the key ``x-mcp-header`` (True when unsure)."""
+def mentions_x_mcp_header(value: Any) -> bool:
+    """Whether ``value``'s JSON may hold the key ``x-mcp-header`` (True when unsure).
+
+    False means no object in ``value`` has that key: orjson writes every key of every
+    dict (subclasses too) verbatim, and the key needs no escape.
+    """
     try:
         # orjson writes every key verbatim (this one needs no escape).
         return _X_MCP_HEADER_KEY in orjson.dumps(value)
@@ -272,7 +292,7 @@ def x_mcp_header_problem(input_schema: dict[str, Any]) -> str:
     Token syntax, no control characters, case-insensitive uniqueness, primitive non-``number``
     types, and static reachability: only through ``properties`` chains from the root.
     """
-    if not _mentions_x_mcp_header(input_schema):
+    if not mentions_x_mcp_header(input_schema):
         return ""  # the common case, no declaration at all
     tokens: dict[str, str] = {}
 
