@@ -470,10 +470,15 @@ def _at_path(arguments: dict[str, Any], path: tuple[str, ...]) -> Any:
     return node
 
 
+# Tuples: isinstance with a union (int | float) builds the union every call.
+_NUMBER = (int, float)
+_SCALAR = (str, int, float)
+
+
 def _param_matches(declared: str | None, value: Any, decoded: str) -> bool:
     if isinstance(value, bool):
         return decoded == ("true" if value else "false")
-    if isinstance(value, int | float) and declared in ("integer", "number"):
+    if isinstance(value, _NUMBER) and declared in ("integer", "number"):
         # Integers compare numerically: "042" and "42.0" equal 42.
         if not _DECIMAL.fullmatch(decoded):
             return False
@@ -481,6 +486,6 @@ def _param_matches(declared: str | None, value: Any, decoded: str) -> bool:
             return Decimal(decoded) == Decimal(str(value))
         except InvalidOperation:  # pragma: no cover - the pattern admits only valid decimals
             return False
-    if isinstance(value, str | int | float):
+    if isinstance(value, _SCALAR):
         return decoded == str(value)
     return False

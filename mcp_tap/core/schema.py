@@ -146,7 +146,7 @@ def request_problem(method: str, version: str, params: Any) -> str:
 
     Methods outside the revision's schema (custom or extension methods) are not judged here.
     """
-    if version not in KNOWN_VERSIONS or not isinstance(params, dict | None):
+    if version not in KNOWN_VERSIONS or not (params is None or isinstance(params, dict)):
         return ""
     return VERDICTS.verdict("request", method, version, params, _request_problem)
 
