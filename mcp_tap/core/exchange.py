@@ -13,6 +13,9 @@ from typing import Any
 import orjson
 
 from mcp_tap.core.eras import (
+    ERA_LEGACY,
+    ERA_MODERN,
+    ERA_UNKNOWN,
     HEADER_PROTOCOL_VERSION,
     META_CLIENT_CAPABILITIES,
     MODERN_VERSIONS,
@@ -132,11 +135,11 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         # the modern SHOULD-405: a server speaking both eras answers a legacy client's GET
         # with a stream.
         era = exchange.era or (
-            Era.LEGACY
+            ERA_LEGACY
             if exchange.legacy_session
-            else Era.MODERN
+            else ERA_MODERN
             if is_modern_version(exchange.request_headers.get(HEADER_PROTOCOL_VERSION))
-            else Era.UNKNOWN
+            else ERA_UNKNOWN
         )
         found = list(origin_found)
         accept = accept_problem(exchange.request_headers, exchange.http_method, era)

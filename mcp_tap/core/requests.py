@@ -25,6 +25,8 @@ from typing import Any
 from mcp_tap.core import schema
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import (
+    ERA_LEGACY,
+    ERA_MODERN,
     HEADER_METHOD,
     HEADER_NAME,
     HEADER_PARAM_PREFIX,
@@ -45,7 +47,16 @@ from mcp_tap.core.eras import (
 from mcp_tap.core.fastinit import fast_init
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import ConflictingHeaderError, HeaderMap
-from mcp_tap.core.jsonrpc import Classified, Kind, classify, json_type
+from mcp_tap.core.jsonrpc import (
+    KIND_INVALID,
+    KIND_NOTIFICATION,
+    KIND_REQUEST,
+    KIND_RESPONSE,
+    Classified,
+    Kind,
+    classify,
+    json_type,
+)
 from mcp_tap.core.results import mentions_x_mcp_header
 from mcp_tap.core.sentinel import SentinelError, decode_header_value
 
@@ -126,7 +137,7 @@ class RequestVerdict:
     @property
     def id(self) -> Any:
         """The request id (``None`` for notifications and unidentifiable requests)."""
-        return self.classified.id if self.classified.kind is Kind.REQUEST else None
+        return self.classified.id if self.classified.kind is KIND_REQUEST else None
 
     @property
     def rejection(self) -> Finding | None:
@@ -149,9 +160,9 @@ def check_request(
     ``parse_error`` says the body was not JSON (``message`` is then ignored).
     """
     if parse_error is not None:
-        c = Classified(Kind.INVALID, None, parse_error)
+        c = Classified(KIND_INVALID, None, parse_error)
         return RequestVerdict(c, ctx.era, None, (finding("request.parse", parse_error, WHERE),))
-    if ctx.era is Era.LEGACY:
+    if ctx.era is ERA_LEGACY:
         return _legacy(headers, message, ctx)
     return _modern(headers, message, ctx)
 
@@ -163,15 +174,15 @@ def _modern(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
     version = raw_version if isinstance(raw_version, str) else None
 
     def verdict(*found: Finding) -> RequestVerdict:
-        return RequestVerdict(c, Era.MODERN, version, found)
+        return RequestVerdict(c, ERA_MODERN, version, found)
 
-    if c.kind is Kind.INVALID:
+    if c.kind is KIND_INVALID:
         return verdict(finding("request.envelope", c.problem, WHERE))
-    if c.kind is Kind.RESPONSE:
+    if c.kind is KIND_RESPONSE:
         return verdict(
             finding("request.envelope", "a modern client must not POST a JSON-RPC response", WHERE)
         )
-    if c.kind is Kind.NOTIFICATION:
+    if c.kind is KIND_NOTIFICATION:
         # The 2026-07-28 revision defines no header rules for notification POSTs; only
         # conflicting duplicates of the routing headers are judged (readers would disagree).
         dup = _duplicate_routing_header(headers)
@@ -213,7 +224,7 @@ def _modern(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
     schema_problem = schema.request_problem(c.method or "", version or "", message.get("params"))
     if schema_problem:
         return verdict(finding("request.schema", schema_problem, WHERE))
-    return RequestVerdict(c, Era.MODERN, version, ())  # verdict(), one call less
+    return RequestVerdict(c, ERA_MODERN, version, ())  # verdict(), one call less
 
 
 def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVerdict:
@@ -225,17 +236,17 @@ def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
             items: list[RequestVerdict] = []
             for item in message:
                 item_c = classify(item)
-                if item_c.kind is Kind.INVALID:
+                if item_c.kind is KIND_INVALID:
                     found.append(finding("request.envelope", item_c.problem, WHERE))
-                items.append(RequestVerdict(item_c, Era.LEGACY, version, ()))
+                items.append(RequestVerdict(item_c, ERA_LEGACY, version, ()))
             # Only the requests of a batch are answered; all notifications: 202 like one.
-            requests = tuple(v for v in items if v.kind is Kind.REQUEST)
+            requests = tuple(v for v in items if v.kind is KIND_REQUEST)
             head = requests[0].classified if requests else classify(message[0])
-            return RequestVerdict(head, Era.LEGACY, version, tuple(found), requests)
+            return RequestVerdict(head, ERA_LEGACY, version, tuple(found), requests)
         c = classify(message)
         return RequestVerdict(
             c,
-            Era.LEGACY,
+            ERA_LEGACY,
             version,
             (
                 finding(
@@ -244,11 +255,11 @@ def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
             ),
         )
     c = classify(message)
-    if c.kind is Kind.INVALID:
+    if c.kind is KIND_INVALID:
         return RequestVerdict(
-            c, Era.LEGACY, version, (finding("request.envelope", c.problem, WHERE),)
+            c, ERA_LEGACY, version, (finding("request.envelope", c.problem, WHERE),)
         )
-    if c.method == "initialize" and c.kind is Kind.REQUEST:
+    if c.method == "initialize" and c.kind is KIND_REQUEST:
         params = message.get("params")
         offered = params.get("protocolVersion") if isinstance(params, dict) else None
         version = offered if isinstance(offered, str) else version
@@ -257,7 +268,7 @@ def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
     if leaked:
         return RequestVerdict(
             c,
-            Era.LEGACY,
+            ERA_LEGACY,
             version,
             (
                 finding(
@@ -271,7 +282,7 @@ def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
     if is_modern_version(header):
         return RequestVerdict(
             c,
-            Era.LEGACY,
+            ERA_LEGACY,
             version,
             (
                 finding(
@@ -285,7 +296,7 @@ def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
         # Not a revision at all: the server owes 400 (response.legacy-version-status).
         return RequestVerdict(
             c,
-            Era.LEGACY,
+            ERA_LEGACY,
             version,
             (
                 finding(
@@ -295,17 +306,17 @@ def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
                 ),
             ),
         )
-    if c.kind is Kind.REQUEST:
+    if c.kind is KIND_REQUEST:
         schema_version = version if version in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
         problem = schema.request_problem(c.method or "", schema_version, message.get("params"))
         if problem:
             return RequestVerdict(
                 c,
-                Era.LEGACY,
+                ERA_LEGACY,
                 version,
                 (finding("request.schema", problem, WHERE),),
             )
-    return RequestVerdict(c, Era.LEGACY, version, ())
+    return RequestVerdict(c, ERA_LEGACY, version, ())
 
 
 def _meta_problem(message: dict[str, Any], meta: dict[str, Any] | None) -> str:

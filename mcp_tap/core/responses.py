@@ -22,11 +22,27 @@ from mcp_tap.core.catalog import (
     UNSUPPORTED_PROTOCOL_VERSION,
     finding,
 )
-from mcp_tap.core.eras import META_LOG_LEVEL, META_SUBSCRIPTION_ID, Era, body_meta
+from mcp_tap.core.eras import (
+    ERA_LEGACY,
+    ERA_MODERN,
+    META_LOG_LEVEL,
+    META_SUBSCRIPTION_ID,
+    Era,
+    body_meta,
+)
 from mcp_tap.core.fastinit import fast_init
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
-from mcp_tap.core.jsonrpc import Kind, json_type, kind_of, parse_json, same_id
+from mcp_tap.core.jsonrpc import (
+    KIND_INVALID,
+    KIND_NOTIFICATION,
+    KIND_REQUEST,
+    KIND_RESPONSE,
+    json_type,
+    kind_of,
+    parse_json,
+    same_id,
+)
 from mcp_tap.core.requests import RequestVerdict
 from mcp_tap.core.results import result_findings
 from mcp_tap.core.sse import SSEDecoder, SSEEvent
@@ -92,10 +108,10 @@ def check_response(
     event's data). ``sse_events`` may carry events already decoded while streaming.
     """
     kind = verdict.classified.kind  # verdict.kind, without the property call
-    if kind is Kind.NOTIFICATION or (kind is Kind.RESPONSE and verdict.era is Era.LEGACY):
+    if kind is KIND_NOTIFICATION or (kind is KIND_RESPONSE and verdict.era is ERA_LEGACY):
         # A legacy client's answer to a server request is owed what a notification is.
         return _notification(status, body, where), []
-    if kind is Kind.RESPONSE:
+    if kind is KIND_RESPONSE:
         return [], []  # request.envelope already: the modern spec names no answer to it.
     invalid_version = (
         next((f for f in verdict.findings if f.rule == "request.version.invalid"), None)
@@ -114,7 +130,7 @@ def check_response(
         ], []
     ctype = headers.content_type()
     found: list[Finding] = []
-    if verdict.era is Era.LEGACY and verdict.method == "initialize":
+    if verdict.era is ERA_LEGACY and verdict.method == "initialize":
         found += session_id_problem(headers, where)
     if http_only(status, body) and ctype != "text/event-stream":
         # A plain HTTP error (auth, rate limit, server error) is judged by its own rules,
@@ -211,7 +227,7 @@ def check_message(
         return [finding("response.envelope", envelope, where), *_owed(verdict, None, status, where)]
     found: list[Finding] = []
     classified = verdict.classified
-    expected_id = classified.id if classified.kind is Kind.REQUEST else None  # verdict.id
+    expected_id = classified.id if classified.kind is KIND_REQUEST else None  # verdict.id
     # Most requests were not rejected (no finding at all): then no answer is owed and _owed
     # is skipped.
     rejected = bool(verdict.findings) and verdict.rejection is not None
@@ -292,7 +308,7 @@ def _error(
                 where,
             )
         ]
-    modern = ctx.era is Era.MODERN
+    modern = ctx.era is ERA_MODERN
     # The -32020..-32099 reservation exists from 2026-07-28 on: a legacy exchange may use them.
     if modern and -32099 <= code <= -32020 and code not in DEFINED_RESERVED_CODES:
         return [
@@ -457,12 +473,12 @@ def check_sse_stream(
         found.append(
             finding("response.http-status", f"an SSE stream must be HTTP 200, got {status}", where)
         )
-    listen = verdict.method == "subscriptions/listen" and ctx.era is Era.MODERN
+    listen = verdict.method == "subscriptions/listen" and ctx.era is ERA_MODERN
     pending = {_id_key(v.id): v for v in verdict.batch if v.id is not None}
     answered = False
     seen = 0
     progress: dict[object, float] = {}
-    modern = ctx.era is Era.MODERN
+    modern = ctx.era is ERA_MODERN
     # The request's _meta, looked up once for every notification _related judges.
     request_meta = (body_meta(verdict.classified.message) or {}) if modern and not listen else {}
     for index, event in enumerate(events):
@@ -483,10 +499,10 @@ def check_sse_stream(
             continue
         # The kind only (no Classified): this runs for every event of every stream.
         kind, problem = kind_of(message)
-        if kind is Kind.INVALID:
+        if kind is KIND_INVALID:
             at = _at(where, index)
             found.append(finding("sse.event", f"not a JSON-RPC message: {problem}", at))
-        elif kind is Kind.REQUEST:
+        elif kind is KIND_REQUEST:
             if modern:
                 found.append(
                     finding(
@@ -496,7 +512,7 @@ def check_sse_stream(
                         _at(where, index),
                     )
                 )
-        elif kind is Kind.NOTIFICATION:
+        elif kind is KIND_NOTIFICATION:
             # The place is formatted only for a finding: most notifications pass.
             found += _progress_order(message, progress, where, index)
             if listen:

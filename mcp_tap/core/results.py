@@ -14,7 +14,14 @@ import orjson
 
 from mcp_tap.core import schema
 from mcp_tap.core.catalog import finding
-from mcp_tap.core.eras import LEGACY_VERSIONS, MODERN_VERSIONS, TASKS_EXTENSION, Era
+from mcp_tap.core.eras import (
+    ERA_LEGACY,
+    ERA_MODERN,
+    LEGACY_VERSIONS,
+    MODERN_VERSIONS,
+    TASKS_EXTENSION,
+    Era,
+)
 from mcp_tap.core.findings import Finding, Strength
 from mcp_tap.core.jsonrpc import json_type
 
@@ -89,7 +96,7 @@ def result_findings(
         ]
     rtype = result.get("resultType")
     if "resultType" not in result:
-        if era is Era.MODERN:
+        if era is ERA_MODERN:
             return [
                 finding("response.result-type.missing", "modern result has no resultType", where)
             ]
@@ -102,10 +109,10 @@ def result_findings(
                 where,
             )
         ]
-    schema_version = version or (MODERN_VERSIONS[0] if era is Era.MODERN else LEGACY_VERSIONS[0])
+    schema_version = version or (MODERN_VERSIONS[0] if era is ERA_MODERN else LEGACY_VERSIONS[0])
     if rtype == "complete":
         return _complete(method, result, era, schema_version, where)
-    if era is Era.LEGACY:
+    if era is ERA_LEGACY:
         return [
             finding(
                 "response.result-type.unknown",
@@ -209,7 +216,7 @@ def _payload(
         problems += _completion(result, where)
     elif method == "tasks/get":
         problems += _task_get(result, where)
-    if era is Era.MODERN and method in CACHEABLE_METHODS:
+    if era is ERA_MODERN and method in CACHEABLE_METHODS:
         problems += _caching(method, result, where)
     return problems
 
