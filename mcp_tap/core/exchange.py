@@ -28,7 +28,7 @@ from mcp_tap.core.fastinit import fast_init
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.jsonrpc import Kind
-from mcp_tap.core.requests import RequestContext, RequestVerdict, check_request
+from mcp_tap.core.requests import RequestVerdict, request_verdict
 from mcp_tap.core.responses import ResponseContext, check_response, decode_sse
 from mcp_tap.core.sse import SSEEvent
 from mcp_tap.core.transport import accept_problem, check_non_post, check_origin
@@ -167,10 +167,15 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
     )
     if exchange.request_truncated:
         return Judgement(era, None, (), None, ())
-    ctx = RequestContext(
-        era, exchange.supported_versions, exchange.tool_schemas, exchange.negotiated_version
+    verdict = request_verdict(
+        headers,
+        message,
+        era,
+        exchange.supported_versions,
+        exchange.tool_schemas,
+        exchange.negotiated_version,
+        parse_error,
     )
-    verdict = check_request(headers, message, ctx, parse_error=parse_error)
     found = list(verdict.findings)
     accept = accept_problem(headers, "POST", era)
     if accept is not None:

@@ -159,15 +159,42 @@ def check_request(
 
     ``parse_error`` says the body was not JSON (``message`` is then ignored).
     """
+    return request_verdict(
+        headers,
+        message,
+        ctx.era,
+        ctx.supported_versions,
+        ctx.tool_schemas,
+        ctx.negotiated_version,
+        parse_error,
+    )
+
+
+def request_verdict(
+    headers: HeaderMap,
+    message: Any,
+    era: Era,
+    supported_versions: tuple[str, ...],
+    tool_schemas: Mapping[str, Any],
+    negotiated_version: str | None,
+    parse_error: str | None,
+) -> RequestVerdict:
+    """:func:`check_request` with :class:`RequestContext`'s fields as arguments (the judge's
+    call: no context object per exchange)."""
     if parse_error is not None:
         c = Classified(KIND_INVALID, None, parse_error)
-        return RequestVerdict(c, ctx.era, None, (finding("request.parse", parse_error, WHERE),))
-    if ctx.era is ERA_LEGACY:
-        return _legacy(headers, message, ctx)
-    return _modern(headers, message, ctx)
+        return RequestVerdict(c, era, None, (finding("request.parse", parse_error, WHERE),))
+    if era is ERA_LEGACY:
+        return _legacy(headers, message, negotiated_version)
+    return _modern(headers, message, supported_versions, tool_schemas)
 
 
-def _modern(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVerdict:
+def _modern(
+    headers: HeaderMap,
+    message: Any,
+    supported_versions: tuple[str, ...],
+    tool_schemas: Mapping[str, Any],
+) -> RequestVerdict:
     c = classify(message)
     meta = body_meta(message)
     raw_version = meta.get(META_PROTOCOL_VERSION) if meta is not None else None
@@ -204,16 +231,16 @@ def _modern(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
     problem = _name_header(headers, message)
     if problem:
         return verdict(problem)
-    problem = _param_headers(headers, message, ctx)
+    problem = _param_headers(headers, message, tool_schemas)
     if problem:
         return verdict(problem)
     # Rung 5: support.
-    if version not in ctx.supported_versions:
+    if version not in supported_versions:
         return verdict(
             finding(
                 "request.version.unsupported",
                 f"header and body agree on {version!r}, which is not supported "
-                f"(supported: {', '.join(ctx.supported_versions)})",
+                f"(supported: {', '.join(supported_versions)})",
                 WHERE,
             )
         )
@@ -227,8 +254,8 @@ def _modern(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
     return RequestVerdict(c, ERA_MODERN, version, ())  # verdict(), one call less
 
 
-def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVerdict:
-    version = ctx.negotiated_version
+def _legacy(headers: HeaderMap, message: Any, version: str | None) -> RequestVerdict:
+    # version: the negotiated version (None when unknown), then the one initialize offers.
     if isinstance(message, list):
         # Batches existed only in 2025-03-26.
         if version == "2025-03-26" and message:
@@ -429,15 +456,15 @@ def _name_header(headers: HeaderMap, message: dict[str, Any]) -> Finding | None:
 
 
 def _param_headers(
-    headers: HeaderMap, message: dict[str, Any], ctx: RequestContext
+    headers: HeaderMap, message: dict[str, Any], tool_schemas: Mapping[str, Any]
 ) -> Finding | None:
     if message.get("method") != "tools/call":
         return None
     params = message.get("params") or {}
     tool = params.get("name")
-    if not isinstance(tool, str) or tool not in ctx.tool_schemas:
+    if not isinstance(tool, str) or tool not in tool_schemas:
         return None
-    input_schema = ctx.tool_schemas[tool]
+    input_schema = tool_schemas[tool]
     if not mentions_x_mcp_header(input_schema):
         return None  # the common case: no declaration, no walk (param_headers would be ())
     arguments = params.get("arguments")

@@ -474,7 +474,10 @@ def check_sse_stream(
             finding("response.http-status", f"an SSE stream must be HTTP 200, got {status}", where)
         )
     listen = verdict.method == "subscriptions/listen" and ctx.era is ERA_MODERN
-    pending = {_id_key(v.id): v for v in verdict.batch if v.id is not None}
+    # (A comprehension is a function call on Python 3.11: skipped when there is no batch.)
+    pending = (
+        {_id_key(v.id): v for v in verdict.batch if v.id is not None} if verdict.batch else {}
+    )
     answered = False
     seen = 0
     progress: dict[object, float] = {}
