@@ -477,3 +477,73 @@ class TestCheckResultInputCapabilities:
         f = only(modern("tools/call", self.result({"method": "tools/call", "params": {}}),
                         client_capabilities={"elicitation": {}}))
         assert f.rule == "response.payload.input-required"
+
+
+class TestCompleteResultCache:
+    """A complete result's verdict is cached by everything it depends on (schema.VERDICTS)."""
+
+    @pytest.fixture(autouse=True)
+    def fresh_cache(self) -> Any:
+        """Each test starts with an empty cache, so the first judgement of a value is a miss."""
+        from mcp_tap.core import schema
+
+        schema.VERDICTS.clear()
+        yield schema.VERDICTS
+        schema.VERDICTS.clear()
+
+    def test_a_repeat_is_a_hit_with_the_same_findings(self, fresh_cache: Any) -> None:
+        """The second judgement of an equal result comes from the cache and agrees."""
+        bad = tools_list(TOOL, {**TOOL, "name": ""})
+        first = modern("tools/list", bad)
+        misses = fresh_cache.misses
+        assert modern("tools/list", {**bad}) == first and fresh_cache.misses == misses
+        assert only(first).rule == "response.payload.tools-list"
+
+    @pytest.mark.parametrize("change", [
+        {"ttlMs": -1},                                       # a payload rule (caching)
+        {"tools": [{**TOOL, "inputSchema": {"type": "string"}}]},  # a tools-list rule
+        {"tools": [{**TOOL, "title": 5}]},                   # the schema alone
+        {"tools": [TOOL, TOOL]},                             # a SHOULD (names unique)
+    ])
+    def test_results_equal_but_one_field_get_their_own_verdicts(
+        self, change: dict[str, Any]
+    ) -> None:
+        """Judged after the clean result, in either order, each keeps its own verdict."""
+        good, bad = tools_list(TOOL), tools_list(TOOL, **change) | change
+        assert modern("tools/list", good) == []
+        found = modern("tools/list", bad)
+        assert found
+        assert modern("tools/list", good) == []
+        assert modern("tools/list", bad) == found
+
+    def test_the_method_era_and_revision_are_part_of_the_key(self) -> None:
+        """One result: a tools/list answer is not a prompts/list answer; the caching rule
+        is modern only; an unknown revision has no schema to break."""
+        result = tools_list(TOOL)
+        assert modern("tools/list", result) == []
+        assert only(modern("prompts/list", result)).rule == "wire.schema"
+        uncached = {"resultType": "complete", "tools": [TOOL]}
+        assert only(modern("tools/list", uncached)).rule == "response.payload.caching"
+        assert legacy("tools/list", uncached) == []
+        # The same revision in both eras: the payload rule is modern only, the schema's not.
+        same = {"version": "2026-07-28"}
+        assert only(modern("tools/list", uncached, **same)).rule == "response.payload.caching"
+        assert only(legacy("tools/list", uncached, **same)).rule == "wire.schema"
+        prompts = {"resultType": "complete", "prompts": "x", **CACHE}
+        assert only(modern("prompts/list", prompts, version="2026-07-28")).rule == "wire.schema"
+        assert modern("prompts/list", prompts, version="1999-01-01") == []
+
+    def test_a_finding_is_placed_where_it_was_seen_each_time(self) -> None:
+        """A cached finding seen again at another place carries that place."""
+        bad = tools_list(TOOL, ttlMs=-1)
+        assert only(modern("tools/list", bad, where="origin")).where == "origin"
+        assert only(modern("tools/list", bad, where="egress sse[3]")).where == "egress sse[3]"
+        assert only(modern("tools/list", bad, where="origin")).where == "origin"
+
+    def test_an_equal_value_of_another_type_is_another_key(self) -> None:
+        """1 and 1.0 and true are written apart: the schema tells them apart."""
+        assert modern("tools/list", tools_list(TOOL, ttlMs=1)) == []
+        assert only(modern("tools/list", tools_list(TOOL, ttlMs=1.0))).rule == (
+            "response.payload.caching")
+        assert only(modern("tools/list", tools_list(TOOL, ttlMs=True))).rule == (
+            "response.payload.caching")

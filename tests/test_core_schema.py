@@ -31,11 +31,18 @@ class TestVerdictCache:
     """VerdictCache: the same verdicts, computed once per distinct value."""
 
     def test_a_repeated_value_is_a_hit_with_the_same_verdict(self) -> None:
-        """The second judgement of an equal value comes from the cache and agrees."""
+        """The second judgement of an equal value, written alike, comes from the cache."""
         first = schema.result_problem("tools/list", VERSION, GOOD)
-        second = schema.result_problem("tools/list", VERSION, dict(reversed(GOOD.items())))
+        second = schema.result_problem("tools/list", VERSION, dict(GOOD.items()))
         assert first == second == _uncached("tools/list", GOOD) == ""
         assert (schema.VERDICTS.hits, schema.VERDICTS.misses) == (1, 1)
+
+    def test_another_key_order_is_another_key_with_the_same_verdict(self) -> None:
+        """The key is the value as written (no sorting): reordered keys miss, and agree."""
+        first = schema.result_problem("tools/list", VERSION, GOOD)
+        second = schema.result_problem("tools/list", VERSION, dict(reversed(GOOD.items())))
+        assert first == second == ""
+        assert (schema.VERDICTS.hits, schema.VERDICTS.misses) == (0, 2)
 
     def test_values_the_schema_tells_apart_are_keyed_apart(self) -> None:
         """A wrong value after a right one is still rejected (0 and 0.5 are distinct)."""

@@ -12,7 +12,18 @@ from typing import Any
 
 def media_type(content_type: str) -> str:
     """The media type of a ``Content-Type`` value: parameters dropped, lowercased."""
-    return content_type.split(";", 1)[0].strip().lower()
+    # A server sends one or two distinct values: remembered (bounded) instead of split,
+    # stripped and lowercased on every answer.
+    known = _MEDIA_TYPES.get(content_type)
+    if known is None:
+        known = content_type.split(";", 1)[0].strip().lower()
+        if len(_MEDIA_TYPES) < _MAX_MEDIA_TYPES:
+            _MEDIA_TYPES[content_type] = known
+    return known
+
+
+_MEDIA_TYPES: dict[str, str] = {}
+_MAX_MEDIA_TYPES = 256
 
 
 class ConflictingHeaderError(ValueError):

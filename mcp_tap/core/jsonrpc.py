@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -24,6 +24,13 @@ class Kind(StrEnum):
     NOTIFICATION = "notification"
     RESPONSE = "response"
     INVALID = "invalid"
+
+
+# The members as module constants (see eras.ERA_MODERN: a cheaper look-up on Python 3.11).
+KIND_REQUEST: Final = Kind.REQUEST
+KIND_NOTIFICATION: Final = Kind.NOTIFICATION
+KIND_RESPONSE: Final = Kind.RESPONSE
+KIND_INVALID: Final = Kind.INVALID
 
 
 @fast_init  # made per exchange: see core/fastinit.py
@@ -92,25 +99,25 @@ def classify(message: Any) -> Classified:
 def kind_of(message: Any) -> tuple[Kind, str]:
     """:func:`classify` without the :class:`Classified`: the kind and, if invalid, why."""
     if not isinstance(message, dict):
-        return Kind.INVALID, f"a JSON-RPC message must be an object, got {json_type(message)}"
+        return KIND_INVALID, f"a JSON-RPC message must be an object, got {json_type(message)}"
     if message.get("jsonrpc") != "2.0":
-        return Kind.INVALID, f'jsonrpc must be "2.0", got {message.get("jsonrpc")!r}'
+        return KIND_INVALID, f'jsonrpc must be "2.0", got {message.get("jsonrpc")!r}'
     if "method" in message:
         method = message["method"]
         if not isinstance(method, str) or not method:
-            return Kind.INVALID, "method must be a non-empty string"
+            return KIND_INVALID, "method must be a non-empty string"
         if "params" in message and not isinstance(message["params"], dict):
-            return Kind.INVALID, "params must be an object"
+            return KIND_INVALID, "params must be an object"
         if "result" in message or "error" in message:
-            return Kind.INVALID, "a request must not carry result or error"
+            return KIND_INVALID, "a request must not carry result or error"
         if "id" not in message:
-            return Kind.NOTIFICATION, ""
+            return KIND_NOTIFICATION, ""
         if not is_valid_id(message["id"]):
             return (
-                Kind.INVALID,
+                KIND_INVALID,
                 f"a request id must be a string or an integer, got {json_type(message['id'])}",
             )
-        return Kind.REQUEST, ""
+        return KIND_REQUEST, ""
     if "result" in message or "error" in message or "id" in message:
-        return Kind.RESPONSE, ""
-    return Kind.INVALID, "neither a request, a notification nor a response"
+        return KIND_RESPONSE, ""
+    return KIND_INVALID, "neither a request, a notification nor a response"

@@ -25,6 +25,8 @@ from typing import Any
 from mcp_tap.core import schema
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import (
+    ERA_LEGACY,
+    ERA_MODERN,
     HEADER_METHOD,
     HEADER_NAME,
     HEADER_PARAM_PREFIX,
@@ -45,7 +47,17 @@ from mcp_tap.core.eras import (
 from mcp_tap.core.fastinit import fast_init
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import ConflictingHeaderError, HeaderMap
-from mcp_tap.core.jsonrpc import Classified, Kind, classify, json_type
+from mcp_tap.core.jsonrpc import (
+    KIND_INVALID,
+    KIND_NOTIFICATION,
+    KIND_REQUEST,
+    KIND_RESPONSE,
+    Classified,
+    Kind,
+    classify,
+    json_type,
+)
+from mcp_tap.core.results import mentions_x_mcp_header
 from mcp_tap.core.sentinel import SentinelError, decode_header_value
 
 WHERE = "ingress"
@@ -125,7 +137,7 @@ class RequestVerdict:
     @property
     def id(self) -> Any:
         """The request id (``None`` for notifications and unidentifiable requests)."""
-        return self.classified.id if self.classified.kind is Kind.REQUEST else None
+        return self.classified.id if self.classified.kind is KIND_REQUEST else None
 
     @property
     def rejection(self) -> Finding | None:
@@ -147,30 +159,57 @@ def check_request(
 
     ``parse_error`` says the body was not JSON (``message`` is then ignored).
     """
+    return request_verdict(
+        headers,
+        message,
+        ctx.era,
+        ctx.supported_versions,
+        ctx.tool_schemas,
+        ctx.negotiated_version,
+        parse_error,
+    )
+
+
+def request_verdict(
+    headers: HeaderMap,
+    message: Any,
+    era: Era,
+    supported_versions: tuple[str, ...],
+    tool_schemas: Mapping[str, Any],
+    negotiated_version: str | None,
+    parse_error: str | None,
+) -> RequestVerdict:
+    """:func:`check_request` with :class:`RequestContext`'s fields as arguments (the judge's
+    call: no context object per exchange)."""
     if parse_error is not None:
-        c = Classified(Kind.INVALID, None, parse_error)
-        return RequestVerdict(c, ctx.era, None, (finding("request.parse", parse_error, WHERE),))
-    if ctx.era is Era.LEGACY:
-        return _legacy(headers, message, ctx)
-    return _modern(headers, message, ctx)
+        c = Classified(KIND_INVALID, None, parse_error)
+        return RequestVerdict(c, era, None, (finding("request.parse", parse_error, WHERE),))
+    if era is ERA_LEGACY:
+        return _legacy(headers, message, negotiated_version)
+    return _modern(headers, message, supported_versions, tool_schemas)
 
 
-def _modern(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVerdict:
+def _modern(
+    headers: HeaderMap,
+    message: Any,
+    supported_versions: tuple[str, ...],
+    tool_schemas: Mapping[str, Any],
+) -> RequestVerdict:
     c = classify(message)
     meta = body_meta(message)
     raw_version = meta.get(META_PROTOCOL_VERSION) if meta is not None else None
     version = raw_version if isinstance(raw_version, str) else None
 
     def verdict(*found: Finding) -> RequestVerdict:
-        return RequestVerdict(c, Era.MODERN, version, tuple(found))
+        return RequestVerdict(c, ERA_MODERN, version, found)
 
-    if c.kind is Kind.INVALID:
+    if c.kind is KIND_INVALID:
         return verdict(finding("request.envelope", c.problem, WHERE))
-    if c.kind is Kind.RESPONSE:
+    if c.kind is KIND_RESPONSE:
         return verdict(
             finding("request.envelope", "a modern client must not POST a JSON-RPC response", WHERE)
         )
-    if c.kind is Kind.NOTIFICATION:
+    if c.kind is KIND_NOTIFICATION:
         # The 2026-07-28 revision defines no header rules for notification POSTs; only
         # conflicting duplicates of the routing headers are judged (readers would disagree).
         dup = _duplicate_routing_header(headers)
@@ -192,16 +231,16 @@ def _modern(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
     problem = _name_header(headers, message)
     if problem:
         return verdict(problem)
-    problem = _param_headers(headers, message, ctx)
+    problem = _param_headers(headers, message, tool_schemas)
     if problem:
         return verdict(problem)
     # Rung 5: support.
-    if version not in ctx.supported_versions:
+    if version not in supported_versions:
         return verdict(
             finding(
                 "request.version.unsupported",
                 f"header and body agree on {version!r}, which is not supported "
-                f"(supported: {', '.join(ctx.supported_versions)})",
+                f"(supported: {', '.join(supported_versions)})",
                 WHERE,
             )
         )
@@ -212,11 +251,11 @@ def _modern(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
     schema_problem = schema.request_problem(c.method or "", version or "", message.get("params"))
     if schema_problem:
         return verdict(finding("request.schema", schema_problem, WHERE))
-    return verdict()
+    return RequestVerdict(c, ERA_MODERN, version, ())  # verdict(), one call less
 
 
-def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVerdict:
-    version = ctx.negotiated_version
+def _legacy(headers: HeaderMap, message: Any, version: str | None) -> RequestVerdict:
+    # version: the negotiated version (None when unknown), then the one initialize offers.
     if isinstance(message, list):
         # Batches existed only in 2025-03-26.
         if version == "2025-03-26" and message:
@@ -224,17 +263,17 @@ def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
             items: list[RequestVerdict] = []
             for item in message:
                 item_c = classify(item)
-                if item_c.kind is Kind.INVALID:
+                if item_c.kind is KIND_INVALID:
                     found.append(finding("request.envelope", item_c.problem, WHERE))
-                items.append(RequestVerdict(item_c, Era.LEGACY, version, ()))
+                items.append(RequestVerdict(item_c, ERA_LEGACY, version, ()))
             # Only the requests of a batch are answered; all notifications: 202 like one.
-            requests = tuple(v for v in items if v.kind is Kind.REQUEST)
+            requests = tuple(v for v in items if v.kind is KIND_REQUEST)
             head = requests[0].classified if requests else classify(message[0])
-            return RequestVerdict(head, Era.LEGACY, version, tuple(found), requests)
+            return RequestVerdict(head, ERA_LEGACY, version, tuple(found), requests)
         c = classify(message)
         return RequestVerdict(
             c,
-            Era.LEGACY,
+            ERA_LEGACY,
             version,
             (
                 finding(
@@ -243,11 +282,11 @@ def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
             ),
         )
     c = classify(message)
-    if c.kind is Kind.INVALID:
+    if c.kind is KIND_INVALID:
         return RequestVerdict(
-            c, Era.LEGACY, version, (finding("request.envelope", c.problem, WHERE),)
+            c, ERA_LEGACY, version, (finding("request.envelope", c.problem, WHERE),)
         )
-    if c.method == "initialize" and c.kind is Kind.REQUEST:
+    if c.method == "initialize" and c.kind is KIND_REQUEST:
         params = message.get("params")
         offered = params.get("protocolVersion") if isinstance(params, dict) else None
         version = offered if isinstance(offered, str) else version
@@ -256,7 +295,7 @@ def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
     if leaked:
         return RequestVerdict(
             c,
-            Era.LEGACY,
+            ERA_LEGACY,
             version,
             (
                 finding(
@@ -270,7 +309,7 @@ def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
     if is_modern_version(header):
         return RequestVerdict(
             c,
-            Era.LEGACY,
+            ERA_LEGACY,
             version,
             (
                 finding(
@@ -284,7 +323,7 @@ def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
         # Not a revision at all: the server owes 400 (response.legacy-version-status).
         return RequestVerdict(
             c,
-            Era.LEGACY,
+            ERA_LEGACY,
             version,
             (
                 finding(
@@ -294,17 +333,17 @@ def _legacy(headers: HeaderMap, message: Any, ctx: RequestContext) -> RequestVer
                 ),
             ),
         )
-    if c.kind is Kind.REQUEST:
+    if c.kind is KIND_REQUEST:
         schema_version = version if version in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
         problem = schema.request_problem(c.method or "", schema_version, message.get("params"))
         if problem:
             return RequestVerdict(
                 c,
-                Era.LEGACY,
+                ERA_LEGACY,
                 version,
                 (finding("request.schema", problem, WHERE),),
             )
-    return RequestVerdict(c, Era.LEGACY, version, ())
+    return RequestVerdict(c, ERA_LEGACY, version, ())
 
 
 def _meta_problem(message: dict[str, Any], meta: dict[str, Any] | None) -> str:
@@ -317,6 +356,14 @@ def _meta_problem(message: dict[str, Any], meta: dict[str, Any] | None) -> str:
         return "params._meta is missing"
     if meta is None:
         return f"params._meta must be an object, got {json_type(params['_meta'])}"
+    # The usual request: both keys, a string and an object, neither optional key present.
+    if (
+        isinstance(meta.get(META_PROTOCOL_VERSION), str)
+        and isinstance(meta.get(META_CLIENT_CAPABILITIES), dict)
+        and META_CLIENT_INFO not in meta
+        and META_LOG_LEVEL not in meta
+    ):
+        return ""
     missing = [k for k in (META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES) if k not in meta]
     if missing:
         aliases = [k for k in ("protocolVersion", "clientCapabilities") if k in meta]
@@ -409,17 +456,20 @@ def _name_header(headers: HeaderMap, message: dict[str, Any]) -> Finding | None:
 
 
 def _param_headers(
-    headers: HeaderMap, message: dict[str, Any], ctx: RequestContext
+    headers: HeaderMap, message: dict[str, Any], tool_schemas: Mapping[str, Any]
 ) -> Finding | None:
     if message.get("method") != "tools/call":
         return None
     params = message.get("params") or {}
     tool = params.get("name")
-    if not isinstance(tool, str) or tool not in ctx.tool_schemas:
+    if not isinstance(tool, str) or tool not in tool_schemas:
         return None
+    input_schema = tool_schemas[tool]
+    if not mentions_x_mcp_header(input_schema):
+        return None  # the common case: no declaration, no walk (param_headers would be ())
     arguments = params.get("arguments")
     arguments = arguments if isinstance(arguments, dict) else {}
-    for decl in param_headers(ctx.tool_schemas[tool]):
+    for decl in param_headers(input_schema):
         name = HEADER_PARAM_PREFIX + decl.token
         value = _at_path(arguments, decl.path)
         decoded, problem = _decoded(headers, name)
@@ -458,10 +508,15 @@ def _at_path(arguments: dict[str, Any], path: tuple[str, ...]) -> Any:
     return node
 
 
+# Tuples: isinstance with a union (int | float) builds the union every call.
+_NUMBER = (int, float)
+_SCALAR = (str, int, float)
+
+
 def _param_matches(declared: str | None, value: Any, decoded: str) -> bool:
     if isinstance(value, bool):
         return decoded == ("true" if value else "false")
-    if isinstance(value, int | float) and declared in ("integer", "number"):
+    if isinstance(value, _NUMBER) and declared in ("integer", "number"):
         # Integers compare numerically: "042" and "42.0" equal 42.
         if not _DECIMAL.fullmatch(decoded):
             return False
@@ -469,6 +524,6 @@ def _param_matches(declared: str | None, value: Any, decoded: str) -> bool:
             return Decimal(decoded) == Decimal(str(value))
         except InvalidOperation:  # pragma: no cover - the pattern admits only valid decimals
             return False
-    if isinstance(value, str | int | float):
+    if isinstance(value, _SCALAR):
         return decoded == str(value)
     return False

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from mcp_tap.core.catalog import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
@@ -20,13 +22,29 @@ from mcp_tap.core.catalog import (
     UNSUPPORTED_PROTOCOL_VERSION,
     finding,
 )
-from mcp_tap.core.eras import META_LOG_LEVEL, META_SUBSCRIPTION_ID, Era, body_meta
+from mcp_tap.core.eras import (
+    ERA_LEGACY,
+    ERA_MODERN,
+    META_LOG_LEVEL,
+    META_SUBSCRIPTION_ID,
+    Era,
+    body_meta,
+)
 from mcp_tap.core.fastinit import fast_init
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
-from mcp_tap.core.jsonrpc import Kind, json_type, kind_of, parse_json, same_id
+from mcp_tap.core.jsonrpc import (
+    KIND_INVALID,
+    KIND_NOTIFICATION,
+    KIND_REQUEST,
+    KIND_RESPONSE,
+    json_type,
+    kind_of,
+    parse_json,
+    same_id,
+)
 from mcp_tap.core.requests import RequestVerdict
-from mcp_tap.core.results import check_result
+from mcp_tap.core.results import result_findings
 from mcp_tap.core.sse import SSEDecoder, SSEEvent
 from mcp_tap.core.transport import PRE_BODY_STATUSES, challenge, http_only, session_id_problem
 
@@ -89,12 +107,11 @@ def check_response(
     Returns the findings and the decoded JSON-RPC messages (the JSON body, or each SSE
     event's data). ``sse_events`` may carry events already decoded while streaming.
     """
-    if verdict.kind is Kind.NOTIFICATION or (
-        verdict.kind is Kind.RESPONSE and verdict.era is Era.LEGACY
-    ):
+    kind = verdict.classified.kind  # verdict.kind, without the property call
+    if kind is KIND_NOTIFICATION or (kind is KIND_RESPONSE and verdict.era is ERA_LEGACY):
         # A legacy client's answer to a server request is owed what a notification is.
         return _notification(status, body, where), []
-    if verdict.kind is Kind.RESPONSE:
+    if kind is KIND_RESPONSE:
         return [], []  # request.envelope already: the modern spec names no answer to it.
     invalid_version = (
         next((f for f in verdict.findings if f.rule == "request.version.invalid"), None)
@@ -113,7 +130,7 @@ def check_response(
         ], []
     ctype = headers.content_type()
     found: list[Finding] = []
-    if verdict.era is Era.LEGACY and verdict.method == "initialize":
+    if verdict.era is ERA_LEGACY and verdict.method == "initialize":
         found += session_id_problem(headers, where)
     if http_only(status, body) and ctype != "text/event-stream":
         # A plain HTTP error (auth, rate limit, server error) is judged by its own rules,
@@ -133,7 +150,7 @@ def check_response(
     if not body.strip():
         return found + _unanswered(verdict, status, f"HTTP {status} with an empty body", where), []
     try:
-        message = parse_json(body)
+        message = orjson.loads(body)  # parse_json, one call less
     except ValueError:
         problem = [finding("response.parse", f"HTTP {status} {ctype or 'body'} is not JSON", where)]
         return found + problem + _owed(verdict, None, status, where), []
@@ -209,9 +226,11 @@ def check_message(
     if envelope:
         return [finding("response.envelope", envelope, where), *_owed(verdict, None, status, where)]
     found: list[Finding] = []
-    expected_id = verdict.id
-    # Most requests were not rejected: then no answer is owed and _owed is skipped.
-    rejected = verdict.rejection is not None
+    classified = verdict.classified
+    expected_id = classified.id if classified.kind is KIND_REQUEST else None  # verdict.id
+    # Most requests were not rejected (no finding at all): then no answer is owed and _owed
+    # is skipped.
+    rejected = bool(verdict.findings) and verdict.rejection is not None
     id_ok = expected_id is None or ("id" in message and same_id(message["id"], expected_id))
     if not id_ok:
         got = message.get("id", "<absent>")
@@ -244,15 +263,15 @@ def check_message(
         )
     if rejected:
         return found + _owed(verdict, None, status, where, id_ok=id_ok)
-    found += check_result(
-        verdict.method,
+    found += result_findings(
+        classified.method,
         message["result"],
         ctx.era,
-        capabilities=ctx.capabilities,
-        client_extensions=ctx.client_extensions,
-        version=ctx.version or verdict.version,
-        where=where,
-        client_capabilities=ctx.client_capabilities,
+        ctx.capabilities,
+        ctx.client_extensions,
+        ctx.version or verdict.version,
+        where,
+        ctx.client_capabilities,
     )
     return found
 
@@ -289,7 +308,7 @@ def _error(
                 where,
             )
         ]
-    modern = ctx.era is Era.MODERN
+    modern = ctx.era is ERA_MODERN
     # The -32020..-32099 reservation exists from 2026-07-28 on: a legacy exchange may use them.
     if modern and -32099 <= code <= -32020 and code not in DEFINED_RESERVED_CODES:
         return [
@@ -454,18 +473,23 @@ def check_sse_stream(
         found.append(
             finding("response.http-status", f"an SSE stream must be HTTP 200, got {status}", where)
         )
-    listen = verdict.method == "subscriptions/listen" and ctx.era is Era.MODERN
-    pending = {_id_key(v.id): v for v in verdict.batch if v.id is not None}
+    listen = verdict.method == "subscriptions/listen" and ctx.era is ERA_MODERN
+    # (A comprehension is a function call on Python 3.11: skipped when there is no batch.)
+    pending = (
+        {_id_key(v.id): v for v in verdict.batch if v.id is not None} if verdict.batch else {}
+    )
     answered = False
     seen = 0
     progress: dict[object, float] = {}
-    modern = ctx.era is Era.MODERN
+    modern = ctx.era is ERA_MODERN
+    # The request's _meta, looked up once for every notification _related judges.
+    request_meta = (body_meta(verdict.classified.message) or {}) if modern and not listen else {}
     for index, event in enumerate(events):
         data = event.data
         if data == "":
             continue  # Priming events (id, empty data) and empty keep-alives carry no message.
         try:
-            message = parse_json(data)
+            message = orjson.loads(data)  # parse_json, one call less
         except ValueError:
             at = _at(where, index)
             found.append(finding("sse.event", f"event data is not JSON: {data[:60]!r}", at))
@@ -478,10 +502,10 @@ def check_sse_stream(
             continue
         # The kind only (no Classified): this runs for every event of every stream.
         kind, problem = kind_of(message)
-        if kind is Kind.INVALID:
+        if kind is KIND_INVALID:
             at = _at(where, index)
             found.append(finding("sse.event", f"not a JSON-RPC message: {problem}", at))
-        elif kind is Kind.REQUEST:
+        elif kind is KIND_REQUEST:
             if modern:
                 found.append(
                     finding(
@@ -491,13 +515,13 @@ def check_sse_stream(
                         _at(where, index),
                     )
                 )
-        elif kind is Kind.NOTIFICATION:
+        elif kind is KIND_NOTIFICATION:
             # The place is formatted only for a finding: most notifications pass.
             found += _progress_order(message, progress, where, index)
             if listen:
                 found += _listen(verdict, message, seen == 1, _at(where, index))
             elif modern:
-                found += _related(verdict, message, where, index)
+                found += _related(request_meta, message, where, index)
         elif pending:
             at = _at(where, index)
             item = pending.pop(_id_key(message.get("id")), None)
@@ -528,6 +552,9 @@ def _at(where: str, index: int) -> str:
     return f"{where} sse[{index}]"
 
 
+_NUMBER = (int, float)  # a tuple: isinstance with int | float builds the union every call
+
+
 def _progress_order(
     message: dict[str, Any], last: dict[object, float], where: str, index: int
 ) -> list[Finding]:
@@ -536,7 +563,7 @@ def _progress_order(
         return []
     params = message.get("params")
     value = params.get("progress") if isinstance(params, dict) else None
-    if not isinstance(value, int | float) or isinstance(value, bool):
+    if not isinstance(value, _NUMBER) or isinstance(value, bool):
         return []  # the schema rules judge the type
     key = _id_key(params.get("progressToken") if isinstance(params, dict) else None)
     before = last.get(key)
@@ -565,13 +592,13 @@ _FILTER_METHODS = {
 
 
 def _related(
-    verdict: RequestVerdict, message: dict[str, Any], where: str, index: int
+    meta: dict[str, Any], message: dict[str, Any], where: str, index: int
 ) -> list[Finding]:
-    """A modern request stream carries only notifications that relate to its request."""
+    """A modern request stream carries only notifications that relate to its request (whose
+    ``params._meta`` is ``meta``, ``{}`` when it has none)."""
     method = message.get("method")
     params = message.get("params")
     params = params if isinstance(params, dict) else {}
-    meta = body_meta(verdict.classified.message) or {}
     problem = ""
     if method == "notifications/progress":
         token = meta.get("progressToken")

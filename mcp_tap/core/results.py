@@ -14,7 +14,14 @@ import orjson
 
 from mcp_tap.core import schema
 from mcp_tap.core.catalog import finding
-from mcp_tap.core.eras import LEGACY_VERSIONS, MODERN_VERSIONS, TASKS_EXTENSION, Era
+from mcp_tap.core.eras import (
+    ERA_LEGACY,
+    ERA_MODERN,
+    LEGACY_VERSIONS,
+    MODERN_VERSIONS,
+    TASKS_EXTENSION,
+    Era,
+)
 from mcp_tap.core.findings import Finding, Strength
 from mcp_tap.core.jsonrpc import json_type
 
@@ -65,16 +72,31 @@ def check_result(
     those the client declared (``None`` when unknown, which does not block ``task``);
     ``client_capabilities`` the request's declared capabilities (``None`` when unknown).
     """
+    return result_findings(
+        method, result, era, capabilities, client_extensions, version, where, client_capabilities
+    )
+
+
+def result_findings(
+    method: str | None,
+    result: Any,
+    era: Era,
+    capabilities: Iterable[str],
+    client_extensions: Iterable[str] | None,
+    version: str | None,
+    where: str,
+    client_capabilities: dict[str, Any] | None,
+) -> list[Finding]:
+    """:func:`check_result` with every argument positional (the judge calls it per answer)."""
     if not isinstance(result, dict):
         return [
             finding(
                 "response.envelope", f"result must be an object, got {json_type(result)}", where
             )
         ]
-    caps = frozenset(capabilities)
     rtype = result.get("resultType")
     if "resultType" not in result:
-        if era is Era.MODERN:
+        if era is ERA_MODERN:
             return [
                 finding("response.result-type.missing", "modern result has no resultType", where)
             ]
@@ -87,7 +109,10 @@ def check_result(
                 where,
             )
         ]
-    if era is Era.LEGACY and rtype != "complete":
+    schema_version = version or (MODERN_VERSIONS[0] if era is ERA_MODERN else LEGACY_VERSIONS[0])
+    if rtype == "complete":
+        return _complete(method, result, era, schema_version, where)
+    if era is ERA_LEGACY:
         return [
             finding(
                 "response.result-type.unknown",
@@ -95,6 +120,7 @@ def check_result(
                 where,
             )
         ]
+    caps = frozenset(capabilities)
     if rtype not in CORE_RESULT_TYPES:
         needed = EXTENSION_RESULT_TYPES.get(rtype)
         if needed is None:
@@ -107,17 +133,63 @@ def check_result(
                     where,
                 )
             ]
-    # A tools/list result is written out once: the schema cache's key, and the search for
-    # x-mcp-header declarations in its tools.
-    canonical = schema.canonical_json(result) if method == "tools/list" else None
-    found = _payload(method, rtype, result, era, caps, client_extensions, where, canonical)
+    found = _payload(method, rtype, result, era, caps, client_extensions, where)
     if rtype == "input_required" and not found:
         found = _input_capabilities(result, client_capabilities, where)
     if found and any(f.strength is Strength.MUST for f in found):
         return found
-    schema_version = version or (MODERN_VERSIONS[0] if era is Era.MODERN else LEGACY_VERSIONS[0])
     if method and rtype != "task":
-        problem = schema.result_problem(method, schema_version, result, canonical=canonical)
+        problem = schema.result_problem(method, schema_version, result)
+        if problem:
+            return [*found, finding("wire.schema", problem, where)]
+    return found
+
+
+# The kind of the cache entries of _complete, one per era (the era is part of the key).
+_COMPLETE_KIND = {era: f"complete-result {era.value}" for era in Era}
+
+
+def _complete(
+    method: str | None, result: dict[str, Any], era: Era, version: str, where: str
+) -> list[Finding]:
+    """A complete result's payload and schema rules: from the verdict cache when seen.
+
+    What they find depends on the method, the era, the schema revision and the result
+    alone (capabilities and client declarations matter only to task and input_required
+    results), so the result's JSON keys them in ``schema.VERDICTS``. The findings carry
+    ``where``: a hit at another place is judged again (none found is the same anywhere).
+    """
+    try:
+        # The key, the schema verdict's key, and the x-mcp-header search of tools/list.
+        written: bytes | None = orjson.dumps(result)
+    except TypeError:  # orjson.JSONEncodeError: nested past 254 levels
+        written = None
+    if written is None or len(written) > schema.MAX_KEY_BYTES:
+        return _complete_rules(method, result, era, version, where, written)
+    key = (_COMPLETE_KIND[era], method or "", version, written)
+    cache = schema.VERDICTS
+    cached: tuple[str, tuple[Finding, ...]] | None = cache.get(key)
+    if cached is not None and (not cached[1] or cached[0] == where):
+        return list(cached[1])
+    found = _complete_rules(method, result, era, version, where, written)
+    cache.put(key, (where, tuple(found)))
+    return found
+
+
+def _complete_rules(
+    method: str | None,
+    result: dict[str, Any],
+    era: Era,
+    version: str,
+    where: str,
+    written: bytes | None,
+) -> list[Finding]:
+    """:func:`_complete` without the cache (``written``: the result's JSON, if made)."""
+    found = _payload(method, "complete", result, era, frozenset(), None, where, written)
+    if found and any(f.strength is Strength.MUST for f in found):
+        return found
+    if method:
+        problem = schema.result_problem_uncached(method, version, result)
         if problem:
             return [*found, finding("wire.schema", problem, where)]
     return found
@@ -144,7 +216,7 @@ def _payload(
         problems += _completion(result, where)
     elif method == "tasks/get":
         problems += _task_get(result, where)
-    if era is Era.MODERN and method in CACHEABLE_METHODS:
+    if era is ERA_MODERN and method in CACHEABLE_METHODS:
         problems += _caching(method, result, where)
     return problems
 
@@ -164,7 +236,7 @@ def _tools_list(
     # the name is written somewhere in it.
     # ``canonical`` (the whole result written out) holds every key of every tool.
     declares = (
-        _X_MCP_HEADER_KEY in canonical if canonical is not None else _mentions_x_mcp_header(tools)
+        _X_MCP_HEADER_KEY in canonical if canonical is not None else mentions_x_mcp_header(tools)
     )
     for i, tool in enumerate(tools):
         if not isinstance(tool, dict):
@@ -208,8 +280,12 @@ _NESTING = ("items", "prefixItems", "additionalProperties", "patternProperties",
 _X_MCP_HEADER_KEY = b'"x-mcp-header"'
 
 
-def _mentions_x_mcp_header(value: Any) -> bool:
-    """Whether ``value``'s JSON may hold the key ``x-mcp-header`` (True when unsure)."""
+def mentions_x_mcp_header(value: Any) -> bool:
+    """Whether ``value``'s JSON may hold the key ``x-mcp-header`` (True when unsure).
+
+    False means no object in ``value`` has that key: orjson writes every key of every
+    dict (subclasses too) verbatim, and the key needs no escape.
+    """
     try:
         # orjson writes every key verbatim (this one needs no escape).
         return _X_MCP_HEADER_KEY in orjson.dumps(value)
@@ -223,7 +299,7 @@ def x_mcp_header_problem(input_schema: dict[str, Any]) -> str:
     Token syntax, no control characters, case-insensitive uniqueness, primitive non-``number``
     types, and static reachability: only through ``properties`` chains from the root.
     """
-    if not _mentions_x_mcp_header(input_schema):
+    if not mentions_x_mcp_header(input_schema):
         return ""  # the common case, no declaration at all
     tokens: dict[str, str] = {}
 

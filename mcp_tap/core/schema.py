@@ -6,11 +6,15 @@ the official schema forbids slips through a rule nobody wrote. It uses
 ``mcp_types._v2026_07_28`` / ``_v2025_11_25`` models), reported as rule ``wire.schema``.
 
 Verdicts are cached (:class:`VerdictCache`): a verdict depends only on the kind (request or
-result), the method, the revision and the value, and the value is keyed by its canonical
-JSON (sorted keys; ``1``, ``1.0`` and ``true`` stay three keys, as the schema tells them
-apart). Proxies see the same ``tools/list``, ``initialize`` and notification payloads over
-and over; the pydantic validation (about 25 us) becomes a dict lookup. Every value is still
-judged: a miss validates, and values too large or too deep to key are validated uncached.
+result), the method, the revision and the value, and the value is keyed by its JSON as
+orjson writes it (:func:`key_json`: keys in the value's own order, no sorting; ``1``,
+``1.0`` and ``true`` stay three keys, as the schema tells them apart). Two values that
+differ only in key order are two keys: a second miss, never a shared verdict for values
+that differ. Proxies see the same ``tools/list``, ``initialize`` and notification payloads,
+written the same way, over and over; the pydantic validation (about 25 us) becomes a dict
+lookup. Every value is still judged: a miss validates, and values too large or too deep to
+key are validated uncached. ``results.check_result`` keeps its whole verdict on a complete
+result in the same cache, under its own kind.
 """
 
 from __future__ import annotations
@@ -29,19 +33,23 @@ from mcp_tap.core.eras import LEGACY_VERSIONS, MODERN_VERSIONS
 
 KNOWN_VERSIONS = frozenset(MODERN_VERSIONS) | frozenset(LEGACY_VERSIONS)
 
-_KEY_OPTIONS: Final = orjson.OPT_SORT_KEYS
 MAX_KEY_BYTES: Final = 8192  # larger values (big tool results) are rarely seen twice
 MAX_ENTRIES: Final = 4096
-_Key = tuple[str, str, str, bytes]  # kind, method, version, canonical JSON of the value
+_Key = tuple[str, str, str, bytes]  # kind, method, version, key_json of the value
 
 
 class VerdictCache:
-    """A bounded LRU map from (kind, method, version, canonical JSON) to a verdict."""
+    """A bounded LRU map from (kind, method, version, JSON of the value) to a verdict.
+
+    A verdict is a schema verdict (a ``str``) or, under its own kinds, whatever a caller
+    that owns those kinds keeps (``results.check_result``'s findings); the key must hold
+    everything the verdict depends on.
+    """
 
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         """An empty cache holding at most ``max_entries`` verdicts."""
         self.max_entries = max_entries
-        self._verdicts: OrderedDict[_Key, str] = OrderedDict()
+        self._verdicts: OrderedDict[_Key, Any] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
@@ -50,15 +58,15 @@ class VerdictCache:
     ) -> _Key | None:
         """The cache key of a verdict, or None when ``value`` is too big or deep to key.
 
-        ``canonical``: ``value``'s :func:`canonical_json`, when the caller made it already.
+        ``canonical``: ``value``'s :func:`key_json`, when the caller made it already.
         """
         if canonical is None:
-            canonical = canonical_json(value)
+            canonical = key_json(value)
         if canonical is None or len(canonical) > MAX_KEY_BYTES:
             return None
         return (kind, method, version, canonical)
 
-    def get(self, key: _Key) -> str | None:
+    def get(self, key: _Key) -> Any:
         """The cached verdict for ``key`` (None on a miss)."""
         verdict = self._verdicts.get(key)
         if verdict is None:
@@ -68,24 +76,36 @@ class VerdictCache:
         self._verdicts.move_to_end(key)
         return verdict
 
-    def put(self, key: _Key, verdict: str) -> None:
+    def put(self, key: _Key, verdict: Any) -> None:
         """Remember ``verdict``; the least recently used falls out past the bound."""
-        self._verdicts[key] = verdict
-        if len(self._verdicts) > self.max_entries:
-            self._verdicts.popitem(last=False)
+        verdicts = self._verdicts
+        verdicts[key] = verdict
+        if len(verdicts) > self.max_entries:
+            verdicts.popitem(last=False)
 
     def verdict(
         self, kind: str, method: str, version: str, value: Any,
         judge: Callable[[str, str, Any], str], canonical: bytes | None = None,
     ) -> str:
         """``judge(method, version, value)``, from the cache when this value was judged."""
-        key = self.key(kind, method, version, value, canonical)
-        if key is None:
+        # key() and get() inlined: this runs for every request and every result.
+        if canonical is None:
+            try:
+                canonical = orjson.dumps(value)
+            except TypeError:  # orjson.JSONEncodeError: nested past 254 levels
+                return judge(method, version, value)
+        if len(canonical) > MAX_KEY_BYTES:
             return judge(method, version, value)
-        verdict = self.get(key)
+        key = (kind, method, version, canonical)
+        verdicts = self._verdicts
+        verdict: str | None = verdicts.get(key)
         if verdict is None:
+            self.misses += 1
             verdict = judge(method, version, value)
             self.put(key, verdict)
+        else:
+            self.hits += 1
+            verdicts.move_to_end(key)
         return verdict
 
     def clear(self) -> None:
@@ -97,11 +117,11 @@ class VerdictCache:
 VERDICTS: Final = VerdictCache()
 
 
-def canonical_json(value: Any) -> bytes | None:
-    """``value`` as canonical JSON (sorted keys), the cache's key; None when orjson cannot
-    write it (nested past 254 levels)."""
+def key_json(value: Any) -> bytes | None:
+    """``value`` as orjson writes it (keys in the value's order), the cache's key; None when
+    orjson cannot write it (nested past 254 levels)."""
     try:
-        return orjson.dumps(value, option=_KEY_OPTIONS)
+        return orjson.dumps(value)
     except TypeError:  # orjson.JSONEncodeError
         return None
 
@@ -126,7 +146,7 @@ def request_problem(method: str, version: str, params: Any) -> str:
 
     Methods outside the revision's schema (custom or extension methods) are not judged here.
     """
-    if version not in KNOWN_VERSIONS or not isinstance(params, dict | None):
+    if version not in KNOWN_VERSIONS or not (params is None or isinstance(params, dict)):
         return ""
     return VERDICTS.verdict("request", method, version, params, _request_problem)
 
@@ -146,11 +166,18 @@ def result_problem(
 ) -> str:
     """Why the official schema rejects this server result ("" when it accepts or has no row).
 
-    ``canonical``: the result's :func:`canonical_json` when the caller made it already.
+    ``canonical``: the result's :func:`key_json` when the caller made it already.
     """
     if version not in KNOWN_VERSIONS or not isinstance(result, dict):
         return ""
     return VERDICTS.verdict("result", method, version, result, _result_problem, canonical)
+
+
+def result_problem_uncached(method: str, version: str, result: Any) -> str:
+    """:func:`result_problem` without the cache (for a caller that caches more than it)."""
+    if version not in KNOWN_VERSIONS or not isinstance(result, dict):
+        return ""
+    return _result_problem(method, version, result)
 
 
 def _result_problem(method: str, version: str, result: Any) -> str:

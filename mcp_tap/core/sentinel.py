@@ -62,7 +62,8 @@ class SentinelError(ValueError):
 
 def _printable_ascii(value: str) -> bool:
     """Return whether every character of ``value`` is in 0x20..0x7E (space through tilde)."""
-    return all(" " <= ch <= "~" for ch in value)
+    # For ASCII text, isprintable() is exactly 0x20..0x7E (space is printable, DEL is not).
+    return value.isascii() and value.isprintable()
 
 
 def _raw_defect(value: str) -> str | None:

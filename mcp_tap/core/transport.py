@@ -15,10 +15,19 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mcp_tap.core.catalog import finding
-from mcp_tap.core.eras import HEADER_SESSION_ID, Era
+from mcp_tap.core.eras import (
+    ERA_LEGACY,
+    ERA_MODERN,
+    HEADER_SESSION_ID,
+    Era,
+)
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap, media_type
-from mcp_tap.core.jsonrpc import Kind, classify, parse_json
+from mcp_tap.core.jsonrpc import (
+    KIND_RESPONSE,
+    classify,
+    parse_json,
+)
 from mcp_tap.core.sse import SSEEvent
 
 REQUEST_MEDIA_TYPES = ("application/json", "text/event-stream")
@@ -63,7 +72,7 @@ def accept_problem(headers: HeaderMap, http_method: str, era: Era) -> Finding | 
     method = http_method.upper()
     if method == "POST":
         wanted: tuple[str, ...] = REQUEST_MEDIA_TYPES
-    elif method == "GET" and era is Era.LEGACY:
+    elif method == "GET" and era is ERA_LEGACY:
         wanted = ("text/event-stream",)
     else:
         return None
@@ -178,7 +187,7 @@ def check_non_post(
     found += challenge(status, headers, where)
     if method not in ("GET", "DELETE"):
         return found  # OPTIONS (CORS preflight) and others: HTTP's business, not MCP's.
-    if era is Era.MODERN:
+    if era is ERA_MODERN:
         if status != 405 and status not in PRE_BODY_STATUSES:
             found.append(
                 finding(
@@ -188,7 +197,7 @@ def check_non_post(
                 )
             )
         return found
-    if era is not Era.LEGACY or method != "GET" or not 200 <= status < 300:
+    if era is not ERA_LEGACY or method != "GET" or not 200 <= status < 300:
         return found
     if headers.content_type() != "text/event-stream":
         found.append(
@@ -223,4 +232,4 @@ def _is_response(data: str) -> bool:
         message: Any = parse_json(data)
     except ValueError:
         return False
-    return classify(message).kind is Kind.RESPONSE
+    return classify(message).kind is KIND_RESPONSE
