@@ -84,12 +84,15 @@ from mcp_tap.evidence.signing import signature_valid
 __all__ = ["LOSS_KINDS", "Problem", "RecordConsumer", "VerifyReport", "verify_bundle",
            "verify_bundles"]
 
-LineDecoder = Callable[[bytes | memoryview], dict[str, Any] | None]
-"""A cheaper parse of a record line that verify may hand its consumer (``decode=``)."""
+LineDecoder = Callable[[bytes | memoryview], Any]
+"""A cheaper parse of a record line that verify may hand its consumer (``decode=``): an
+object with the chain fields as attributes (``seq`` an int >= 0; ``prev``, ``digest`` and
+``kind`` strings), or None for a line it cannot vouch for."""
 
-RecordConsumer = Callable[[bytes | memoryview, dict[str, Any]], None]
-"""What :func:`verify_bundle` hands each record to: ``(line, parsed record)``; the line may
-be a memoryview into verify's read buffer, valid during the call (copy it to keep it)."""
+RecordConsumer = Callable[[bytes | memoryview, Any], None]
+"""What :func:`verify_bundle` hands each record to: ``(line, parsed record)`` (a dict, or
+what ``decode`` made of the line); the line may be a memoryview into verify's read buffer,
+valid during the call (copy it to keep it)."""
 
 def _record_digest(record: dict[str, Any]) -> str | None:
     """:func:`record_digest`, or None for a record canonical JSON cannot hold (too deep)."""
@@ -312,17 +315,20 @@ class _Verifier:
                     if decode is not None:
                         if block_utf8 or valid_utf8(line):
                             record = decode(line)
+                            if record is not None:  # its chain fields are typed
+                                seq, prev = record.seq, record.prev
+                                digest, kind = record.digest, record.kind
                     else:
                         try:
                             record = loads(line)
                         except error:
                             record = None
-                    if type(record) is dict:
-                        seq, prev = record.get("seq"), record.get("prev")
-                        digest, kind = record.get("digest"), record.get("kind")
-                        if (type(seq) is not int or seq < 0 or type(prev) is not str
-                                or type(digest) is not str or type(kind) is not str):
-                            kind = None
+                        if type(record) is dict:
+                            seq, prev = record.get("seq"), record.get("prev")
+                            digest, kind = record.get("digest"), record.get("kind")
+                            if (type(seq) is not int or seq < 0 or type(prev) is not str
+                                    or type(digest) is not str or type(kind) is not str):
+                                kind = None
                 actual = None
                 if kind is not None and kind != "gap":
                     # The format-2 digest, hashed in place: SHA-256 of the line up to its
@@ -531,9 +537,10 @@ def verify_bundle(
 
     ``fast_keys``: keys under which a valid signature lets verify take its fast path (as
     ``trusted_keys`` do) without making anything stricter; ``decode``: with a consumer, a
-    cheaper parse of a record line to hand it on that fast path (it must return None for
-    any line it cannot vouch for, which is then parsed fully; a gap record always is). It
-    is called only with lines whose UTF-8 verify has checked, as bytes or a memoryview.
+    cheaper parse of a record line to hand it on that fast path (see :data:`LineDecoder`:
+    it must return None for any line it cannot vouch for, which is then parsed fully; a
+    gap record always is). It is called only with lines whose UTF-8 verify has checked, as
+    bytes or a memoryview.
     """
     root = Path(path)
     bundle_format, meta = read_bundle_meta(root)

@@ -28,6 +28,7 @@ import orjson
 
 from mcp_tap.core.hashing import sha256_hex
 from mcp_tap.errors import BundleFormatError, InputError
+from mcp_tap.evidence.view import RawRecordView, RecordView, evidence_digest, view_of
 from mcp_tap.files import read_file
 from mcp_tap.gate.decision import (
     BundleCheck,
@@ -48,7 +49,7 @@ from mcp_tap.gate.fields import decode_checked
 from mcp_tap.gate.health import WindowTally, evaluate_health
 from mcp_tap.gate.policy import Policy, load_policy
 from mcp_tap.gate.rollback import check_rollback, missing_rollback, resolve_trust
-from mcp_tap.gate.tally import ConformanceTally, HopTally, SdkTally, record_digest
+from mcp_tap.gate.tally import ConformanceTally, HopTally, SdkTally
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +149,7 @@ class _Feed:
         self.scan = scan
         self.policy = policy
         self.records = 0
-        self.last: Mapping[str, Any] | None = None
+        self.last: RecordView | None = None
         self.gaps: list[tuple[int, str]] = []
         self.sdk: Any = None  # the bundle's SdkDiffTally, made at the first exchange
         self.unreadable = False
@@ -159,34 +160,37 @@ class _Feed:
         """Count one record (already upgraded to the current format)."""
         self.line(b"", record)
 
-    def line(self, _line: bytes | memoryview, record: dict[str, Any]) -> None:
+    def line(self, _line: bytes | memoryview, record: dict[str, Any] | RecordView) -> None:
         """Count one record: verify's consumer (the stored record of a current-format
-        bundle, no migration needed), and :meth:`add`'s body.
+        bundle, no migration needed: the view the gate's parse decoded, or a record parsed
+        fully), and :meth:`add`'s body.
 
-        Once per record: the kind is read once and each tally gets only what it counts
-        (the health window and the conformance and SDK tallies count exchanges; the hop
-        tally, an exchange's findings and hop-comparison records).
+        Once per record: each tally gets only what it counts (the health window and the
+        conformance and SDK tallies count exchanges; the hop tally, an exchange's findings
+        and hop-comparison records).
         """
+        if type(record) is not RawRecordView:
+            if type(record) is dict and record.get("kind") == "gap":
+                self.gaps.extend(gaps_of((record,)))
+            record = view_of(record)  # type: ignore[arg-type]
         scan = self.scan
         self.records += 1
         self.last = record
-        kind = record.get("kind")
+        kind = record.kind
         if kind == "exchange":
-            scan.window.add_exchange(record)
+            scan.window.add_view(record)
             if self.candidate:
-                scan.conformance.add_exchange(record)  # type: ignore[union-attr]
-                if record.get("findings"):
-                    scan.hop.add(record)  # type: ignore[union-attr]
+                scan.conformance.add_view(record)  # type: ignore[union-attr]
+                if record.findings:
+                    scan.hop.add_view(record)  # type: ignore[union-attr]
                 sdk = self.sdk
                 if sdk is None:
                     sdk = self.sdk = _sdk_tally(scan, self.policy)
                 if sdk is not False:
-                    sdk.add_exchange(record)
+                    sdk.add_view(record)
             return
-        if kind == "gap":
-            self.gaps.extend(gaps_of((record,)))
         if self.candidate:
-            scan.hop.add(record)  # type: ignore[union-attr]
+            scan.hop.add_view(record)  # type: ignore[union-attr]
 
     def finish(self, report: Any, role: str, ok: bool, problems: tuple[tuple[str, str, str], ...],
                stated: Mapping[str, Any]) -> BundleScan:
@@ -195,7 +199,7 @@ class _Feed:
             self.scan.sdk.add_report(self.sdk.report())
             self.sdk = None
         last = self.last
-        head = report.chain_head or (record_digest(last) if last is not None else "")
+        head = report.chain_head or (evidence_digest(last) if last is not None else "")
         self.scan.check = BundleCheck(role=role, ok=ok, problems=problems, records=self.records,
                                       head=head, gaps=tuple(self.gaps), **stated)
         return self.scan

@@ -25,7 +25,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from msgspec import UNSET
+
 from mcp_tap.errors import InputError
+from mcp_tap.evidence.view import Answer, Egress, Event, Ingress, Origin, RecordView, view_of
 from mcp_tap.gate.counts import ValueCounts
 from mcp_tap.gate.decision import Reason, SourceResult
 from mcp_tap.gate.policy import ErrorCounting, HealthPolicy
@@ -134,7 +137,7 @@ def _num(value: Any) -> float | None:
     return None
 
 
-_EMPTY: Mapping[str, Any] = {}
+_NO_ORIGIN = Origin()  # what a record without an origin object reads as
 _FLUSH_EVERY = 4096  # samples between counting the pending measurements
 
 
@@ -167,20 +170,24 @@ class WindowTally:
     def add(self, record: Mapping[str, Any]) -> None:
         """Count one record (only requests among ``exchange`` records are samples)."""
         if record.get("kind") == "exchange":
-            self.add_exchange(record)
+            self.add_view(view_of(record))
 
     def add_exchange(self, record: Mapping[str, Any]) -> None:
-        """Count one ``exchange`` record (the caller checked its kind).
+        """Count one ``exchange`` record (the caller checked its kind)."""
+        self.add_view(view_of(record))
 
-        The gate calls this once per exchange, so it is written for speed: plain dict
-        lookups, the common float timestamp checked inline (``x - x == 0`` is false only
-        for an infinity or NaN), everything else through :func:`_num`; measurements are
-        appended to the counts' pending lists and counted in batches.
+    def add_view(self, record: RecordView) -> None:
+        """Count one ``exchange`` record's view (the caller checked its kind).
+
+        The gate calls this once per exchange, so it is written for speed: the common float
+        timestamp checked inline (``x - x == 0`` is false only for an infinity or NaN),
+        everything else through :func:`_num`; measurements are appended to the counts'
+        pending lists and counted in batches.
         """
-        record_hop = record.get("hop")
+        record_hop = record.hop
         if type(record_hop) is str:
             self.hops.add(record_hop)
-        rpc_id = record.get("rpcId")
+        rpc_id = record.rpcId
         if type(rpc_id) is not int and type(rpc_id) is not str:
             return
         if self.hop is not None and record_hop != self.hop:
@@ -190,26 +197,27 @@ class WindowTally:
             self.latencies.flush()
             self.first_events.flush()
             self.durations.flush()
-        origin = record.get("origin")
-        if not isinstance(origin, dict):
-            origin = _EMPTY
-        status = origin.get("status")
+        origin = record.origin
+        if not isinstance(origin, Origin):
+            origin = _NO_ORIGIN
+        status = origin.status
         code: int = status if type(status) is int else 0
-        events = origin.get("sse")
-        if not isinstance(events, list) or not events:
+        events = origin.sse
+        if type(events) is not list or not events:
             events = None
-        body = origin.get("body")
-        is_rpc_error = isinstance(body, dict) and "error" in body and "method" not in body
+        body = origin.body
+        is_rpc_error = (isinstance(body, Answer) and body.error is not UNSET
+                        and body.method is UNSET)
         if not is_rpc_error and events is not None:
             for event in events:
-                data = event.get("data") if isinstance(event, dict) else None
-                if isinstance(data, dict) and "error" in data and "method" not in data:
+                data = event.data if isinstance(event, Event) else None
+                if isinstance(data, Answer) and data.error is not UNSET and data.method is UNSET:
                     is_rpc_error = True
                     break
         # A request that never got an upstream answer is a failure whatever the policy
         # counts; the others count as the policy says.
         failed = False
-        if record.get("tapError") is not None:
+        if record.tapError is not None:
             self.tap += 1
             failed = True
         elif type(status) is not int:
@@ -227,11 +235,11 @@ class WindowTally:
             failed = failed or counting.jsonrpc_errors
         if failed:
             self.errors += 1
-        ingress = record.get("ingress")
-        received = ingress.get("receivedAt") if isinstance(ingress, dict) else None
+        ingress = record.ingress
+        received = ingress.receivedAt if isinstance(ingress, Ingress) else None
         if type(received) is not float or received - received != 0.0:
             received = _num(received)
-        end = origin.get("endAt")
+        end = origin.endAt
         if type(end) is not float or end - end != 0.0:
             end = _num(end)
         latest = self.end
@@ -244,10 +252,9 @@ class WindowTally:
                 latest = received
         if end is not None and (latest is None or end > latest):
             latest = end
-        egress = record.get("egress")
-        if isinstance(egress, dict):
-            for key in ("endAt", "sentAt"):
-                value = egress.get(key)
+        egress = record.egress
+        if isinstance(egress, Egress):
+            for value in (egress.endAt, egress.sentAt):
                 if type(value) is not float or value - value != 0.0:
                     value = _num(value)
                 if value is not None and (latest is None or value > latest):
@@ -260,10 +267,10 @@ class WindowTally:
             if count > self.max_events:
                 self.max_events = count
             first = events[0]
-            first_at = _num(first.get("at")) if isinstance(first, dict) else None
+            first_at = _num(first.at) if isinstance(first, Event) else None
             if first_at is not None and received is not None:
                 self.first_events.pending.append((first_at - received) * 1000.0)
-            opened = _num(origin.get("firstByteAt"))
+            opened = _num(origin.firstByteAt)
             opened = first_at if opened is None else opened
             if opened is not None and end is not None:
                 self.durations.pending.append((end - opened) * 1000.0)
