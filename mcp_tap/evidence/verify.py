@@ -89,10 +89,10 @@ LineDecoder = Callable[[bytes | memoryview], Any]
 object with the chain fields as attributes (``seq`` an int >= 0; ``prev``, ``digest`` and
 ``kind`` strings), or None for a line it cannot vouch for."""
 
-RecordConsumer = Callable[[bytes | memoryview, Any], None]
-"""What :func:`verify_bundle` hands each record to: ``(line, parsed record)`` (a dict, or
-what ``decode`` made of the line); the line may be a memoryview into verify's read buffer,
-valid during the call (copy it to keep it)."""
+RecordConsumer = Callable[[list[Any]], None]
+"""What :func:`verify_bundle` hands the records to: a list of them in file order (each a
+dict, or what ``decode`` made of its line), once per read of a segment (about a MiB of
+lines), so the consumer's work runs in batches, not a call per record."""
 
 def _record_digest(record: dict[str, Any]) -> str | None:
     """:func:`record_digest`, or None for a record canonical JSON cannot hold (too deep)."""
@@ -124,6 +124,7 @@ class _Verifier:
                  decode: LineDecoder | None = None) -> None:
         self.root = root
         self.consumer = consumer
+        self.batch: list[Any] = []  # the records of the read being checked, for the consumer
         self.fast_keys = tuple(fast_keys)
         self.decode = decode
         self.format = bundle_format
@@ -281,6 +282,7 @@ class _Verifier:
         # around every call that reads or changes them).
         records, exchanges, max_seq, chain_head = (self.records, self.exchanges, self.max_seq,
                                                    self.head)
+        batch = self.batch
         # Each span is whole lines of a read (a last one may lack its newline); a line is
         # a memoryview into the read, so it is neither copied nor split out: it is hashed,
         # decoded and handed on in place.
@@ -361,11 +363,14 @@ class _Verifier:
                     if kind == "exchange":
                         exchanges += 1
                     if consumer is not None:
-                        consumer(line, record)
+                        batch.append(record)
                 if first is None:
                     first = Stored(seq, prev, digest, name)
                 count += 1
                 last_seq, last_prev, last_digest = seq, prev, digest
+            if batch:  # the read's records, to the consumer in one call
+                consumer(batch)  # type: ignore[misc]  # a batch is filled only for one
+                batch = self.batch = []
         self.records, self.exchanges = records, exchanges
         self.max_seq, self.head = max_seq, chain_head
         self.segment_count = count
@@ -420,7 +425,7 @@ class _Verifier:
         elif kind == "gap":
             self.gap(name, seq, record)
         if self.consumer is not None and complete:
-            self.consumer(line, record)
+            self.batch.append(record)
         return seq, prev, digest
 
     def order(self, name: str, seq: int, prev: str, digest: str) -> None:
@@ -523,11 +528,12 @@ def verify_bundle(
 ) -> VerifyReport:
     """Check the bundle at ``path`` and return every problem found.
 
-    ``consumer`` is called with each stored record, in file order, as it is checked
-    (``(line, record)``: the line's bytes and the record parsed from them, as stored, before
-    any migration), so a caller that also reads the records (the gate) reads and parses the
-    bundle once. It sees every line that is an evidence record; when the report is ``ok``
-    that is every line of every segment, what :func:`~mcp_tap.evidence.iter_records` yields.
+    ``consumer`` is handed each stored record, in file order, as it is checked (the record
+    parsed from its line, as stored, before any migration): a list of them once per read of
+    a segment (:data:`RecordConsumer`), so a caller that also reads the records (the gate)
+    reads and parses the bundle once, and runs its work per batch. It sees every line that
+    is an evidence record; when the report is ``ok`` that is every line of every segment,
+    what :func:`~mcp_tap.evidence.iter_records` yields.
 
     ``trusted_keys`` (raw Ed25519 public keys): the bundle must be signed by one of them,
     which also makes an unclosed bundle an error. ``require_signed`` without keys fails

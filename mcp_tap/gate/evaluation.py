@@ -142,6 +142,9 @@ def load_request(
     )
 
 
+_BATCH = 256  # records read again after a failed check, fed to the tallies at a time
+
+
 class _Feed:
     """One bundle's records, one at a time, into the tallies its role needs."""
 
@@ -156,41 +159,45 @@ class _Feed:
         # A candidate feeds every tally; a baseline only the health window.
         self.candidate = scan.conformance is not None and scan.hop is not None
 
-    def add(self, record: dict[str, Any]) -> None:
-        """Count one record (already upgraded to the current format)."""
-        self.line(b"", record)
+    def batch(self, records: list[Any]) -> None:
+        """Count records, in order: verify's consumer (the stored records of a
+        current-format bundle, no migration needed: the views the gate's parse decoded, or
+        records parsed fully), or records read again after a failed check.
 
-    def line(self, _line: bytes | memoryview, record: dict[str, Any] | RecordView) -> None:
-        """Count one record: verify's consumer (the stored record of a current-format
-        bundle, no migration needed: the view the gate's parse decoded, or a record parsed
-        fully), and :meth:`add`'s body.
-
-        Once per record: each tally gets only what it counts (the health window and the
-        conformance and SDK tallies count exchanges; the hop tally, an exchange's findings
-        and hop-comparison records).
+        Each tally gets only what it counts, all of a batch in one call (the health window
+        and the conformance and SDK tallies count exchanges; the hop tally, an exchange's
+        findings and hop-comparison records).
         """
-        if type(record) is not RawRecordView:
-            if type(record) is dict and record.get("kind") == "gap":
-                self.gaps.extend(gaps_of((record,)))
-            record = view_of(record)  # type: ignore[arg-type]
-        scan = self.scan
-        self.records += 1
-        self.last = record
-        kind = record.kind
-        if kind == "exchange":
-            scan.window.add_view(record)
-            if self.candidate:
-                scan.conformance.add_view(record)  # type: ignore[union-attr]
-                if record.findings:
-                    scan.hop.add_view(record)  # type: ignore[union-attr]
-                sdk = self.sdk
-                if sdk is None:
-                    sdk = self.sdk = _sdk_tally(scan, self.policy)
-                if sdk is not False:
-                    sdk.add_view(record)
+        views: list[RecordView] = records
+        exchanges = 0
+        for index, record in enumerate(records):
+            if type(record) is not RawRecordView:
+                if type(record) is dict and record.get("kind") == "gap":
+                    self.gaps.extend(gaps_of((record,)))
+                record = views[index] = view_of(record)
+            if record.kind == "exchange":
+                exchanges += 1
+        if not views:
             return
-        if self.candidate:
-            scan.hop.add_view(record)  # type: ignore[union-attr]
+        self.records += len(views)
+        self.last = views[-1]
+        scan = self.scan
+        picked = views if exchanges == len(views) else [
+            v for v in views if v.kind == "exchange"]
+        if picked:
+            scan.window.add_views(picked)
+        if not self.candidate:
+            return
+        assert scan.conformance is not None and scan.hop is not None
+        if picked:
+            scan.conformance.add_views(picked)
+        scan.hop.add_views([v for v in views if v.findings or v.kind != "exchange"])
+        if picked:
+            sdk = self.sdk
+            if sdk is None:
+                sdk = self.sdk = _sdk_tally(scan, self.policy)
+            if sdk is not False:
+                sdk.add_views(picked)
 
     def finish(self, report: Any, role: str, ok: bool, problems: tuple[tuple[str, str, str], ...],
                stated: Mapping[str, Any]) -> BundleScan:
@@ -244,7 +251,7 @@ def _scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
         # A bundle signed by a key the policy trusts is read with the gate's cheaper parse
         # (mcp_tap.gate.fields); whether its signer is acceptable is judged later, by the
         # integrity source, exactly as for any other bundle.
-        report = verify_bundle(path, consumer=feed.line,
+        report = verify_bundle(path, consumer=feed.batch,
                                fast_keys=policy.evidence.trusted_keys, decode=decode_checked)
     else:
         report = verify_bundle(path)
@@ -258,8 +265,13 @@ def _scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
         return feed.finish(report, role, ok, problems, stated)
     feed = _Feed(_empty_scan(role, ok, problems, policy, candidate, stated), policy)
     try:
+        pending: list[Any] = []
         for record in iter_records(path, lenient=not ok):
-            feed.add(record)
+            pending.append(record)
+            if len(pending) >= _BATCH:
+                feed.batch(pending)
+                pending = []
+        feed.batch(pending)
     except BundleFormatError as exc:
         if ok:
             raise

@@ -10,7 +10,7 @@ processes when there are several bundles.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -155,22 +155,28 @@ class ConformanceTally:
 
     def add_view(self, record: RecordView) -> None:
         """Count one ``exchange`` record's view (the caller checked its kind)."""
-        self.exchanges += 1
-        raw_hop = record.hop
-        hop = raw_hop if type(raw_hop) is str else ""
-        self.hops.add(hop)
-        if not record.findings:  # the common case: nothing to count
-            return
-        example = ""
-        for rule, boundary, strength, _where in summaries_of(record.findings):
-            if rule.startswith("hop."):
+        self.add_views((record,))
+
+    def add_views(self, records: Sequence[RecordView]) -> None:
+        """Count ``exchange`` records' views, in order (the caller checked their kind)."""
+        self.exchanges += len(records)
+        hops = self.hops
+        for record in records:
+            raw_hop = record.hop
+            hop = raw_hop if type(raw_hop) is str else ""
+            hops.add(hop)
+            if not record.findings:  # the common case: nothing to count
                 continue
-            if not example:
-                example = evidence_digest(record)
-            tally = self.rules.get(rule)
-            if tally is None:
-                tally = self.rules[rule] = Tally()
-            tally.add(boundary, example, self.examples, hop, strength)
+            example = ""
+            for rule, boundary, strength, _where in summaries_of(record.findings):
+                if rule.startswith("hop."):
+                    continue
+                if not example:
+                    example = evidence_digest(record)
+                tally = self.rules.get(rule)
+                if tally is None:
+                    tally = self.rules[rule] = Tally()
+                tally.add(boundary, example, self.examples, hop, strength)
 
     def add_all(self, records: Iterable[Mapping[str, Any]]) -> ConformanceTally:
         """Count every record of ``records``; return self."""
@@ -220,18 +226,23 @@ class HopTally:
 
     def add_view(self, record: RecordView) -> None:
         """Count one record's view (hop-comparison and exchange records count)."""
-        kind = record.kind
-        if kind == "hop-comparison":
-            self.comparisons += 1
-        elif kind != "exchange":
-            return
-        if not record.findings:  # the common case: nothing to count
-            return
-        for rule, boundary, _strength, where in summaries_of(record.findings):
-            if not rule.startswith("hop."):
+        self.add_views((record,))
+
+    def add_views(self, records: Iterable[RecordView]) -> None:
+        """Count records' views, in order (hop-comparison and exchange records count)."""
+        for record in records:
+            kind = record.kind
+            if kind == "hop-comparison":
+                self.comparisons += 1
+            elif kind != "exchange":
                 continue
-            tally = self.boxes.setdefault((rule, _box(record, where)), Tally())
-            tally.add(boundary, evidence_digest(record), self.examples)
+            if not record.findings:  # the common case: nothing to count
+                continue
+            for rule, boundary, _strength, where in summaries_of(record.findings):
+                if not rule.startswith("hop."):
+                    continue
+                tally = self.boxes.setdefault((rule, _box(record, where)), Tally())
+                tally.add(boundary, evidence_digest(record), self.examples)
 
     def add_all(self, records: Iterable[Mapping[str, Any]]) -> HopTally:
         """Count every record of ``records``; return self."""

@@ -169,34 +169,41 @@ class SdkDiffTally:
     def add_view(self, record: RecordView) -> None:
         """Run the differential of one exchange record's view (the caller checked its
         kind)."""
-        outcome = _outcome(record, self.allowlist)
-        if isinstance(outcome, str):
-            self.reasons[outcome] = self.reasons.get(outcome, 0) + 1
-            return
-        self.compared += 1
-        _method, _era, _version, reported, allowed, error = outcome
-        if allowed:
-            self.allowed += len(allowed)
-        if not reported:  # the common case: no difference
-            if self.kept.get(_CLEAN, 0) < self.examples:
-                self._keep(_entry(record, outcome), [])
-            return
-        rules: list[str] = []
-        self.differences += len(reported)
-        self.rejected += error is not None
-        exchange_id = _text(record.exchangeId)
-        for found in reported:
-            counted = self.by_rule.get(found.rule)
-            if counted is None:
-                counted = self.by_rule[found.rule] = RuleCount()
-            counted.count += 1
-            counted.add_where(found.where)
-            if found.rule not in rules:
-                rules.append(found.rule)
-                counted.exchanges += 1
-                counted.add_example(exchange_id, self.examples)
-        if self._keeps(rules):
-            self._keep(_entry(record, outcome), rules)
+        self.add_views((record,))
+
+    def add_views(self, records: Iterable[RecordView]) -> None:
+        """Run the differential of exchange records' views, in order (the caller checked
+        their kind)."""
+        allowlist, reasons, kept, limit = self.allowlist, self.reasons, self.kept, self.examples
+        for record in records:
+            outcome = _outcome(record, allowlist)
+            if isinstance(outcome, str):
+                reasons[outcome] = reasons.get(outcome, 0) + 1
+                continue
+            self.compared += 1
+            _method, _era, _version, reported, allowed, error = outcome
+            if allowed:
+                self.allowed += len(allowed)
+            if not reported:  # the common case: no difference
+                if kept.get(_CLEAN, 0) < limit:
+                    self._keep(_entry(record, outcome), [])
+                continue
+            rules: list[str] = []
+            self.differences += len(reported)
+            self.rejected += error is not None
+            exchange_id = _text(record.exchangeId)
+            for found in reported:
+                counted = self.by_rule.get(found.rule)
+                if counted is None:
+                    counted = self.by_rule[found.rule] = RuleCount()
+                counted.count += 1
+                counted.add_where(found.where)
+                if found.rule not in rules:
+                    rules.append(found.rule)
+                    counted.exchanges += 1
+                    counted.add_example(exchange_id, limit)
+            if self._keeps(rules):
+                self._keep(_entry(record, outcome), rules)
 
     def _keeps(self, rules: list[str]) -> bool:
         """Whether an entry with findings of ``rules`` is kept as an example."""
