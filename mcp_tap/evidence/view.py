@@ -176,6 +176,14 @@ class RawRecordView(RecordView, kw_only=True, gc=False):
     origin: RawOrigin | _Json = None
 
 
+# For isinstance: the raw view first. A Struct's class has its own metaclass, so isinstance
+# of a subclass's instance against the base looks up __instancecheck__, while a tuple
+# starting with the exact class answers at its first entry.
+ANSWERS: Final = (RawAnswer, Answer)
+EVENTS: Final = (RawEvent, Event)
+INGRESSES: Final = (RawIngress, Ingress)
+ORIGINS: Final = (RawOrigin, Origin)
+
 _convert: Final = msgspec.convert
 
 
@@ -213,7 +221,7 @@ def is_response(answer: object) -> bool:
     """Whether an answer is a JSON-RPC response, as
     ``mcp_tap.core.jsonrpc.classify(...).kind is Kind.RESPONSE`` says of the object it
     came from (only the members an :class:`Answer` keeps decide that)."""
-    return (isinstance(answer, Answer) and answer.jsonrpc == "2.0" and answer.method is UNSET
+    return (isinstance(answer, ANSWERS) and answer.jsonrpc == "2.0" and answer.method is UNSET
             and (answer.result is not UNSET or answer.error is not UNSET
                  or answer.id is not UNSET))
 
@@ -226,10 +234,14 @@ def answer_whole(origin: Origin) -> bool:
         return False
     events = origin.sse
     return type(events) is list and any(
-        isinstance(e, Event) and is_response(e.data) for e in events)
+        isinstance(e, EVENTS) and is_response(e.data) for e in events)
 
 
 __all__ = [
+    "ANSWERS",
+    "EVENTS",
+    "INGRESSES",
+    "ORIGINS",
     "PROTOCOL_VERSION_KEY",
     "Answer",
     "Egress",

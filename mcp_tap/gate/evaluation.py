@@ -21,8 +21,10 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -143,6 +145,9 @@ def load_request(
 
 
 _BATCH = 256  # records read again after a failed check, fed to the tallies at a time
+_DECODED: Final = {RawRecordView}
+_kind: Final = attrgetter("kind")
+_findings: Final = attrgetter("findings")
 
 
 class _Feed:
@@ -168,22 +173,22 @@ class _Feed:
         and the conformance and SDK tallies count exchanges; the hop tally, an exchange's
         findings and hop-comparison records).
         """
-        views: list[RecordView] = records
-        exchanges = 0
-        for index, record in enumerate(records):
-            if type(record) is not RawRecordView:
-                if type(record) is dict and record.get("kind") == "gap":
-                    self.gaps.extend(gaps_of((record,)))
-                record = views[index] = view_of(record)
-            if record.kind == "exchange":
-                exchanges += 1
-        if not views:
+        if not records:
             return
+        views: list[RecordView] = records
+        if set(map(type, records)) != _DECODED:  # some records were parsed fully
+            for index, record in enumerate(records):
+                if type(record) is not RawRecordView:
+                    if type(record) is dict and record.get("kind") == "gap":
+                        self.gaps.extend(gaps_of((record,)))
+                    views[index] = view_of(record)
         self.records += len(views)
         self.last = views[-1]
         scan = self.scan
-        picked = views if exchanges == len(views) else [
-            v for v in views if v.kind == "exchange"]
+        # The batch is sorted out in C (map, compress): the common one is all exchanges.
+        kinds = list(map(_kind, views))
+        every = kinds.count("exchange") == len(kinds)
+        picked = views if every else list(compress(views, [k == "exchange" for k in kinds]))
         if picked:
             scan.window.add_views(picked)
         if not self.candidate:
@@ -191,7 +196,8 @@ class _Feed:
         assert scan.conformance is not None and scan.hop is not None
         if picked:
             scan.conformance.add_views(picked)
-        scan.hop.add_views([v for v in views if v.findings or v.kind != "exchange"])
+        scan.hop.add_views(list(compress(views, map(_findings, views))) if every
+                           else [v for v in views if v.findings or v.kind != "exchange"])
         if picked:
             sdk = self.sdk
             if sdk is None:

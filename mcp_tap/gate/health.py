@@ -23,12 +23,22 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from operator import attrgetter
+from typing import Any, Final
 
 from msgspec import UNSET
 
 from mcp_tap.errors import InputError
-from mcp_tap.evidence.view import Answer, Egress, Event, Ingress, Origin, RecordView, view_of
+from mcp_tap.evidence.view import (
+    ANSWERS,
+    EVENTS,
+    INGRESSES,
+    ORIGINS,
+    Egress,
+    Origin,
+    RecordView,
+    view_of,
+)
 from mcp_tap.gate.counts import ValueCounts
 from mcp_tap.gate.decision import Reason, SourceResult
 from mcp_tap.gate.policy import ErrorCounting, HealthPolicy
@@ -138,6 +148,8 @@ def _num(value: Any) -> float | None:
 
 
 _NO_ORIGIN = Origin()  # what a record without an origin object reads as
+_hop: Final = attrgetter("hop")
+_STR: Final = {str}
 _FLUSH_EVERY = 4096  # pending measurements past which a batch's end counts them
 
 
@@ -199,30 +211,32 @@ class WindowTally:
         latency = self.latencies.pending.append
         first_event = self.first_events.pending.append
         duration = self.durations.pending.append
+        named = list(map(_hop, records))
+        if set(map(type, named)) == _STR:  # the common case: every hop a string, in C
+            hops.update(named)
+        else:
+            hops.update(hop for hop in named if type(hop) is str)
         for record in records:
-            record_hop = record.hop
-            if type(record_hop) is str:
-                hops.add(record_hop)
             rpc_id = record.rpcId
             if type(rpc_id) is not int and type(rpc_id) is not str:
                 continue
-            if wanted is not None and record_hop != wanted:
+            if wanted is not None and record.hop != wanted:
                 continue
             samples += 1
             origin = record.origin
-            if not isinstance(origin, Origin):
+            if not isinstance(origin, ORIGINS):
                 origin = _NO_ORIGIN
             status = origin.status
             events = origin.sse
             if type(events) is not list or not events:
                 events = None
             body = origin.body
-            is_rpc_error = (isinstance(body, Answer) and body.error is not UNSET
+            is_rpc_error = (isinstance(body, ANSWERS) and body.error is not UNSET
                             and body.method is UNSET)
             if not is_rpc_error and events is not None:
                 for event in events:
-                    data = event.data if isinstance(event, Event) else None
-                    if (isinstance(data, Answer) and data.error is not UNSET
+                    data = event.data if isinstance(event, EVENTS) else None
+                    if (isinstance(data, ANSWERS) and data.error is not UNSET
                             and data.method is UNSET):
                         is_rpc_error = True
                         break
@@ -248,7 +262,7 @@ class WindowTally:
             if failed:
                 errors += 1
             ingress = record.ingress
-            received = ingress.receivedAt if isinstance(ingress, Ingress) else None
+            received = ingress.receivedAt if isinstance(ingress, INGRESSES) else None
             if type(received) is not float or received - received != 0.0:
                 received = _num(received)
             end = origin.endAt
@@ -264,12 +278,17 @@ class WindowTally:
             if end is not None and (latest is None or end > latest):
                 latest = end
             egress = record.egress
-            if isinstance(egress, Egress):
-                for value in (egress.endAt, egress.sentAt):
-                    if type(value) is not float or value - value != 0.0:
-                        value = _num(value)
-                    if value is not None and (latest is None or value > latest):
-                        latest = value
+            if type(egress) is Egress:
+                value = egress.endAt
+                if type(value) is not float or value - value != 0.0:
+                    value = _num(value)
+                if value is not None and (latest is None or value > latest):
+                    latest = value
+                value = egress.sentAt
+                if type(value) is not float or value - value != 0.0:
+                    value = _num(value)
+                if value is not None and (latest is None or value > latest):
+                    latest = value
             if events is not None:
                 sse_streams += 1
                 count = len(events)
@@ -277,7 +296,7 @@ class WindowTally:
                 if count > max_events:
                     max_events = count
                 first = events[0]
-                first_at = _num(first.at) if isinstance(first, Event) else None
+                first_at = _num(first.at) if isinstance(first, EVENTS) else None
                 if first_at is not None and received is not None:
                     first_event((first_at - received) * 1000.0)
                 opened = _num(origin.firstByteAt)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import compress
+from operator import attrgetter
 from typing import Any, Final
 
 from mcp_tap.core.catalog import CATALOG
@@ -45,6 +47,9 @@ def _finding(data: dict[str, Any]) -> Finding:
     return found
 
 
+_hop: Final = attrgetter("hop")
+_record_findings: Final = attrgetter("findings")
+_STR: Final = {str}
 _ABSENT: Final = object()  # a finding without "strength" (not the same as "strength": null)
 _SUMMARY_ENTRIES: Final = 4096
 _summaries: dict[tuple[Any, ...], tuple[str, str, str, str]] = {}
@@ -160,13 +165,14 @@ class ConformanceTally:
     def add_views(self, records: Sequence[RecordView]) -> None:
         """Count ``exchange`` records' views, in order (the caller checked their kind)."""
         self.exchanges += len(records)
-        hops = self.hops
-        for record in records:
+        named = list(map(_hop, records))
+        if set(map(type, named)) == _STR:  # the common case: every hop a string, in C
+            self.hops.update(named)
+        else:
+            self.hops.update(hop if type(hop) is str else "" for hop in named)
+        for record in compress(records, map(_record_findings, records)):
             raw_hop = record.hop
             hop = raw_hop if type(raw_hop) is str else ""
-            hops.add(hop)
-            if not record.findings:  # the common case: nothing to count
-                continue
             example = ""
             for rule, boundary, strength, _where in summaries_of(record.findings):
                 if rule.startswith("hop."):

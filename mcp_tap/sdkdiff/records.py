@@ -19,9 +19,11 @@ from mcp_tap.core.catalog import finding
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.rulecounts import RuleCount, merge_rule_counts
 from mcp_tap.evidence.view import (
+    ANSWERS,
+    EVENTS,
+    INGRESSES,
+    ORIGINS,
     Answer,
-    Event,
-    Ingress,
     Meta,
     Origin,
     Params,
@@ -263,13 +265,13 @@ def _text(value: Any) -> str:
 def _response(origin: Origin, rpc_id: Any) -> Answer | None:
     """The JSON-RPC response of an origin view, from its JSON body or its SSE events."""
     body = origin.body
-    if isinstance(body, Answer) and (body.result is not UNSET or body.error is not UNSET):
+    if isinstance(body, ANSWERS) and (body.result is not UNSET or body.error is not UNSET):
         return body
     events = origin.sse
     if type(events) is list:
         for event in reversed(events):
-            data = event.data if isinstance(event, Event) else None
-            if (not isinstance(data, Answer)
+            data = event.data if isinstance(event, EVENTS) else None
+            if (not isinstance(data, ANSWERS)
                     or (data.result is UNSET and data.error is UNSET)):
                 continue
             found = None if data.id is UNSET else data.id
@@ -281,12 +283,12 @@ def _response(origin: Origin, rpc_id: Any) -> Answer | None:
 def _request_version(record: RecordView) -> str | None:
     """The protocol revision the request named: modern ``_meta`` first, then the header."""
     ingress = record.ingress
-    if not isinstance(ingress, Ingress):
+    if not isinstance(ingress, INGRESSES):
         return None
     body = ingress.body
-    params = body.params if isinstance(body, Request) else None
-    meta = params._meta if isinstance(params, Params) else None
-    if isinstance(meta, Meta) and isinstance(meta.version, str):
+    params = body.params if type(body) is Request else None
+    meta = params._meta if type(params) is Params else None
+    if type(meta) is Meta and isinstance(meta.version, str):
         named: str = meta.version
         return named
     headers = ingress.headers
@@ -337,13 +339,13 @@ def _outcome(record: RecordView, allowlist: frozenset[str]) -> _Outcome | str:
     if era.__class__ is not str or era not in ERAS:
         return "era unknown"
     origin = record.origin
-    if not isinstance(origin, Origin):
+    if not isinstance(origin, ORIGINS):
         return "no origin response"
     if origin.truncated and not answer_whole(origin):
         return "origin body truncated"
     body = origin.body
     response: Answer | None
-    if isinstance(body, Answer) and (body.result is not UNSET or body.error is not UNSET):
+    if isinstance(body, ANSWERS) and (body.result is not UNSET or body.error is not UNSET):
         response = body  # a JSON answer: what _response returns first
     else:
         response = _response(origin, record.rpcId)
