@@ -107,6 +107,10 @@ def test_odd_shapes_same_decision_as_the_full_parse(tmp_path: Path) -> None:
         elif n % 4 == 2 and isinstance(record["origin"], dict):
             record["origin"]["sse"] = [1, {"at": "x", "data": [2]}, {"data": {"error": None}}]
             record["origin"]["body"] = "text"
+        if n % 5 == 3:  # findings that are not a list of findings
+            odd: list[Any] = [{"rule": "response.id"}, None, "x", [1, {"no": "rule"}],
+                              [{"rule": "response.id", "where": ["not", "a", "str"]}]]
+            record["findings"] = odd[n % 25 // 5]
     bundle = _bundle(tmp_path / "b", records)
     trusted = Policy(evidence=EvidencePolicy(
         trusted_keys=(bytes.fromhex(ed25519_public_hex(KEY)),), require_signed=True))
@@ -172,3 +176,10 @@ def test_raw_members_read_as_the_full_parse_reads_them() -> None:
         remembered_split("tools/list", "2026-07-28", result, frozenset()))
     broken = line.replace(b'"ttlMs":0', b'"ttlMs":1e400')
     assert gate_record(broken) is None  # a result msgspec rejects: the full parse judges it
+    found = orjson.dumps({**record, "findings": [{"rule": "response.id", "code": 1}]})
+    first, again = gate_record(found), gate_record(found)
+    assert first is not None and again is not None
+    assert type(first.findings) is KnownJson and again.findings is first.findings
+    assert gate_record(found.replace(b'"code":1', b'"code":1e400')) is None
+    none = gate_record(orjson.dumps({**record, "findings": []}))
+    assert none is not None and not none.findings

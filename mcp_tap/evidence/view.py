@@ -129,8 +129,9 @@ class RecordView(Struct, kw_only=True, gc=False):
 
 
 # The shapes the gate's parse of a trusted line decodes into (mcp_tap.gate.fields): the
-# same views, with an answer's result and the request's headers kept as raw bytes (read by
-# the SDK differential alone, decoded there) and the chain fields required and typed.
+# same views, with an answer's result, the findings and the request's headers kept as raw
+# bytes (results and findings repeat: each distinct text is decoded once; the headers are
+# decoded by the SDK differential when it needs them) and the chain fields required.
 
 
 class RawAnswer(Answer, kw_only=True, gc=False):
@@ -166,12 +167,14 @@ _Seq = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
 
 
 class RawRecordView(RecordView, kw_only=True, gc=False):
-    """:class:`RecordView` as decoded from a trusted line: chain fields required."""
+    """:class:`RecordView` as decoded from a trusted line: chain fields required, findings
+    as raw bytes (made a KnownJson, or None for none, by the parse)."""
 
     seq: _Seq
     prev: str
     digest: str
     kind: str
+    findings: Raw | UnsetType = UNSET
     ingress: RawIngress | _Json = None
     origin: RawOrigin | _Json = None
 

@@ -12,16 +12,17 @@ An answer's JSON-RPC ``result`` is the one big member the gate reads, and only t
 differential reads its value: it is taken as raw bytes and decoded once per distinct text
 (:class:`~mcp_tap.evidence.known.KnownValues`), so the view holds a shared
 :class:`~mcp_tap.evidence.known.KnownJson` there instead of a fresh tree, and the
-differential finds its memo entry by those bytes. The request's headers are needed only for
-a legacy request's revision: they stay raw (``msgspec.Raw``) until the SDK differential
-decodes them.
+differential finds its memo entry by those bytes. A record's findings are taken the same
+way (``[]``, the common case, is read as none; the tallies remember the summaries of each
+distinct text). The request's headers are needed only for a legacy request's revision:
+they stay raw (``msgspec.Raw``) until the SDK differential decodes them.
 
 Like verify's head (:mod:`mcp_tap.evidence.head`) it cannot see a number too large for a
 double in a skipped member, so the gate uses it only where verify takes its own fast path:
 for a bundle whose ``bundle.json`` verifies under a trusted key (every byte covered by the
 signed manifests). A line it cannot vouch for -- not an object, a chain field missing or of
-another type, invalid UTF-8, nesting past msgspec's limit, a result msgspec cannot decode --
-gives ``None`` and is parsed fully (then read through
+another type, invalid UTF-8, nesting past msgspec's limit, a result or findings msgspec
+cannot decode -- gives ``None`` and is parsed fully (then read through
 :func:`~mcp_tap.evidence.view.view_of`), as is every gap record.
 """
 
@@ -38,6 +39,8 @@ from mcp_tap.evidence.view import RawAnswer, RawEvent, RawOrigin, RawRecordView
 
 _decode: Final = msgspec.json.Decoder(RawRecordView).decode
 _results: Final = KnownValues()
+_findings: Final = KnownValues()
+_NONE: Final = Raw(b"[]")
 
 
 def gate_record(line: bytes | memoryview) -> RawRecordView | None:
@@ -52,6 +55,15 @@ def decode_checked(line: bytes | memoryview) -> RawRecordView | None:
         record: RawRecordView = _decode(line)
     except DECODE_ERRORS:  # the chain fields are required: missing ones fail here too
         return None
+    findings = record.findings
+    if type(findings) is Raw:
+        if len(findings) == 2 and findings == _NONE:  # the common case: no finding
+            record.findings = None  # type: ignore[assignment]  # as empty as []
+        else:
+            known = _findings.get(findings)
+            if known is None:
+                return None
+            record.findings = known  # type: ignore[assignment]  # the decoded value, shared
     origin = record.origin
     if type(origin) is not RawOrigin:
         return record

@@ -20,6 +20,7 @@ from mcp_tap.core.catalog import CATALOG
 from mcp_tap.core.findings import Finding, Strength
 from mcp_tap.core.hashing import digest
 from mcp_tap.core.rulecounts import RuleCount, merge_rule_counts
+from mcp_tap.evidence.known import KnownJson
 from mcp_tap.evidence.view import RecordView, evidence_digest, view_of
 
 
@@ -53,21 +54,32 @@ _STR: Final = {str}
 _ABSENT: Final = object()  # a finding without "strength" (not the same as "strength": null)
 _SUMMARY_ENTRIES: Final = 4096
 _summaries: dict[tuple[Any, ...], tuple[str, str, str, str]] = {}
+_known_summaries: dict[KnownJson, tuple[tuple[str, str, str, str], ...]] = {}
 
 
-def finding_summaries(record: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+def finding_summaries(record: Mapping[str, Any]) -> Sequence[tuple[str, str, str, str]]:
     """``(rule, boundary, strength, where)`` of each finding a record carries, as strings,
     exactly what :func:`findings_of` gives as :class:`Finding` objects."""
     return summaries_of(record.get("findings"))
 
 
-def summaries_of(raw: Any) -> list[tuple[str, str, str, str]]:
-    """:func:`finding_summaries` of a record whose ``findings`` member is ``raw``.
+def summaries_of(raw: Any) -> Sequence[tuple[str, str, str, str]]:
+    """:func:`finding_summaries` of a record whose ``findings`` member is ``raw`` (the
+    value, or the :class:`~mcp_tap.evidence.known.KnownJson` the gate's parse of a trusted
+    line holds there).
 
     The tallies need only these four, and findings repeat (one rule at one place, over
     and over): each distinct finding is turned into a :class:`Finding` once and
-    remembered (a bounded number of them), instead of once per record.
+    remembered (a bounded number of them), instead of once per record; the summaries of a
+    KnownJson (the same findings, byte for byte) are remembered whole.
     """
+    if type(raw) is KnownJson:
+        known = _known_summaries.get(raw)
+        if known is None:
+            if len(_known_summaries) >= _SUMMARY_ENTRIES:
+                _known_summaries.clear()
+            known = _known_summaries[raw] = tuple(summaries_of(raw.value))
+        return known
     if not raw or not isinstance(raw, list):
         return []
     out: list[tuple[str, str, str, str]] = []
