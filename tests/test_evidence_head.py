@@ -94,11 +94,17 @@ class TestVerifyConsumer:
             for n in range(60):
                 assert writer.submit({"kind": "exchange", "exchangeId": f"x{n}", "rpcId": n,
                                       "text": "é" * (n % 3)})
-        seen: list[tuple[bytes, dict[str, object]]] = []
-        report = verify_bundle(tmp_path / "b", consumer=lambda line, rec: seen.append((line, rec)))
+        seen: list[dict[str, object]] = []
+        batches: list[int] = []
+
+        def consumer(records: list[dict[str, object]]) -> None:
+            batches.append(len(records))
+            seen.extend(records)
+
+        report = verify_bundle(tmp_path / "b", consumer=consumer)
         assert report.ok and report.segments > 1
-        assert [rec for _, rec in seen] == list(iter_records(tmp_path / "b"))
-        assert all(orjson.loads(line) == rec for line, rec in seen)
+        assert seen == list(iter_records(tmp_path / "b"))
+        assert len(batches) == report.segments and all(batches)  # a batch per read
         plain = verify_bundle(tmp_path / "b")
         assert (plain.ok, plain.records, plain.exchanges, plain.chain_head) == (
             report.ok, report.records, report.exchanges, report.chain_head)
@@ -121,7 +127,7 @@ class TestVerifyConsumer:
         trusted = [bytes.fromhex(ed25519_public_hex(_KEY))]
         fast = verify_bundle(tmp_path / "b", trusted_keys=trusted)
         full = verify_bundle(tmp_path / "b", trusted_keys=trusted,
-                             consumer=lambda _line, _rec: None)
+                             consumer=lambda _records: None)
         assert not fast.ok
         assert [(p.kind, p.message) for p in fast.problems] == [
             (p.kind, p.message) for p in full.problems]

@@ -54,7 +54,7 @@ def test_verify_reads_the_same_whatever_the_read_size(
                                   "text": "é" * (n * 7 % 50)})
     monkeypatch.setattr(reader, "_CHUNK", chunk)
     seen: list[dict[str, object]] = []
-    report = verify_bundle(tmp_path / "b", consumer=lambda _line, record: seen.append(record))
+    report = verify_bundle(tmp_path / "b", consumer=seen.extend)
     assert report.ok and report.records == 40 and report.segments > 1
     assert seen == list(iter_records(tmp_path / "b"))
     last = sorted((tmp_path / "b").glob("segment-*.jsonl"))[-1]
@@ -77,7 +77,7 @@ def test_invalid_utf8_is_caught_per_block(tmp_path: Path) -> None:
     segment.write_bytes(segment.read_bytes().replace(b'"x5"', b'"x\xff"'))
     trusted = [bytes.fromhex(ed25519_public_hex(key))]
     fast = verify_bundle(tmp_path / "b", trusted_keys=trusted)
-    full = verify_bundle(tmp_path / "b", trusted_keys=trusted, consumer=lambda _l, _r: None)
+    full = verify_bundle(tmp_path / "b", trusted_keys=trusted, consumer=lambda _records: None)
     problems = [(p.kind, p.message) for p in fast.problems]
     assert problems == [(p.kind, p.message) for p in full.problems]
     assert ("format", "segment-000001.jsonl line 6: not valid JSON") in problems

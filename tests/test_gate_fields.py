@@ -7,12 +7,14 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 import pytest
 from test_gate_cli import exchange
 
 import mcp_tap.gate.evaluation as evaluation
 from mcp_tap.evidence import EvidenceWriter
+from mcp_tap.evidence.view import Answer, Ingress, Origin, view_of
 from mcp_tap.gate import GateRequest, evaluate
 from mcp_tap.gate.attest import ed25519_public_hex
 from mcp_tap.gate.fields import decode_checked, gate_record
@@ -46,7 +48,7 @@ def _varied() -> list[dict[str, Any]]:
             record["era"] = "legacy"
             record["ingress"]["body"]["params"] = {}
             record["ingress"]["headers"] = [["MCP-Protocol-Version", "2025-06-18"]]
-        if n % 13 == 5:  # params by position: the cheaper parse leaves it to the full one
+        if n % 13 == 5:  # params by position
             record["ingress"]["body"]["params"] = [n, "x"]
         record["ingress"]["forwardedHeaders"] = [["x-skipped", "v" * n]]
         records.append(record)
@@ -90,17 +92,62 @@ def test_trusted_bundle_same_decision_as_the_full_parse(
     assert fast["health"][1]["window"]["samples"] == 60
 
 
+def test_odd_shapes_same_decision_as_the_full_parse(tmp_path: Path) -> None:
+    """Members of unexpected JSON types (an object of events, a list for a view, answers
+    that are not objects) are read by the trusted parse as the full parse reads them."""
+    records = _varied()
+    for n, record in enumerate(records):
+        if record.get("kind") != "exchange":
+            continue
+        if n % 4 == 0:
+            record["origin"] = {**(record["origin"] or {}), "sse": {"odd": 1}}
+        elif n % 4 == 1:
+            record["egress"] = [1]
+            record["ingress"]["body"] = [record["ingress"]["body"]]
+        elif n % 4 == 2 and isinstance(record["origin"], dict):
+            record["origin"]["sse"] = [1, {"at": "x", "data": [2]}, {"data": {"error": None}}]
+            record["origin"]["body"] = "text"
+        if n % 5 == 3:  # findings that are not a list of findings
+            odd: list[Any] = [{"rule": "response.id"}, None, "x", [1, {"no": "rule"}],
+                              [{"rule": "response.id", "where": ["not", "a", "str"]}]]
+            record["findings"] = odd[n % 25 // 5]
+    bundle = _bundle(tmp_path / "b", records)
+    trusted = Policy(evidence=EvidencePolicy(
+        trusted_keys=(bytes.fromhex(ed25519_public_hex(KEY)),), require_signed=True))
+    assert _summaries(bundle, trusted) == _summaries(bundle, Policy())
+
+
 def test_lines_it_leaves_to_the_full_parse() -> None:
     line = orjson.dumps({"seq": 1, "prev": "", "digest": "d", "kind": "exchange",
                          "ingress": {"receivedAt": 1.0}})
-    assert gate_record(line) == {"seq": 1, "prev": "", "digest": "d", "kind": "exchange",
-                                 "ingress": {"receivedAt": 1.0}}
+    view = gate_record(line)
+    assert view is not None
+    assert (view.seq, view.prev, view.digest, view.kind) == (1, "", "d", "exchange")
+    assert isinstance(view.ingress, Ingress) and view.ingress.receivedAt == 1.0
     for bad in (line.replace(b'"seq":1', b'"seq":-1'), line.replace(b'"seq":1', b'"seq":true'),
-                line.replace(b'{"receivedAt":1.0}', b'[1]'), line.replace(b'"prev":""', b'"x":1'),
-                line.replace(b'"d"', b'"\xff"'), b"[1]", b"{",
-                line.replace(b'"receivedAt":1.0', b'"body":[{"id":1}]'),
-                line.replace(b'"receivedAt":1.0', b'"body":{"params":[1]}')):
+                line.replace(b'"prev":""', b'"x":1'), line.replace(b'"d"', b'"\xff"'),
+                b"[1]", b"{"):
         assert gate_record(bad) is None, bad
+
+
+def test_any_shape_reads_as_the_full_parse_reads_it() -> None:
+    """A member of an unexpected JSON type is kept as that value (no reader takes it for
+    the object it expected), exactly as the view of the fully parsed record holds it."""
+    line = orjson.dumps({"seq": 1, "prev": "", "digest": "d", "kind": "exchange",
+                         "ingress": {"receivedAt": 1.0}})
+    for odd, member in ((b'[1]', "ingress"), (b'{"body":[{"id":1}]}', "ingress"),
+                        (b'{"body":{"params":[1]}}', "ingress"), (b'"x"', "ingress")):
+        shaped = line.replace(b'{"receivedAt":1.0}', odd)
+        view = gate_record(shaped)
+        assert view is not None, shaped
+        full = view_of(orjson.loads(shaped))
+        assert msgspec.to_builtins(getattr(view, member)) == msgspec.to_builtins(
+            getattr(full, member))
+    odd_events = orjson.dumps({"seq": 1, "prev": "", "digest": "d", "kind": "exchange",
+                               "origin": {"sse": {"not": "a list"}, "body": [1]}})
+    view = gate_record(odd_events)
+    assert view is not None and isinstance(view.origin, Origin)
+    assert view.origin.sse == {"not": "a list"} and view.origin.body == [1]
 
 
 def test_raw_members_read_as_the_full_parse_reads_them() -> None:
@@ -118,12 +165,21 @@ def test_raw_members_read_as_the_full_parse_reads_them() -> None:
     line = orjson.dumps(record)
     fast, other = gate_record(line), gate_record(line)
     assert fast is not None and other is not None
-    assert _request_version(fast) == _request_version(record) == "2025-06-18"
-    known = fast["origin"]["body"]["result"]
-    assert type(known) is KnownJson and other["origin"]["body"]["result"] is known
+    assert _request_version(fast) == _request_version(view_of(record)) == "2025-06-18"
+    assert isinstance(fast.origin, Origin) and isinstance(fast.origin.body, Answer)
+    assert isinstance(other.origin, Origin) and isinstance(other.origin.body, Answer)
+    known = fast.origin.body.result
+    assert type(known) is KnownJson and other.origin.body.result is known
     assert known.value == record["origin"]["body"]["result"]
     result = record["origin"]["body"]["result"]
     assert remembered_split("tools/list", "2026-07-28", known, frozenset()) == (
         remembered_split("tools/list", "2026-07-28", result, frozenset()))
     broken = line.replace(b'"ttlMs":0', b'"ttlMs":1e400')
     assert gate_record(broken) is None  # a result msgspec rejects: the full parse judges it
+    found = orjson.dumps({**record, "findings": [{"rule": "response.id", "code": 1}]})
+    first, again = gate_record(found), gate_record(found)
+    assert first is not None and again is not None
+    assert type(first.findings) is KnownJson and again.findings is first.findings
+    assert gate_record(found.replace(b'"code":1', b'"code":1e400')) is None
+    none = gate_record(orjson.dumps({**record, "findings": []}))
+    assert none is not None and not none.findings

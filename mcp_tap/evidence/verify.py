@@ -84,12 +84,15 @@ from mcp_tap.evidence.signing import signature_valid
 __all__ = ["LOSS_KINDS", "Problem", "RecordConsumer", "VerifyReport", "verify_bundle",
            "verify_bundles"]
 
-LineDecoder = Callable[[bytes | memoryview], dict[str, Any] | None]
-"""A cheaper parse of a record line that verify may hand its consumer (``decode=``)."""
+LineDecoder = Callable[[bytes | memoryview], Any]
+"""A cheaper parse of a record line that verify may hand its consumer (``decode=``): an
+object with the chain fields as attributes (``seq`` an int >= 0; ``prev``, ``digest`` and
+``kind`` strings), or None for a line it cannot vouch for."""
 
-RecordConsumer = Callable[[bytes | memoryview, dict[str, Any]], None]
-"""What :func:`verify_bundle` hands each record to: ``(line, parsed record)``; the line may
-be a memoryview into verify's read buffer, valid during the call (copy it to keep it)."""
+RecordConsumer = Callable[[list[Any]], None]
+"""What :func:`verify_bundle` hands the records to: a list of them in file order (each a
+dict, or what ``decode`` made of its line), once per read of a segment (about a MiB of
+lines), so the consumer's work runs in batches, not a call per record."""
 
 def _record_digest(record: dict[str, Any]) -> str | None:
     """:func:`record_digest`, or None for a record canonical JSON cannot hold (too deep)."""
@@ -121,6 +124,7 @@ class _Verifier:
                  decode: LineDecoder | None = None) -> None:
         self.root = root
         self.consumer = consumer
+        self.batch: list[Any] = []  # the records of the read being checked, for the consumer
         self.fast_keys = tuple(fast_keys)
         self.decode = decode
         self.format = bundle_format
@@ -278,6 +282,7 @@ class _Verifier:
         # around every call that reads or changes them).
         records, exchanges, max_seq, chain_head = (self.records, self.exchanges, self.max_seq,
                                                    self.head)
+        batch = self.batch
         # Each span is whole lines of a read (a last one may lack its newline); a line is
         # a memoryview into the read, so it is neither copied nor split out: it is hashed,
         # decoded and handed on in place.
@@ -312,17 +317,20 @@ class _Verifier:
                     if decode is not None:
                         if block_utf8 or valid_utf8(line):
                             record = decode(line)
+                            if record is not None:  # its chain fields are typed
+                                seq, prev = record.seq, record.prev
+                                digest, kind = record.digest, record.kind
                     else:
                         try:
                             record = loads(line)
                         except error:
                             record = None
-                    if type(record) is dict:
-                        seq, prev = record.get("seq"), record.get("prev")
-                        digest, kind = record.get("digest"), record.get("kind")
-                        if (type(seq) is not int or seq < 0 or type(prev) is not str
-                                or type(digest) is not str or type(kind) is not str):
-                            kind = None
+                        if type(record) is dict:
+                            seq, prev = record.get("seq"), record.get("prev")
+                            digest, kind = record.get("digest"), record.get("kind")
+                            if (type(seq) is not int or seq < 0 or type(prev) is not str
+                                    or type(digest) is not str or type(kind) is not str):
+                                kind = None
                 actual = None
                 if kind is not None and kind != "gap":
                     # The format-2 digest, hashed in place: SHA-256 of the line up to its
@@ -355,11 +363,14 @@ class _Verifier:
                     if kind == "exchange":
                         exchanges += 1
                     if consumer is not None:
-                        consumer(line, record)
+                        batch.append(record)
                 if first is None:
                     first = Stored(seq, prev, digest, name)
                 count += 1
                 last_seq, last_prev, last_digest = seq, prev, digest
+            if batch:  # the read's records, to the consumer in one call
+                consumer(batch)  # type: ignore[misc]  # a batch is filled only for one
+                batch = self.batch = []
         self.records, self.exchanges = records, exchanges
         self.max_seq, self.head = max_seq, chain_head
         self.segment_count = count
@@ -414,7 +425,7 @@ class _Verifier:
         elif kind == "gap":
             self.gap(name, seq, record)
         if self.consumer is not None and complete:
-            self.consumer(line, record)
+            self.batch.append(record)
         return seq, prev, digest
 
     def order(self, name: str, seq: int, prev: str, digest: str) -> None:
@@ -517,11 +528,12 @@ def verify_bundle(
 ) -> VerifyReport:
     """Check the bundle at ``path`` and return every problem found.
 
-    ``consumer`` is called with each stored record, in file order, as it is checked
-    (``(line, record)``: the line's bytes and the record parsed from them, as stored, before
-    any migration), so a caller that also reads the records (the gate) reads and parses the
-    bundle once. It sees every line that is an evidence record; when the report is ``ok``
-    that is every line of every segment, what :func:`~mcp_tap.evidence.iter_records` yields.
+    ``consumer`` is handed each stored record, in file order, as it is checked (the record
+    parsed from its line, as stored, before any migration): a list of them once per read of
+    a segment (:data:`RecordConsumer`), so a caller that also reads the records (the gate)
+    reads and parses the bundle once, and runs its work per batch. It sees every line that
+    is an evidence record; when the report is ``ok`` that is every line of every segment,
+    what :func:`~mcp_tap.evidence.iter_records` yields.
 
     ``trusted_keys`` (raw Ed25519 public keys): the bundle must be signed by one of them,
     which also makes an unclosed bundle an error. ``require_signed`` without keys fails
@@ -531,9 +543,10 @@ def verify_bundle(
 
     ``fast_keys``: keys under which a valid signature lets verify take its fast path (as
     ``trusted_keys`` do) without making anything stricter; ``decode``: with a consumer, a
-    cheaper parse of a record line to hand it on that fast path (it must return None for
-    any line it cannot vouch for, which is then parsed fully; a gap record always is). It
-    is called only with lines whose UTF-8 verify has checked, as bytes or a memoryview.
+    cheaper parse of a record line to hand it on that fast path (see :data:`LineDecoder`:
+    it must return None for any line it cannot vouch for, which is then parsed fully; a
+    gap record always is). It is called only with lines whose UTF-8 verify has checked, as
+    bytes or a memoryview.
     """
     root = Path(path)
     bundle_format, meta = read_bundle_meta(root)

@@ -21,13 +21,16 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 from mcp_tap.core.hashing import sha256_hex
 from mcp_tap.errors import BundleFormatError, InputError
+from mcp_tap.evidence.view import RawRecordView, RecordView, evidence_digest, view_of
 from mcp_tap.files import read_file
 from mcp_tap.gate.decision import (
     BundleCheck,
@@ -48,7 +51,7 @@ from mcp_tap.gate.fields import decode_checked
 from mcp_tap.gate.health import WindowTally, evaluate_health
 from mcp_tap.gate.policy import Policy, load_policy
 from mcp_tap.gate.rollback import check_rollback, missing_rollback, resolve_trust
-from mcp_tap.gate.tally import ConformanceTally, HopTally, SdkTally, record_digest
+from mcp_tap.gate.tally import ConformanceTally, HopTally, SdkTally
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +144,12 @@ def load_request(
     )
 
 
+_BATCH = 256  # records read again after a failed check, fed to the tallies at a time
+_DECODED: Final = {RawRecordView}
+_kind: Final = attrgetter("kind")
+_findings: Final = attrgetter("findings")
+
+
 class _Feed:
     """One bundle's records, one at a time, into the tallies its role needs."""
 
@@ -148,45 +157,53 @@ class _Feed:
         self.scan = scan
         self.policy = policy
         self.records = 0
-        self.last: Mapping[str, Any] | None = None
+        self.last: RecordView | None = None
         self.gaps: list[tuple[int, str]] = []
         self.sdk: Any = None  # the bundle's SdkDiffTally, made at the first exchange
         self.unreadable = False
         # A candidate feeds every tally; a baseline only the health window.
         self.candidate = scan.conformance is not None and scan.hop is not None
 
-    def add(self, record: dict[str, Any]) -> None:
-        """Count one record (already upgraded to the current format)."""
-        self.line(b"", record)
+    def batch(self, records: list[Any]) -> None:
+        """Count records, in order: verify's consumer (the stored records of a
+        current-format bundle, no migration needed: the views the gate's parse decoded, or
+        records parsed fully), or records read again after a failed check.
 
-    def line(self, _line: bytes | memoryview, record: dict[str, Any]) -> None:
-        """Count one record: verify's consumer (the stored record of a current-format
-        bundle, no migration needed), and :meth:`add`'s body.
-
-        Once per record: the kind is read once and each tally gets only what it counts
-        (the health window and the conformance and SDK tallies count exchanges; the hop
-        tally, an exchange's findings and hop-comparison records).
+        Each tally gets only what it counts, all of a batch in one call (the health window
+        and the conformance and SDK tallies count exchanges; the hop tally, an exchange's
+        findings and hop-comparison records).
         """
-        scan = self.scan
-        self.records += 1
-        self.last = record
-        kind = record.get("kind")
-        if kind == "exchange":
-            scan.window.add_exchange(record)
-            if self.candidate:
-                scan.conformance.add_exchange(record)  # type: ignore[union-attr]
-                if record.get("findings"):
-                    scan.hop.add(record)  # type: ignore[union-attr]
-                sdk = self.sdk
-                if sdk is None:
-                    sdk = self.sdk = _sdk_tally(scan, self.policy)
-                if sdk is not False:
-                    sdk.add_exchange(record)
+        if not records:
             return
-        if kind == "gap":
-            self.gaps.extend(gaps_of((record,)))
-        if self.candidate:
-            scan.hop.add(record)  # type: ignore[union-attr]
+        views: list[RecordView] = records
+        if set(map(type, records)) != _DECODED:  # some records were parsed fully
+            for index, record in enumerate(records):
+                if type(record) is not RawRecordView:
+                    if type(record) is dict and record.get("kind") == "gap":
+                        self.gaps.extend(gaps_of((record,)))
+                    views[index] = view_of(record)
+        self.records += len(views)
+        self.last = views[-1]
+        scan = self.scan
+        # The batch is sorted out in C (map, compress): the common one is all exchanges.
+        kinds = list(map(_kind, views))
+        every = kinds.count("exchange") == len(kinds)
+        picked = views if every else list(compress(views, [k == "exchange" for k in kinds]))
+        if picked:
+            scan.window.add_views(picked)
+        if not self.candidate:
+            return
+        assert scan.conformance is not None and scan.hop is not None
+        if picked:
+            scan.conformance.add_views(picked)
+        scan.hop.add_views(list(compress(views, map(_findings, views))) if every
+                           else [v for v in views if v.findings or v.kind != "exchange"])
+        if picked:
+            sdk = self.sdk
+            if sdk is None:
+                sdk = self.sdk = _sdk_tally(scan, self.policy)
+            if sdk is not False:
+                sdk.add_views(picked)
 
     def finish(self, report: Any, role: str, ok: bool, problems: tuple[tuple[str, str, str], ...],
                stated: Mapping[str, Any]) -> BundleScan:
@@ -195,7 +212,7 @@ class _Feed:
             self.scan.sdk.add_report(self.sdk.report())
             self.sdk = None
         last = self.last
-        head = report.chain_head or (record_digest(last) if last is not None else "")
+        head = report.chain_head or (evidence_digest(last) if last is not None else "")
         self.scan.check = BundleCheck(role=role, ok=ok, problems=problems, records=self.records,
                                       head=head, gaps=tuple(self.gaps), **stated)
         return self.scan
@@ -240,7 +257,7 @@ def _scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
         # A bundle signed by a key the policy trusts is read with the gate's cheaper parse
         # (mcp_tap.gate.fields); whether its signer is acceptable is judged later, by the
         # integrity source, exactly as for any other bundle.
-        report = verify_bundle(path, consumer=feed.line,
+        report = verify_bundle(path, consumer=feed.batch,
                                fast_keys=policy.evidence.trusted_keys, decode=decode_checked)
     else:
         report = verify_bundle(path)
@@ -254,8 +271,13 @@ def _scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
         return feed.finish(report, role, ok, problems, stated)
     feed = _Feed(_empty_scan(role, ok, problems, policy, candidate, stated), policy)
     try:
+        pending: list[Any] = []
         for record in iter_records(path, lenient=not ok):
-            feed.add(record)
+            pending.append(record)
+            if len(pending) >= _BATCH:
+                feed.batch(pending)
+                pending = []
+        feed.batch(pending)
     except BundleFormatError as exc:
         if ok:
             raise

@@ -23,9 +23,22 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from operator import attrgetter
+from typing import Any, Final
+
+from msgspec import UNSET
 
 from mcp_tap.errors import InputError
+from mcp_tap.evidence.view import (
+    ANSWERS,
+    EVENTS,
+    INGRESSES,
+    ORIGINS,
+    Egress,
+    Origin,
+    RecordView,
+    view_of,
+)
 from mcp_tap.gate.counts import ValueCounts
 from mcp_tap.gate.decision import Reason, SourceResult
 from mcp_tap.gate.policy import ErrorCounting, HealthPolicy
@@ -134,8 +147,10 @@ def _num(value: Any) -> float | None:
     return None
 
 
-_EMPTY: Mapping[str, Any] = {}
-_FLUSH_EVERY = 4096  # samples between counting the pending measurements
+_NO_ORIGIN = Origin()  # what a record without an origin object reads as
+_hop: Final = attrgetter("hop")
+_STR: Final = {str}
+_FLUSH_EVERY = 4096  # pending measurements past which a batch's end counts them
 
 
 class WindowTally:
@@ -167,106 +182,134 @@ class WindowTally:
     def add(self, record: Mapping[str, Any]) -> None:
         """Count one record (only requests among ``exchange`` records are samples)."""
         if record.get("kind") == "exchange":
-            self.add_exchange(record)
+            self.add_view(view_of(record))
 
     def add_exchange(self, record: Mapping[str, Any]) -> None:
-        """Count one ``exchange`` record (the caller checked its kind).
+        """Count one ``exchange`` record (the caller checked its kind)."""
+        self.add_view(view_of(record))
 
-        The gate calls this once per exchange, so it is written for speed: plain dict
-        lookups, the common float timestamp checked inline (``x - x == 0`` is false only
-        for an infinity or NaN), everything else through :func:`_num`; measurements are
-        appended to the counts' pending lists and counted in batches.
+    def add_view(self, record: RecordView) -> None:
+        """Count one ``exchange`` record's view (the caller checked its kind)."""
+        self.add_views((record,))
+
+    def add_views(self, records: Iterable[RecordView]) -> None:
+        """Count ``exchange`` records' views, in order (the caller checked their kind).
+
+        The gate calls this once per read of a segment, so it is written for speed: the
+        counts live in locals for the batch, the common float timestamp is checked inline
+        (``x - x == 0`` is false only for an infinity or NaN), everything else goes through
+        :func:`_num`; measurements are appended to the counts' pending lists and counted in
+        batches.
         """
-        record_hop = record.get("hop")
-        if type(record_hop) is str:
-            self.hops.add(record_hop)
-        rpc_id = record.get("rpcId")
-        if type(rpc_id) is not int and type(rpc_id) is not str:
-            return
-        if self.hop is not None and record_hop != self.hop:
-            return
-        self.samples += 1
-        if not self.samples % _FLUSH_EVERY:  # keep the pending measurements bounded
-            self.latencies.flush()
-            self.first_events.flush()
-            self.durations.flush()
-        origin = record.get("origin")
-        if not isinstance(origin, dict):
-            origin = _EMPTY
-        status = origin.get("status")
-        code: int = status if type(status) is int else 0
-        events = origin.get("sse")
-        if not isinstance(events, list) or not events:
-            events = None
-        body = origin.get("body")
-        is_rpc_error = isinstance(body, dict) and "error" in body and "method" not in body
-        if not is_rpc_error and events is not None:
-            for event in events:
-                data = event.get("data") if isinstance(event, dict) else None
-                if isinstance(data, dict) and "error" in data and "method" not in data:
-                    is_rpc_error = True
-                    break
-        # A request that never got an upstream answer is a failure whatever the policy
-        # counts; the others count as the policy says.
-        failed = False
-        if record.get("tapError") is not None:
-            self.tap += 1
-            failed = True
-        elif type(status) is not int:
-            self.unanswered += 1
-            failed = True
-        counting = self.counting
-        if 500 <= code <= 599:
-            self.http_5xx += 1
-            failed = failed or counting.http_5xx
-        elif 400 <= code <= 499:
-            self.http_4xx += 1
-            failed = failed or counting.http_4xx
-        if is_rpc_error:
-            self.jsonrpc += 1
-            failed = failed or counting.jsonrpc_errors
-        if failed:
-            self.errors += 1
-        ingress = record.get("ingress")
-        received = ingress.get("receivedAt") if isinstance(ingress, dict) else None
-        if type(received) is not float or received - received != 0.0:
-            received = _num(received)
-        end = origin.get("endAt")
-        if type(end) is not float or end - end != 0.0:
-            end = _num(end)
-        latest = self.end
-        if received is not None:
-            if self.start is None or received < self.start:
-                self.start = received
-            if end is not None:
-                self.latencies.pending.append((end - received) * 1000.0)
-            if latest is None or received > latest:
-                latest = received
-        if end is not None and (latest is None or end > latest):
-            latest = end
-        egress = record.get("egress")
-        if isinstance(egress, dict):
-            for key in ("endAt", "sentAt"):
-                value = egress.get(key)
+        hops, wanted, counting = self.hops, self.hop, self.counting
+        count_5xx, count_4xx = counting.http_5xx, counting.http_4xx
+        count_jsonrpc = counting.jsonrpc_errors
+        samples, errors, jsonrpc, http_5xx, http_4xx = (
+            self.samples, self.errors, self.jsonrpc, self.http_5xx, self.http_4xx)
+        tap, unanswered, start, latest = self.tap, self.unanswered, self.start, self.end
+        sse_streams, sse_events, max_events = self.sse_streams, self.sse_events, self.max_events
+        latency = self.latencies.pending.append
+        first_event = self.first_events.pending.append
+        duration = self.durations.pending.append
+        named = list(map(_hop, records))
+        if set(map(type, named)) == _STR:  # the common case: every hop a string, in C
+            hops.update(named)
+        else:
+            hops.update(hop for hop in named if type(hop) is str)
+        for record in records:
+            rpc_id = record.rpcId
+            if type(rpc_id) is not int and type(rpc_id) is not str:
+                continue
+            if wanted is not None and record.hop != wanted:
+                continue
+            samples += 1
+            origin = record.origin
+            if not isinstance(origin, ORIGINS):
+                origin = _NO_ORIGIN
+            status = origin.status
+            events = origin.sse
+            if type(events) is not list or not events:
+                events = None
+            body = origin.body
+            is_rpc_error = (isinstance(body, ANSWERS) and body.error is not UNSET
+                            and body.method is UNSET)
+            if not is_rpc_error and events is not None:
+                for event in events:
+                    data = event.data if isinstance(event, EVENTS) else None
+                    if (isinstance(data, ANSWERS) and data.error is not UNSET
+                            and data.method is UNSET):
+                        is_rpc_error = True
+                        break
+            # A request that never got an upstream answer is a failure whatever the policy
+            # counts; the others count as the policy says.
+            failed = False
+            if record.tapError is not None:
+                tap += 1
+                failed = True
+            elif type(status) is not int:
+                unanswered += 1
+                failed = True
+            if type(status) is int:
+                if 500 <= status <= 599:
+                    http_5xx += 1
+                    failed = failed or count_5xx
+                elif 400 <= status <= 499:
+                    http_4xx += 1
+                    failed = failed or count_4xx
+            if is_rpc_error:
+                jsonrpc += 1
+                failed = failed or count_jsonrpc
+            if failed:
+                errors += 1
+            ingress = record.ingress
+            received = ingress.receivedAt if isinstance(ingress, INGRESSES) else None
+            if type(received) is not float or received - received != 0.0:
+                received = _num(received)
+            end = origin.endAt
+            if type(end) is not float or end - end != 0.0:
+                end = _num(end)
+            if received is not None:
+                if start is None or received < start:
+                    start = received
+                if end is not None:
+                    latency((end - received) * 1000.0)
+                if latest is None or received > latest:
+                    latest = received
+            if end is not None and (latest is None or end > latest):
+                latest = end
+            egress = record.egress
+            if type(egress) is Egress:
+                value = egress.endAt
                 if type(value) is not float or value - value != 0.0:
                     value = _num(value)
                 if value is not None and (latest is None or value > latest):
                     latest = value
-        self.end = latest
-        if events is not None:
-            self.sse_streams += 1
-            count = len(events)
-            self.sse_events += count
-            if count > self.max_events:
-                self.max_events = count
-            first = events[0]
-            first_at = _num(first.get("at")) if isinstance(first, dict) else None
-            if first_at is not None and received is not None:
-                self.first_events.pending.append((first_at - received) * 1000.0)
-            opened = _num(origin.get("firstByteAt"))
-            opened = first_at if opened is None else opened
-            if opened is not None and end is not None:
-                self.durations.pending.append((end - opened) * 1000.0)
+                value = egress.sentAt
+                if type(value) is not float or value - value != 0.0:
+                    value = _num(value)
+                if value is not None and (latest is None or value > latest):
+                    latest = value
+            if events is not None:
+                sse_streams += 1
+                count = len(events)
+                sse_events += count
+                if count > max_events:
+                    max_events = count
+                first = events[0]
+                first_at = _num(first.at) if isinstance(first, EVENTS) else None
+                if first_at is not None and received is not None:
+                    first_event((first_at - received) * 1000.0)
+                opened = _num(origin.firstByteAt)
+                opened = first_at if opened is None else opened
+                if opened is not None and end is not None:
+                    duration((end - opened) * 1000.0)
+        self.samples, self.errors, self.jsonrpc, self.http_5xx, self.http_4xx = (
+            samples, errors, jsonrpc, http_5xx, http_4xx)
+        self.tap, self.unanswered, self.start, self.end = tap, unanswered, start, latest
+        self.sse_streams, self.sse_events, self.max_events = sse_streams, sse_events, max_events
+        for values in (self.latencies, self.first_events, self.durations):
+            if len(values.pending) >= _FLUSH_EVERY:  # keep the pending measurements bounded
+                values.flush()
 
     def merge(self, other: WindowTally) -> None:
         """Fold in the tally of another bundle (same counting and hop)."""

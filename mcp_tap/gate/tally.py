@@ -10,14 +10,18 @@ processes when there are several bundles.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import compress
+from operator import attrgetter
 from typing import Any, Final
 
 from mcp_tap.core.catalog import CATALOG
 from mcp_tap.core.findings import Finding, Strength
 from mcp_tap.core.hashing import digest
 from mcp_tap.core.rulecounts import RuleCount, merge_rule_counts
+from mcp_tap.evidence.known import KnownJson
+from mcp_tap.evidence.view import RecordView, evidence_digest, view_of
 
 
 def record_digest(record: Mapping[str, Any]) -> str:
@@ -44,20 +48,38 @@ def _finding(data: dict[str, Any]) -> Finding:
     return found
 
 
+_hop: Final = attrgetter("hop")
+_record_findings: Final = attrgetter("findings")
+_STR: Final = {str}
 _ABSENT: Final = object()  # a finding without "strength" (not the same as "strength": null)
 _SUMMARY_ENTRIES: Final = 4096
 _summaries: dict[tuple[Any, ...], tuple[str, str, str, str]] = {}
+_known_summaries: dict[KnownJson, tuple[tuple[str, str, str, str], ...]] = {}
 
 
-def finding_summaries(record: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+def finding_summaries(record: Mapping[str, Any]) -> Sequence[tuple[str, str, str, str]]:
     """``(rule, boundary, strength, where)`` of each finding a record carries, as strings,
-    exactly what :func:`findings_of` gives as :class:`Finding` objects.
+    exactly what :func:`findings_of` gives as :class:`Finding` objects."""
+    return summaries_of(record.get("findings"))
+
+
+def summaries_of(raw: Any) -> Sequence[tuple[str, str, str, str]]:
+    """:func:`finding_summaries` of a record whose ``findings`` member is ``raw`` (the
+    value, or the :class:`~mcp_tap.evidence.known.KnownJson` the gate's parse of a trusted
+    line holds there).
 
     The tallies need only these four, and findings repeat (one rule at one place, over
     and over): each distinct finding is turned into a :class:`Finding` once and
-    remembered (a bounded number of them), instead of once per record.
+    remembered (a bounded number of them), instead of once per record; the summaries of a
+    KnownJson (the same findings, byte for byte) are remembered whole.
     """
-    raw = record.get("findings")
+    if type(raw) is KnownJson:
+        known = _known_summaries.get(raw)
+        if known is None:
+            if len(_known_summaries) >= _SUMMARY_ENTRIES:
+                _known_summaries.clear()
+            known = _known_summaries[raw] = tuple(summaries_of(raw.value))
+        return known
     if not raw or not isinstance(raw, list):
         return []
     out: list[tuple[str, str, str, str]] = []
@@ -142,26 +164,37 @@ class ConformanceTally:
     def add(self, record: Mapping[str, Any]) -> None:
         """Count one record (only ``exchange`` records count)."""
         if record.get("kind") == "exchange":
-            self.add_exchange(record)
+            self.add_view(view_of(record))
 
     def add_exchange(self, record: Mapping[str, Any]) -> None:
         """Count one ``exchange`` record (the caller checked its kind)."""
-        self.exchanges += 1
-        raw_hop = record.get("hop")
-        hop = raw_hop if isinstance(raw_hop, str) else ""
-        self.hops.add(hop)
-        if not record.get("findings"):  # the common case: nothing to count
-            return
-        example = ""
-        for rule, boundary, strength, _where in finding_summaries(record):
-            if rule.startswith("hop."):
-                continue
-            if not example:
-                example = record_digest(record)
-            tally = self.rules.get(rule)
-            if tally is None:
-                tally = self.rules[rule] = Tally()
-            tally.add(boundary, example, self.examples, hop, strength)
+        self.add_view(view_of(record))
+
+    def add_view(self, record: RecordView) -> None:
+        """Count one ``exchange`` record's view (the caller checked its kind)."""
+        self.add_views((record,))
+
+    def add_views(self, records: Sequence[RecordView]) -> None:
+        """Count ``exchange`` records' views, in order (the caller checked their kind)."""
+        self.exchanges += len(records)
+        named = list(map(_hop, records))
+        if set(map(type, named)) == _STR:  # the common case: every hop a string, in C
+            self.hops.update(named)
+        else:
+            self.hops.update(hop if type(hop) is str else "" for hop in named)
+        for record in compress(records, map(_record_findings, records)):
+            raw_hop = record.hop
+            hop = raw_hop if type(raw_hop) is str else ""
+            example = ""
+            for rule, boundary, strength, _where in summaries_of(record.findings):
+                if rule.startswith("hop."):
+                    continue
+                if not example:
+                    example = evidence_digest(record)
+                tally = self.rules.get(rule)
+                if tally is None:
+                    tally = self.rules[rule] = Tally()
+                tally.add(boundary, example, self.examples, hop, strength)
 
     def add_all(self, records: Iterable[Mapping[str, Any]]) -> ConformanceTally:
         """Count every record of ``records``; return self."""
@@ -176,10 +209,10 @@ class ConformanceTally:
         _merge_tallies(self.rules, other.rules, self.examples)
 
 
-def _box(record: Mapping[str, Any], where: str) -> str:
+def _box(record: RecordView, where: str) -> str:
     """Name the box a hop finding blames, as precisely as the record allows."""
-    box = record.get("box")
-    between = record.get("between")
+    box = record.box
+    between = record.between
     if isinstance(box, str) and box:
         # The proxy's hop-comparison record: the box, and the two hops around it.
         if isinstance(between, list) and len(between) == 2:
@@ -187,10 +220,10 @@ def _box(record: Mapping[str, Any], where: str) -> str:
         return box
     if isinstance(between, str) and between:
         return between if between.startswith("between ") else f"between {between}"
-    boxes = record.get("boxes")
+    boxes = record.boxes
     if isinstance(boxes, list) and len(boxes) == 2 and all(isinstance(b, str) for b in boxes):
         return f"between {boxes[0]} and {boxes[1]}"
-    hop = record.get("hop")
+    hop = record.hop
     name = f"hop {hop}" if isinstance(hop, str) and hop else "hop"
     return f"{name} {where}".strip()
 
@@ -206,17 +239,28 @@ class HopTally:
     def add(self, record: Mapping[str, Any]) -> None:
         """Count one record (hop-comparison and exchange records count)."""
         kind = record.get("kind")
-        if kind == "hop-comparison":
-            self.comparisons += 1
-        elif kind != "exchange":
-            return
-        if not record.get("findings"):  # the common case: nothing to count
-            return
-        for rule, boundary, _strength, where in finding_summaries(record):
-            if not rule.startswith("hop."):
+        if kind == "hop-comparison" or (kind == "exchange" and record.get("findings")):
+            self.add_view(view_of(record))
+
+    def add_view(self, record: RecordView) -> None:
+        """Count one record's view (hop-comparison and exchange records count)."""
+        self.add_views((record,))
+
+    def add_views(self, records: Iterable[RecordView]) -> None:
+        """Count records' views, in order (hop-comparison and exchange records count)."""
+        for record in records:
+            kind = record.kind
+            if kind == "hop-comparison":
+                self.comparisons += 1
+            elif kind != "exchange":
                 continue
-            tally = self.boxes.setdefault((rule, _box(record, where)), Tally())
-            tally.add(boundary, record_digest(record), self.examples)
+            if not record.findings:  # the common case: nothing to count
+                continue
+            for rule, boundary, _strength, where in summaries_of(record.findings):
+                if not rule.startswith("hop."):
+                    continue
+                tally = self.boxes.setdefault((rule, _box(record, where)), Tally())
+                tally.add(boundary, evidence_digest(record), self.examples)
 
     def add_all(self, records: Iterable[Mapping[str, Any]]) -> HopTally:
         """Count every record of ``records``; return self."""

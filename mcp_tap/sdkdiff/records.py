@@ -13,15 +13,28 @@ from pathlib import Path
 from typing import Any, Final
 
 import msgspec
+from msgspec import UNSET
 
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.rulecounts import RuleCount, merge_rule_counts
-from mcp_tap.evidence import answer_is_whole
+from mcp_tap.evidence.view import (
+    ANSWERS,
+    EVENTS,
+    INGRESSES,
+    ORIGINS,
+    Answer,
+    Meta,
+    Origin,
+    Params,
+    RecordView,
+    Request,
+    answer_whole,
+    view_of,
+)
 from mcp_tap.sdkdiff.compare import split_findings
 from mcp_tap.sdkdiff.sdk import (
     _PRE_HANDSHAKE_VERSION,
-    _PROTOCOL_VERSION_META_KEY,
     DEFAULT_ALLOWLIST,
     ERAS,
     TYPED_METHODS,
@@ -149,38 +162,50 @@ class SdkDiffTally:
         """Run the differential of one record (anything but an exchange is ignored)."""
         if not isinstance(record, dict) or record.get("kind", "exchange") != "exchange":
             return
-        self.add_exchange(record)
+        self.add_view(view_of(record))
 
     def add_exchange(self, record: Mapping[str, Any]) -> None:
         """Run the differential of one exchange record (the caller checked its kind)."""
-        outcome = _outcome(record, self.allowlist)
-        if isinstance(outcome, str):
-            self.reasons[outcome] = self.reasons.get(outcome, 0) + 1
-            return
-        self.compared += 1
-        _method, _era, _version, reported, allowed, error = outcome
-        if allowed:
-            self.allowed += len(allowed)
-        if not reported:  # the common case: no difference
-            if self.kept.get(_CLEAN, 0) < self.examples:
-                self._keep(_entry(record, outcome), [])
-            return
-        rules: list[str] = []
-        self.differences += len(reported)
-        self.rejected += error is not None
-        exchange_id = str(record.get("exchangeId", ""))
-        for found in reported:
-            counted = self.by_rule.get(found.rule)
-            if counted is None:
-                counted = self.by_rule[found.rule] = RuleCount()
-            counted.count += 1
-            counted.add_where(found.where)
-            if found.rule not in rules:
-                rules.append(found.rule)
-                counted.exchanges += 1
-                counted.add_example(exchange_id, self.examples)
-        if self._keeps(rules):
-            self._keep(_entry(record, outcome), rules)
+        self.add_view(view_of(record))
+
+    def add_view(self, record: RecordView) -> None:
+        """Run the differential of one exchange record's view (the caller checked its
+        kind)."""
+        self.add_views((record,))
+
+    def add_views(self, records: Iterable[RecordView]) -> None:
+        """Run the differential of exchange records' views, in order (the caller checked
+        their kind)."""
+        allowlist, reasons, kept, limit = self.allowlist, self.reasons, self.kept, self.examples
+        for record in records:
+            outcome = _outcome(record, allowlist)
+            if isinstance(outcome, str):
+                reasons[outcome] = reasons.get(outcome, 0) + 1
+                continue
+            self.compared += 1
+            _method, _era, _version, reported, allowed, error = outcome
+            if allowed:
+                self.allowed += len(allowed)
+            if not reported:  # the common case: no difference
+                if kept.get(_CLEAN, 0) < limit:
+                    self._keep(_entry(record, outcome), [])
+                continue
+            rules: list[str] = []
+            self.differences += len(reported)
+            self.rejected += error is not None
+            exchange_id = _text(record.exchangeId)
+            for found in reported:
+                counted = self.by_rule.get(found.rule)
+                if counted is None:
+                    counted = self.by_rule[found.rule] = RuleCount()
+                counted.count += 1
+                counted.add_where(found.where)
+                if found.rule not in rules:
+                    rules.append(found.rule)
+                    counted.exchanges += 1
+                    counted.add_example(exchange_id, limit)
+            if self._keeps(rules):
+                self._keep(_entry(record, outcome), rules)
 
     def _keeps(self, rules: list[str]) -> bool:
         """Whether an entry with findings of ``rules`` is kept as an example."""
@@ -232,35 +257,41 @@ class SdkDiffTally:
         )
 
 
-def _response(origin: Mapping[str, Any], rpc_id: Any) -> Any:
-    """The JSON-RPC response object of an origin view, from its JSON body or its SSE events."""
-    body = origin.get("body")
-    if isinstance(body, dict) and ("result" in body or "error" in body):
+def _text(value: Any) -> str:
+    """``str(record.get(member, ""))`` of a member of a view (UNSET when absent)."""
+    return "" if value is UNSET else str(value)
+
+
+def _response(origin: Origin, rpc_id: Any) -> Answer | None:
+    """The JSON-RPC response of an origin view, from its JSON body or its SSE events."""
+    body = origin.body
+    if isinstance(body, ANSWERS) and (body.result is not UNSET or body.error is not UNSET):
         return body
-    events = origin.get("sse")
-    if isinstance(events, list):
+    events = origin.sse
+    if type(events) is list:
         for event in reversed(events):
-            data = event.get("data") if isinstance(event, dict) else None
-            if not isinstance(data, dict) or ("result" not in data and "error" not in data):
+            data = event.data if isinstance(event, EVENTS) else None
+            if (not isinstance(data, ANSWERS)
+                    or (data.result is UNSET and data.error is UNSET)):
                 continue
-            found = data.get("id")
+            found = None if data.id is UNSET else data.id
             if rpc_id is None or (type(found) is type(rpc_id) and found == rpc_id):
                 return data
     return None
 
 
-def _request_version(record: Mapping[str, Any]) -> str | None:
+def _request_version(record: RecordView) -> str | None:
     """The protocol revision the request named: modern ``_meta`` first, then the header."""
-    ingress = record.get("ingress")
-    if not isinstance(ingress, dict):
+    ingress = record.ingress
+    if not isinstance(ingress, INGRESSES):
         return None
-    body = ingress.get("body")
-    params = body.get("params") if isinstance(body, dict) else None
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    if isinstance(meta, dict) and isinstance(meta.get(_PROTOCOL_VERSION_META_KEY), str):
-        named: str = meta[_PROTOCOL_VERSION_META_KEY]
+    body = ingress.body
+    params = body.params if type(body) is Request else None
+    meta = params._meta if type(params) is Params else None
+    if type(meta) is Meta and isinstance(meta.version, str):
+        named: str = meta.version
         return named
-    headers = ingress.get("headers")
+    headers = ingress.headers
     if type(headers) is msgspec.Raw:  # the gate's parse of a trusted line leaves them raw
         try:
             headers = _decode_any(headers)
@@ -298,28 +329,29 @@ def _version(era: str, requested: str | None) -> str:
     return version
 
 
-def _outcome(record: Mapping[str, Any], allowlist: frozenset[str]) -> _Outcome | str:
+def _outcome(record: RecordView, allowlist: frozenset[str]) -> _Outcome | str:
     """``(method, era, version, reported, allowed, error)`` of one exchange record, or the
     reason it was skipped (``reported`` and ``allowed`` may be shared tuples: copy to keep)."""
-    method = record.get("method")
+    method = record.method
     if method.__class__ is not str or method not in TYPED_METHODS:
         return "method not typed by the SDK"
-    era = record.get("era")
+    era = record.era
     if era.__class__ is not str or era not in ERAS:
         return "era unknown"
-    origin = record.get("origin")
-    if not isinstance(origin, dict):
+    origin = record.origin
+    if not isinstance(origin, ORIGINS):
         return "no origin response"
-    if origin.get("truncated") and not answer_is_whole(origin):
+    if origin.truncated and not answer_whole(origin):
         return "origin body truncated"
-    body = origin.get("body")
-    if isinstance(body, dict) and ("result" in body or "error" in body):
-        response: Any = body  # a JSON answer: what _response returns first
+    body = origin.body
+    response: Answer | None
+    if isinstance(body, ANSWERS) and (body.result is not UNSET or body.error is not UNSET):
+        response = body  # a JSON answer: what _response returns first
     else:
-        response = _response(origin, record.get("rpcId"))
+        response = _response(origin, record.rpcId)
     if response is None:
         return "no JSON-RPC response"
-    if "result" not in response:
+    if response.result is UNSET:
         return "error response"
     if method == "initialize":
         version = _PRE_HANDSHAKE_VERSION
@@ -329,7 +361,7 @@ def _outcome(record: Mapping[str, Any], allowlist: frozenset[str]) -> _Outcome |
     reported: Sequence[Finding] = ()
     allowed: Sequence[Finding] = ()
     try:
-        reported, allowed = split_findings(method, version, response["result"], allowlist)
+        reported, allowed = split_findings(method, version, response.result, allowlist)
     except SdkParseError as exc:
         error = str(exc)
     except RecursionError:
@@ -339,16 +371,16 @@ def _outcome(record: Mapping[str, Any], allowlist: frozenset[str]) -> _Outcome |
     return method, era, version, reported, allowed, error
 
 
-def _entry(record: Mapping[str, Any], outcome: _Outcome) -> SdkDiffEntry:
+def _entry(record: RecordView, outcome: _Outcome) -> SdkDiffEntry:
     method, era, version, reported, allowed, error = outcome
     return SdkDiffEntry(
-        exchangeId=str(record.get("exchangeId", "")),
+        exchangeId=_text(record.exchangeId),
         method=method,
         era=era,
         findings=list(reported),
         error=error,
         version=version,
-        hop=str(record.get("hop", "")),
+        hop=_text(record.hop),
         allowed=list(allowed),
     )
 

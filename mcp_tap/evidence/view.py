@@ -1,0 +1,267 @@
+"""The members of an exchange record that the offline tallies read, as msgspec Structs.
+
+The gate's tallies (:mod:`mcp_tap.gate.tally`, :class:`~mcp_tap.gate.health.WindowTally`)
+and the SDK differential (:mod:`mcp_tap.sdkdiff`) read a few members of each record: kind,
+hop, ids, findings, the answer's status, times, body and events, the request's revision.
+They read them from a :class:`RecordView`, whichever way the record was read:
+
+* a line of a bundle signed by a trusted key is decoded straight into a view
+  (:class:`RawRecordView`, :func:`mcp_tap.gate.fields.decode_checked`): msgspec builds only
+  these members and skips the rest of the line;
+* a record parsed fully (any other bundle, an older format, a line the cheaper parse
+  cannot vouch for) becomes a view with :func:`view_of` (``msgspec.convert``, in C).
+
+So there is one implementation of every tally, reading attributes, not one per shape.
+
+A member reads as :meth:`dict.get` would read it (``None`` when absent) except where a
+reader tells absence from ``null``: those default to :data:`~msgspec.UNSET` (falsy): the
+members of a JSON-RPC answer (``"error" in body`` is what makes an error response), the
+hop and exchange id (read as ``record.get("hop", "")``) and an origin's ``ended`` (read
+with a default of true). Every member may hold any JSON value: an object where a view is
+declared is that view, any other value is kept as is (a list where an object was expected
+is a list, which no reader takes for an object), so any JSON record has a view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Final
+
+import msgspec
+from msgspec import UNSET, Raw, Struct, UnsetType
+
+from mcp_tap.core.hashing import digest as canonical_digest
+
+# Any JSON value but an object (an object is decoded as the view the member declares).
+_Json = list[Any] | str | int | float | bool | None
+
+PROTOCOL_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
+
+
+class Answer(Struct, kw_only=True, gc=False):
+    """A JSON-RPC message of an answer (an origin body, an SSE event's data): the members
+    the health window and the SDK differential test, each UNSET when absent."""
+
+    jsonrpc: Any = UNSET
+    id: Any = UNSET
+    method: Any = UNSET
+    error: Any = UNSET
+    result: Any = UNSET
+
+
+class Event(Struct, kw_only=True, gc=False):
+    """One recorded SSE event: its time and its data."""
+
+    at: Any = None
+    data: Answer | _Json = None
+
+
+# An origin's events: a list (of events), or any other JSON value kept as is.
+_Events = list[Event | _Json] | dict[str, Any] | str | int | float | bool | None
+
+
+class Meta(Struct, kw_only=True, gc=False, rename={"version": PROTOCOL_VERSION_KEY}):
+    """A request's ``params._meta``: only the protocol revision is read."""
+
+    version: Any = None
+
+
+class Params(Struct, kw_only=True, gc=False):
+    """A request's ``params``: only ``_meta`` is read."""
+
+    _meta: Meta | _Json = None
+
+
+class Request(Struct, kw_only=True, gc=False):
+    """A recorded request body: only its ``params`` are read."""
+
+    params: Params | _Json = None
+
+
+class Ingress(Struct, kw_only=True, gc=False):
+    """The request as received: its time, body and headers (a legacy request's revision)."""
+
+    receivedAt: Any = None
+    body: Request | _Json = None
+    headers: Any = UNSET  # as the raw view: absent either way
+
+
+class Origin(Struct, kw_only=True, gc=False):
+    """The origin's answer: status, body or events, times, and whether it is whole."""
+
+    status: Any = None
+    body: Answer | _Json = None
+    sse: _Events = None
+    endAt: Any = None
+    firstByteAt: Any = None
+    truncated: Any = None
+    ended: Any = UNSET
+
+
+class Egress(Struct, kw_only=True, gc=False):
+    """The answer as sent to the client: its times."""
+
+    endAt: Any = None
+    sentAt: Any = None
+
+
+class RecordView(Struct, kw_only=True, gc=False):
+    """The members of an evidence record the offline tallies read (see the module
+    docstring). Read its evidence digest with :func:`evidence_digest`."""
+
+    seq: Any = None
+    prev: Any = None
+    digest: Any = None
+    kind: Any = None
+    hop: Any = UNSET
+    rpcId: Any = None
+    tapError: Any = None
+    findings: Any = None
+    method: Any = None
+    era: Any = None
+    exchangeId: Any = UNSET
+    box: Any = None
+    between: Any = None
+    boxes: Any = None
+    ingress: Ingress | _Json = None
+    origin: Origin | _Json = None
+    egress: Egress | _Json = None
+
+
+# The shapes the gate's parse of a trusted line decodes into (mcp_tap.gate.fields): the
+# same views, with an answer's result, the findings and the request's headers kept as raw
+# bytes (results and findings repeat: each distinct text is decoded once; the headers are
+# decoded by the SDK differential when it needs them) and the chain fields required.
+
+
+class RawAnswer(Answer, kw_only=True, gc=False):
+    """:class:`Answer` with its ``result`` as raw bytes (made a KnownJson by the parse)."""
+
+    result: Raw | UnsetType = UNSET
+
+
+class RawEvent(Event, kw_only=True, gc=False):
+    """:class:`Event` whose data is a :class:`RawAnswer`."""
+
+    data: RawAnswer | _Json = None
+
+
+_RawEvents = list[RawEvent | _Json] | dict[str, Any] | str | int | float | bool | None
+
+
+class RawIngress(Ingress, kw_only=True, gc=False):
+    """:class:`Ingress` with its headers as raw bytes."""
+
+    headers: Raw | UnsetType = UNSET
+
+
+class RawOrigin(Origin, kw_only=True, gc=False):
+    """:class:`Origin` whose answers are :class:`RawAnswer` s."""
+
+    body: RawAnswer | _Json = None
+    sse: _RawEvents = None  # type: ignore[assignment]  # events of raw answers
+
+
+# orjson reads an integer up to 2**64 - 1 as an int; msgspec's bound is int64's.
+_Seq = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+
+
+class RawRecordView(RecordView, kw_only=True, gc=False):
+    """:class:`RecordView` as decoded from a trusted line: chain fields required, findings
+    as raw bytes (made a KnownJson, or None for none, by the parse)."""
+
+    seq: _Seq
+    prev: str
+    digest: str
+    kind: str
+    findings: Raw | UnsetType = UNSET
+    ingress: RawIngress | _Json = None
+    origin: RawOrigin | _Json = None
+
+
+# For isinstance: the raw view first. A Struct's class has its own metaclass, so isinstance
+# of a subclass's instance against the base looks up __instancecheck__, while a tuple
+# starting with the exact class answers at its first entry.
+ANSWERS: Final = (RawAnswer, Answer)
+EVENTS: Final = (RawEvent, Event)
+INGRESSES: Final = (RawIngress, Ingress)
+ORIGINS: Final = (RawOrigin, Origin)
+
+_convert: Final = msgspec.convert
+
+
+class _Unstored:
+    """The digest of a record parsed fully without a stored one: computed when asked."""
+
+    __slots__ = ("record",)
+
+    def __init__(self, record: Mapping[str, Any]) -> None:
+        self.record = record
+
+
+def view_of(record: Mapping[str, Any]) -> RecordView:
+    """The view of a record parsed fully (a JSON object as a dict)."""
+    view: RecordView = _convert(record, RecordView)
+    stored = view.digest
+    if type(stored) is not str or not stored:
+        view.digest = _Unstored(record)
+    return view
+
+
+def evidence_digest(view: RecordView) -> str:
+    """A record's evidence digest: the writer's ``digest``, else (a record parsed fully
+    without a non-empty string there) recomputed the way the writer computes it, as
+    :func:`mcp_tap.gate.tally.record_digest` does for the record itself."""
+    stored = view.digest
+    if type(stored) is str:
+        return stored
+    if type(stored) is not _Unstored:
+        raise TypeError("a view made by view_of or decoded from a line has a digest")
+    return canonical_digest({k: v for k, v in stored.record.items() if k != "digest"})
+
+
+def is_response(answer: object) -> bool:
+    """Whether an answer is a JSON-RPC response, as
+    ``mcp_tap.core.jsonrpc.classify(...).kind is Kind.RESPONSE`` says of the object it
+    came from (only the members an :class:`Answer` keeps decide that)."""
+    return (isinstance(answer, ANSWERS) and answer.jsonrpc == "2.0" and answer.method is UNSET
+            and (answer.result is not UNSET or answer.error is not UNSET
+                 or answer.id is not UNSET))
+
+
+def answer_whole(origin: Origin) -> bool:
+    """:func:`mcp_tap.evidence.format.answer_is_whole` of an origin view."""
+    if not origin.truncated:
+        return True
+    if origin.ended is UNSET or origin.ended:
+        return False
+    events = origin.sse
+    return type(events) is list and any(
+        isinstance(e, EVENTS) and is_response(e.data) for e in events)
+
+
+__all__ = [
+    "ANSWERS",
+    "EVENTS",
+    "INGRESSES",
+    "ORIGINS",
+    "PROTOCOL_VERSION_KEY",
+    "Answer",
+    "Egress",
+    "Event",
+    "Ingress",
+    "Meta",
+    "Origin",
+    "Params",
+    "RawAnswer",
+    "RawEvent",
+    "RawIngress",
+    "RawOrigin",
+    "RawRecordView",
+    "RecordView",
+    "Request",
+    "answer_whole",
+    "evidence_digest",
+    "is_response",
+    "view_of",
+]
