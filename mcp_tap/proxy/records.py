@@ -40,6 +40,7 @@ class RecordBuilder:
         self.digest_key = digest_key
         self.digests = digest_key.describe()
         self._ids = ""  # random hex, cut into exchange ids (see exchange_id)
+        self._next_id = 0  # where the next exchange id starts in _ids
         # Redacted views of the heads seen last, by their pairs: materialize shares one
         # header map per distinct head, so a repeated head is redacted once. The views are
         # shared by records as a head's view is shared by two views of one record: nothing
@@ -61,10 +62,11 @@ class RecordBuilder:
 
     def exchange_id(self) -> str:
         """A random exchange id (64 bits, hex), drawn 256 at a time (one system call)."""
-        if not self._ids:
-            self._ids = secrets.token_hex(8 * 256)
-        exchange_id, self._ids = self._ids[:16], self._ids[16:]
-        return exchange_id
+        at = self._next_id
+        if at >= len(self._ids):
+            self._ids, at = secrets.token_hex(8 * 256), 0
+        self._next_id = at + 16  # an offset, not a shorter copy of the rest each time
+        return self._ids[at : at + 16]
 
     def _body_json(self, capture: BodyCapture | None, messages: Any) -> tuple[Any, str | None]:
         """The redacted body for a view, and a note when it is stored as text."""
