@@ -78,7 +78,10 @@ class RecordBuilder:
             except orjson.JSONDecodeError:
                 text = capture.body[:_RAW_TEXT_CHARS].decode("utf-8", "replace")
                 return {"raw": self.redactor.redact_text(text)}, None
-        return self._recordable(self.redactor.walk_message_text(messages, capture.body), 2)
+        done = self.redactor.walk_message_text(messages, capture.body)
+        if done.depth + 2 + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
+            return done.value, None  # _recordable's usual answer, without its call
+        return self._recordable(done, 2)
 
     def _recordable(self, done: Redacted, levels: int) -> tuple[Any, str | None]:
         """``done``'s value, or its redacted JSON text when orjson cannot write it."""
@@ -107,7 +110,10 @@ class RecordBuilder:
                 else:
                     text = t.event.data.encode("utf-8", "surrogatepass")
                     done = self.redactor.walk_message_text(message, text)
-                data, note = self._recordable(done, 4)
+                if done.depth + 4 + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
+                    data = done.value  # _recordable's usual answer, without its call
+                else:
+                    data, note = self._recordable(done, 4)
             except orjson.JSONDecodeError:
                 data = self.redactor.redact_text(t.event.data)
             event = {"at": t.at, "id": t.event.id, "event": t.event.event, "data": data}
