@@ -94,3 +94,27 @@ def test_a_repeated_head_is_redacted_once_with_the_same_view() -> None:
     other = builder.header_lists((("Authorization", "Bearer xyz"),))
     assert other == [["Authorization", "Bearer [REDACTED]"]]
     assert builder.header_lists([("A", "b")]) == [["A", "b"]]  # type: ignore[arg-type]
+
+
+def test_sse_events_materialize_as_timed_events() -> None:
+    """The SSE events of a handed-over stream are TimedEvents like any other (made without
+    their __init__): equal to ones built the usual way, with their chunk's arrival time."""
+    from mcp_tap.core.sse import SSEEvent
+    from mcp_tap.proxy.captured import TimedEvent
+
+    head = b"POST /mcp HTTP/1.1\r\nHost: h\r\n\r\n"
+    raw = RawExchange("tap", "http://o", "127.0.0.1", "POST", "/mcp", head, RawBody(64),
+                      time.time())
+    raw.request.ended = True
+    raw.status = 200
+    raw.response_pairs = ((b"Content-Type", b"text/event-stream"),)
+    response = RawBody(1024)
+    response.feed(b"id: 1\ndata: {}\n\n", 5.0)
+    response.feed(b"data: [1]\n\n", 6.0)
+    response.ended = True
+    raw.response = response
+    cap = materialize(raw, 10)
+    assert cap.sse == [TimedEvent(5.0, SSEEvent("{}", None, "1")),
+                       TimedEvent(6.0, SSEEvent("[1]"))]
+    assert all(type(t) is TimedEvent and vars(t) == {"at": t.at, "event": t.event}
+               for t in cap.sse)

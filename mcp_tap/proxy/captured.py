@@ -169,7 +169,7 @@ def _header_map(pairs: tuple[tuple[str, str], ...]) -> HeaderMap:
     return headers
 
 
-_new_header_map = object.__new__
+_new_header_map = _new_timed = object.__new__
 _set_slot = object.__setattr__  # HeaderMap is frozen: its own __init__ sets slots this way
 
 
@@ -271,11 +271,15 @@ def _decode_sse(cap: Captured, body: tuple[Any, ...], max_events: int) -> None:
     their chunk's arrival."""
     _, chunks, times, size, ended, _ = body
     decoder = SSEDecoder()
+    kept = cap.sse
     try:
         for chunk, at in zip(chunks, times, strict=True):
             for event in decoder.feed(chunk):
-                if len(cap.sse) < max_events:
-                    cap.sse.append(TimedEvent(at, event))
+                if len(kept) < max_events:
+                    # TimedEvent(at, event) without its __init__ call (a frame per event)
+                    timed = _new_timed(TimedEvent)
+                    timed.__dict__ = {"at": at, "event": event}
+                    kept.append(timed)
                 else:
                     cap.sse_dropped += 1
         if ended and size <= sum(map(len, chunks)):  # its end seen, nothing cut off

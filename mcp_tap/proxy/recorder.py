@@ -229,7 +229,7 @@ class Recorder:
         if stream is not None and cap.status is not None:
             events = [t.event for t in cap.sse]
             return found + ended + tracker.judge_resumed(stream, cap.status, events, now)
-        cursor = last_event_id(t.event for t in cap.sse)
+        cursor = last_event_id(t.event for t in cap.sse) if cap.sse else None
         if j.request and j.context and cursor and not cap.client_gone and resumable(
                 j.request, found):
             ended += tracker.park(Parked(session, cursor, j.request, j.context, now, "origin"))

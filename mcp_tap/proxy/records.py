@@ -40,6 +40,7 @@ class RecordBuilder:
         self.digest_key = digest_key
         self.digests = digest_key.describe()
         self._ids = ""  # random hex, cut into exchange ids (see exchange_id)
+        self._next_id = 0  # where the next exchange id starts in _ids
         # Redacted views of the heads seen last, by their pairs: materialize shares one
         # header map per distinct head, so a repeated head is redacted once. The views are
         # shared by records as a head's view is shared by two views of one record: nothing
@@ -61,10 +62,11 @@ class RecordBuilder:
 
     def exchange_id(self) -> str:
         """A random exchange id (64 bits, hex), drawn 256 at a time (one system call)."""
-        if not self._ids:
-            self._ids = secrets.token_hex(8 * 256)
-        exchange_id, self._ids = self._ids[:16], self._ids[16:]
-        return exchange_id
+        at = self._next_id
+        if at >= len(self._ids):
+            self._ids, at = secrets.token_hex(8 * 256), 0
+        self._next_id = at + 16  # an offset, not a shorter copy of the rest each time
+        return self._ids[at : at + 16]
 
     def _body_json(self, capture: BodyCapture | None, messages: Any) -> tuple[Any, str | None]:
         """The redacted body for a view, and a note when it is stored as text."""
@@ -76,7 +78,10 @@ class RecordBuilder:
             except orjson.JSONDecodeError:
                 text = capture.body[:_RAW_TEXT_CHARS].decode("utf-8", "replace")
                 return {"raw": self.redactor.redact_text(text)}, None
-        return self._recordable(self.redactor.walk_message_text(messages, capture.body), 2)
+        done = self.redactor.walk_message_text(messages, capture.body)
+        if done.depth + 2 + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
+            return done.value, None  # _recordable's usual answer, without its call
+        return self._recordable(done, 2)
 
     def _recordable(self, done: Redacted, levels: int) -> tuple[Any, str | None]:
         """``done``'s value, or its redacted JSON text when orjson cannot write it."""
@@ -105,7 +110,10 @@ class RecordBuilder:
                 else:
                     text = t.event.data.encode("utf-8", "surrogatepass")
                     done = self.redactor.walk_message_text(message, text)
-                data, note = self._recordable(done, 4)
+                if done.depth + 4 + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
+                    data = done.value  # _recordable's usual answer, without its call
+                else:
+                    data, note = self._recordable(done, 4)
             except orjson.JSONDecodeError:
                 data = self.redactor.redact_text(t.event.data)
             event = {"at": t.at, "id": t.event.id, "event": t.event.event, "data": data}

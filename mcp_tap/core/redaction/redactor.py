@@ -149,7 +149,7 @@ class Redactor:
         ``clean.MAX_CLEAN_DEPTH``). A text shorter than :data:`CLEAN_CHECK_MIN` is walked
         (a small message walks faster than its text is checked).
         """
-        targets = self._policy_targets(msg)
+        targets = self._policy_targets(msg) if self.policy.argument_policies else None
         if targets is None and len(text) >= CLEAN_CHECK_MIN:
             depth = self._clean_json.depth(text)
             if depth is not None:
