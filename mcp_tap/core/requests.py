@@ -167,6 +167,7 @@ def check_request(
         ctx.tool_schemas,
         ctx.negotiated_version,
         parse_error,
+        body_meta(message),
     )
 
 
@@ -178,25 +179,26 @@ def request_verdict(
     tool_schemas: Mapping[str, Any],
     negotiated_version: str | None,
     parse_error: str | None,
+    meta: dict[str, Any] | None,
 ) -> RequestVerdict:
     """:func:`check_request` with :class:`RequestContext`'s fields as arguments (the judge's
-    call: no context object per exchange)."""
+    call: no context object per exchange); ``meta`` is ``body_meta(message)``."""
     if parse_error is not None:
         c = Classified(KIND_INVALID, None, parse_error)
         return RequestVerdict(c, era, None, (finding("request.parse", parse_error, WHERE),))
     if era is ERA_LEGACY:
-        return _legacy(headers, message, negotiated_version)
-    return _modern(headers, message, supported_versions, tool_schemas)
+        return _legacy(headers, message, meta, negotiated_version)
+    return _modern(headers, message, meta, supported_versions, tool_schemas)
 
 
 def _modern(
     headers: HeaderMap,
     message: Any,
+    meta: dict[str, Any] | None,
     supported_versions: tuple[str, ...],
     tool_schemas: Mapping[str, Any],
 ) -> RequestVerdict:
     c = classify(message)
-    meta = body_meta(message)
     raw_version = meta.get(META_PROTOCOL_VERSION) if meta is not None else None
     version = raw_version if isinstance(raw_version, str) else None
 
@@ -224,14 +226,16 @@ def _modern(
     if problem:
         return verdict(problem)
     # Rung 3: method header.
-    problem = _mirror(headers, HEADER_METHOD, c.method, "the method")
+    # A request: kind_of made sure of a non-empty string method (c.method, without the call).
+    method: str = message["method"]
+    problem = _mirror(headers, HEADER_METHOD, method, "the method")
     if problem:
         return verdict(problem)
     # Rung 4: name header, then parameter headers.
-    problem = _name_header(headers, message)
+    problem = _name_header(headers, message, method)
     if problem:
         return verdict(problem)
-    problem = _param_headers(headers, message, tool_schemas)
+    problem = _param_headers(headers, message, method, tool_schemas)
     if problem:
         return verdict(problem)
     # Rung 5: support.
@@ -244,17 +248,19 @@ def _modern(
                 WHERE,
             )
         )
-    if c.method in REMOVED_IN_MODERN:
+    if method in REMOVED_IN_MODERN:
         return verdict(
-            finding("request.method.removed", f"{c.method} does not exist in the modern era", WHERE)
+            finding("request.method.removed", f"{method} does not exist in the modern era", WHERE)
         )
-    schema_problem = schema.request_problem(c.method or "", version or "", message.get("params"))
+    schema_problem = schema.request_problem(method, version or "", message.get("params"))
     if schema_problem:
         return verdict(finding("request.schema", schema_problem, WHERE))
     return RequestVerdict(c, ERA_MODERN, version, ())  # verdict(), one call less
 
 
-def _legacy(headers: HeaderMap, message: Any, version: str | None) -> RequestVerdict:
+def _legacy(
+    headers: HeaderMap, message: Any, meta: dict[str, Any] | None, version: str | None
+) -> RequestVerdict:
     # version: the negotiated version (None when unknown), then the one initialize offers.
     if isinstance(message, list):
         # Batches existed only in 2025-03-26.
@@ -290,7 +296,6 @@ def _legacy(headers: HeaderMap, message: Any, version: str | None) -> RequestVer
         params = message.get("params")
         offered = params.get("protocolVersion") if isinstance(params, dict) else None
         version = offered if isinstance(offered, str) else version
-    meta = body_meta(message)
     leaked = sorted(MODERN_META_KEYS & meta.keys()) if meta else []
     if leaked:
         return RequestVerdict(
@@ -432,9 +437,8 @@ def _decoded(headers: HeaderMap, name: str) -> tuple[str | None, Finding | None]
         return None, finding("request.header.encoding", f"{name}: {exc}", WHERE)
 
 
-def _name_header(headers: HeaderMap, message: dict[str, Any]) -> Finding | None:
-    method = message.get("method")
-    key = NAME_ROUTED_PARAMS.get(method) if isinstance(method, str) else None
+def _name_header(headers: HeaderMap, message: dict[str, Any], method: str) -> Finding | None:
+    key = NAME_ROUTED_PARAMS.get(method)
     if key is None:
         return None
     params = message.get("params") or {}
@@ -456,9 +460,9 @@ def _name_header(headers: HeaderMap, message: dict[str, Any]) -> Finding | None:
 
 
 def _param_headers(
-    headers: HeaderMap, message: dict[str, Any], tool_schemas: Mapping[str, Any]
+    headers: HeaderMap, message: dict[str, Any], method: str, tool_schemas: Mapping[str, Any]
 ) -> Finding | None:
-    if message.get("method") != "tools/call":
+    if method != "tools/call":
         return None
     params = message.get("params") or {}
     tool = params.get("name")
