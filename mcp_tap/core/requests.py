@@ -292,7 +292,8 @@ def _legacy(
         return RequestVerdict(
             c, ERA_LEGACY, version, (finding("request.envelope", c.problem, WHERE),)
         )
-    if c.method == "initialize" and c.kind is KIND_REQUEST:
+    # (A request's method is a string: message["method"] is c.method without the call.)
+    if c.kind is KIND_REQUEST and message["method"] == "initialize":
         params = message.get("params")
         offered = params.get("protocolVersion") if isinstance(params, dict) else None
         version = offered if isinstance(offered, str) else version
