@@ -52,3 +52,35 @@ def test_refuses_what_it_cannot_copy() -> None:
 
     with pytest.raises(TypeError):
         fast_init(Plain)
+
+
+def test_copies_replace_and_the_real_class() -> None:
+    """The object is of the dataclass itself; copies and replace keep every field."""
+    import copy
+
+    one = _Sample(1, "x", {"k": 2})
+    assert type(one) is _Sample and isinstance(one, _Sample)
+    assert copy.copy(one) == one and copy.deepcopy(one) == one
+    assert copy.deepcopy(one).c is not one.c
+    assert pickle.loads(pickle.dumps(one, protocol=2)) == one
+    assert dataclasses.replace(one, c={}) == _Sample(1, "x")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        one.a = 2  # type: ignore[misc]
+
+
+def test_refuses_subclasses_and_bases() -> None:
+    """A subclass or a base class could change the layout the construction relies on."""
+    with pytest.raises(TypeError, match="cannot be subclassed"):
+        class _Sub(_Sample):  # defining it is the test
+            pass
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Base:
+        a: int
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Derived(Base):
+        b: int
+
+    with pytest.raises(TypeError, match="base class"):
+        fast_init(Derived)

@@ -417,6 +417,18 @@ class TestCheckRequestHeaders:
 class TestCheckRequestParamHeaders:
     """check_request: Mcp-Param-* headers against x-mcp-header tool arguments."""
 
+    def test_a_schema_is_read_as_it_is_at_each_call(self) -> None:
+        """Nothing about a schema is remembered: a declaration added to the same object (or
+        to an equal one) after a call without any is judged on the next call."""
+        schema: dict[str, Any] = {"type": "object", "properties": {"region": {"type": "string"}}}
+        h, message = headers("tools/call", name="lookup"), call("lookup", region="eu")
+        assert judge_modern(h, message, tool_schemas={"lookup": schema}).findings == ()
+        schema["properties"]["region"]["x-mcp-header"] = "Region"
+        f = only(judge_modern(h, message, tool_schemas={"lookup": schema}))
+        assert f.rule == "request.header.missing" and "Mcp-Param-Region" in f.message
+        del schema["properties"]["region"]["x-mcp-header"]
+        assert judge_modern(h, message, tool_schemas={"lookup": schema}).findings == ()
+
     def test_string_match(self) -> None:
         """A string argument is mirrored exactly."""
         assert lookup({"Mcp_Param_Region": "eu-west-1"}, region="eu-west-1").findings == ()

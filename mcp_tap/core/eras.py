@@ -110,10 +110,16 @@ def infer_era(
     ``initialize`` carrying it is a modern request (judged ``request.method.removed``).
     Otherwise a request is modern unless only legacy signs are present.
     """
+    return era_of(message, body_meta(message), version_header, legacy_session)
+
+
+def era_of(
+    message: Any, meta: dict[str, Any] | None, version_header: str | None, legacy_session: bool
+) -> Era:
+    """:func:`infer_era` given the message's :func:`body_meta` (the judge looks it up once)."""
     if legacy_session:
         return ERA_LEGACY
     method = message.get("method") if isinstance(message, dict) else None
-    meta = body_meta(message)
     modern_meta = meta is not None and not MODERN_META_KEYS.isdisjoint(meta)
     if method in ("initialize", "notifications/initialized"):
         # A modern-shaped initialize (the per-request metadata, no handshake) is a modern

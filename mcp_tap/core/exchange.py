@@ -21,7 +21,7 @@ from mcp_tap.core.eras import (
     MODERN_VERSIONS,
     Era,
     body_meta,
-    infer_era,
+    era_of,
     is_modern_version,
 )
 from mcp_tap.core.fastinit import fast_init
@@ -160,10 +160,9 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         message, parse_error = None, None
     else:
         message, parse_error = decode_body(exchange.request_body)
-    era = exchange.era or infer_era(
-        message,
-        headers.get(HEADER_PROTOCOL_VERSION),
-        legacy_session=exchange.legacy_session,
+    meta = body_meta(message)  # once for the era, the request ladder and the capabilities
+    era = exchange.era or era_of(
+        message, meta, headers.get(HEADER_PROTOCOL_VERSION), exchange.legacy_session
     )
     if exchange.request_truncated:
         return Judgement(era, None, (), None, ())
@@ -175,6 +174,7 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         exchange.tool_schemas,
         exchange.negotiated_version,
         parse_error,
+        meta,
     )
     found = list(verdict.findings)
     accept = accept_problem(headers, "POST", era)
@@ -184,7 +184,6 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         found += origin_found
     messages: list[Any] = []
     # client_extensions and client_capabilities of the message, from one look-up of _meta.
-    meta = body_meta(message)
     caps = meta.get(META_CLIENT_CAPABILITIES) if meta else None
     if isinstance(caps, dict):
         ext = caps.get("extensions")

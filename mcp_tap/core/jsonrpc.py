@@ -63,8 +63,7 @@ def is_valid_id(value: Any) -> bool:
 
 def same_id(a: Any, b: Any) -> bool:
     """Whether two ids are equal in value **and** JSON type (``"6"`` != ``6``, ``True`` != 1)."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    # bool cannot be subclassed, so an exact type match also keeps True apart from 1.
     return type(a) is type(b) and a == b
 
 

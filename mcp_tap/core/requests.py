@@ -16,10 +16,8 @@ it is its own finding.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from mcp_tap.core import schema
@@ -28,8 +26,6 @@ from mcp_tap.core.eras import (
     ERA_LEGACY,
     ERA_MODERN,
     HEADER_METHOD,
-    HEADER_NAME,
-    HEADER_PARAM_PREFIX,
     HEADER_PROTOCOL_VERSION,
     LEGACY_VERSIONS,
     META_CLIENT_CAPABILITIES,
@@ -38,7 +34,6 @@ from mcp_tap.core.eras import (
     META_PROTOCOL_VERSION,
     MODERN_META_KEYS,
     MODERN_VERSIONS,
-    NAME_ROUTED_PARAMS,
     REMOVED_IN_MODERN,
     Era,
     body_meta,
@@ -46,7 +41,7 @@ from mcp_tap.core.eras import (
 )
 from mcp_tap.core.fastinit import fast_init
 from mcp_tap.core.findings import Finding
-from mcp_tap.core.headers import ConflictingHeaderError, HeaderMap
+from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.jsonrpc import (
     KIND_INVALID,
     KIND_NOTIFICATION,
@@ -57,44 +52,23 @@ from mcp_tap.core.jsonrpc import (
     classify,
     json_type,
 )
-from mcp_tap.core.results import mentions_x_mcp_header
-from mcp_tap.core.sentinel import SentinelError, decode_header_value
+
+# ParamHeader and param_headers re-exported: the probe and tests read declarations here.
+from mcp_tap.core.mirrored import (
+    ParamHeader as ParamHeader,
+)
+from mcp_tap.core.mirrored import (
+    duplicate_routing_header,
+    mirror_problem,
+    name_header_problem,
+    param_header_problem,
+    single_value,
+)
+from mcp_tap.core.mirrored import (
+    param_headers as param_headers,
+)
 
 WHERE = "ingress"
-# Plain decimals only: exponent forms and NaN never compare numerically.
-_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
-
-
-@dataclass(frozen=True, slots=True)
-class ParamHeader:
-    """One ``x-mcp-header`` declaration of a tool: argument path, header token, JSON type."""
-
-    path: tuple[str, ...]
-    token: str
-    json_type: str | None
-
-
-def param_headers(input_schema: Any) -> tuple[ParamHeader, ...]:
-    """The ``x-mcp-header`` declarations reachable through plain ``properties`` chains."""
-    found: list[ParamHeader] = []
-
-    def walk(node: Any, path: tuple[str, ...]) -> None:
-        if not isinstance(node, dict):
-            return
-        props = node.get("properties")
-        if not isinstance(props, dict):
-            return
-        for name, sub in props.items():
-            if not isinstance(sub, dict):
-                continue
-            token = sub.get("x-mcp-header")
-            if isinstance(token, str) and token:
-                t = sub.get("type")
-                found.append(ParamHeader((*path, name), token, t if isinstance(t, str) else None))
-            walk(sub, (*path, name))
-
-    walk(input_schema, ())
-    return tuple(found)
 
 
 @fast_init  # made per exchange: see core/fastinit.py
@@ -167,6 +141,7 @@ def check_request(
         ctx.tool_schemas,
         ctx.negotiated_version,
         parse_error,
+        body_meta(message),
     )
 
 
@@ -178,25 +153,26 @@ def request_verdict(
     tool_schemas: Mapping[str, Any],
     negotiated_version: str | None,
     parse_error: str | None,
+    meta: dict[str, Any] | None,
 ) -> RequestVerdict:
     """:func:`check_request` with :class:`RequestContext`'s fields as arguments (the judge's
-    call: no context object per exchange)."""
+    call: no context object per exchange); ``meta`` is ``body_meta(message)``."""
     if parse_error is not None:
         c = Classified(KIND_INVALID, None, parse_error)
         return RequestVerdict(c, era, None, (finding("request.parse", parse_error, WHERE),))
     if era is ERA_LEGACY:
-        return _legacy(headers, message, negotiated_version)
-    return _modern(headers, message, supported_versions, tool_schemas)
+        return _legacy(headers, message, meta, negotiated_version)
+    return _modern(headers, message, meta, supported_versions, tool_schemas)
 
 
 def _modern(
     headers: HeaderMap,
     message: Any,
+    meta: dict[str, Any] | None,
     supported_versions: tuple[str, ...],
     tool_schemas: Mapping[str, Any],
 ) -> RequestVerdict:
     c = classify(message)
-    meta = body_meta(message)
     raw_version = meta.get(META_PROTOCOL_VERSION) if meta is not None else None
     version = raw_version if isinstance(raw_version, str) else None
 
@@ -212,7 +188,7 @@ def _modern(
     if c.kind is KIND_NOTIFICATION:
         # The 2026-07-28 revision defines no header rules for notification POSTs; only
         # conflicting duplicates of the routing headers are judged (readers would disagree).
-        dup = _duplicate_routing_header(headers)
+        dup = duplicate_routing_header(headers)
         return verdict(dup) if dup else verdict()
 
     # Rung 1: metadata types.
@@ -220,18 +196,22 @@ def _modern(
     if meta_problem:
         return verdict(finding("request.meta.missing", meta_problem, WHERE))
     # Rung 2: version header.
-    problem = _mirror(headers, HEADER_PROTOCOL_VERSION, version, "the _meta protocol version")
+    problem = mirror_problem(
+        headers, HEADER_PROTOCOL_VERSION, version, "the _meta protocol version"
+    )
     if problem:
         return verdict(problem)
     # Rung 3: method header.
-    problem = _mirror(headers, HEADER_METHOD, c.method, "the method")
+    # A request: kind_of made sure of a non-empty string method (c.method, without the call).
+    method: str = message["method"]
+    problem = mirror_problem(headers, HEADER_METHOD, method, "the method")
     if problem:
         return verdict(problem)
     # Rung 4: name header, then parameter headers.
-    problem = _name_header(headers, message)
+    problem = name_header_problem(headers, message, method)
     if problem:
         return verdict(problem)
-    problem = _param_headers(headers, message, tool_schemas)
+    problem = param_header_problem(headers, message, method, tool_schemas)
     if problem:
         return verdict(problem)
     # Rung 5: support.
@@ -244,17 +224,19 @@ def _modern(
                 WHERE,
             )
         )
-    if c.method in REMOVED_IN_MODERN:
+    if method in REMOVED_IN_MODERN:
         return verdict(
-            finding("request.method.removed", f"{c.method} does not exist in the modern era", WHERE)
+            finding("request.method.removed", f"{method} does not exist in the modern era", WHERE)
         )
-    schema_problem = schema.request_problem(c.method or "", version or "", message.get("params"))
+    schema_problem = schema.request_problem(method, version or "", message.get("params"))
     if schema_problem:
         return verdict(finding("request.schema", schema_problem, WHERE))
     return RequestVerdict(c, ERA_MODERN, version, ())  # verdict(), one call less
 
 
-def _legacy(headers: HeaderMap, message: Any, version: str | None) -> RequestVerdict:
+def _legacy(
+    headers: HeaderMap, message: Any, meta: dict[str, Any] | None, version: str | None
+) -> RequestVerdict:
     # version: the negotiated version (None when unknown), then the one initialize offers.
     if isinstance(message, list):
         # Batches existed only in 2025-03-26.
@@ -286,11 +268,11 @@ def _legacy(headers: HeaderMap, message: Any, version: str | None) -> RequestVer
         return RequestVerdict(
             c, ERA_LEGACY, version, (finding("request.envelope", c.problem, WHERE),)
         )
-    if c.method == "initialize" and c.kind is KIND_REQUEST:
+    # (A request's method is a string: message["method"] is c.method without the call.)
+    if c.kind is KIND_REQUEST and message["method"] == "initialize":
         params = message.get("params")
         offered = params.get("protocolVersion") if isinstance(params, dict) else None
         version = offered if isinstance(offered, str) else version
-    meta = body_meta(message)
     leaked = sorted(MODERN_META_KEYS & meta.keys()) if meta else []
     if leaked:
         return RequestVerdict(
@@ -305,7 +287,7 @@ def _legacy(headers: HeaderMap, message: Any, version: str | None) -> RequestVer
                 ),
             ),
         )
-    header, _ = _single(headers, HEADER_PROTOCOL_VERSION)
+    header, _ = single_value(headers, HEADER_PROTOCOL_VERSION)
     if is_modern_version(header):
         return RequestVerdict(
             c,
@@ -379,151 +361,3 @@ def _meta_problem(message: dict[str, Any], meta: dict[str, Any] | None) -> str:
         if key in meta and not isinstance(meta[key], typ):
             return f"params._meta[{key!r}] must be {what}, got {json_type(meta[key])}"
     return ""
-
-
-def _single(headers: HeaderMap, name: str) -> tuple[str | None, Finding | None]:
-    """The one value of a mirrored header, without the optional whitespace around it.
-
-    HTTP strips spaces and tabs around a field value (RFC 9110 5.5): they are not part of
-    it, so ``Mcp-Name:  foo `` carries ``foo`` (SEP-2243, "Header/Body Mismatch").
-    """
-    raw = headers.values_of(name)
-    if len(raw) == 1:  # the common case: one value, no duplicate to compare
-        return raw[0].strip(" \t"), None
-    if not raw:
-        return None, None
-    values = [v.strip(" \t") for v in raw]
-    if any(v != values[0] for v in values[1:]):
-        exc = ConflictingHeaderError(name, headers.get_all(name))
-        return None, finding("request.header.duplicate", str(exc), WHERE)
-    return values[0], None
-
-
-def _duplicate_routing_header(headers: HeaderMap) -> Finding | None:
-    for name in (HEADER_PROTOCOL_VERSION, HEADER_METHOD, HEADER_NAME):
-        _, problem = _single(headers, name)
-        if problem:
-            return problem
-    return None
-
-
-def _mirror(headers: HeaderMap, name: str, body_value: Any, what: str) -> Finding | None:
-    value, problem = _single(headers, name)
-    if problem:
-        return problem
-    if value is None:
-        return finding("request.header.missing", f"{name} header is missing", WHERE)
-    if value != body_value:
-        return finding(
-            "request.header.mismatch",
-            f"{name}: {value!r} differs from {what} {body_value!r}",
-            WHERE,
-        )
-    return None
-
-
-def _decoded(headers: HeaderMap, name: str) -> tuple[str | None, Finding | None]:
-    raw, problem = _single(headers, name)
-    if problem or raw is None:
-        return None, problem
-    try:
-        return decode_header_value(raw), None
-    except SentinelError as exc:
-        return None, finding("request.header.encoding", f"{name}: {exc}", WHERE)
-
-
-def _name_header(headers: HeaderMap, message: dict[str, Any]) -> Finding | None:
-    method = message.get("method")
-    key = NAME_ROUTED_PARAMS.get(method) if isinstance(method, str) else None
-    if key is None:
-        return None
-    params = message.get("params") or {}
-    body_value = params.get(key) if isinstance(params, dict) else None
-    decoded, problem = _decoded(headers, HEADER_NAME)
-    if problem:
-        return problem
-    if decoded is None:
-        if body_value is None:
-            return None
-        return finding("request.header.missing", f"{HEADER_NAME} header is missing", WHERE)
-    if decoded != body_value:
-        return finding(
-            "request.header.mismatch",
-            f"{HEADER_NAME}: {decoded!r} differs from params.{key} {body_value!r}",
-            WHERE,
-        )
-    return None
-
-
-def _param_headers(
-    headers: HeaderMap, message: dict[str, Any], tool_schemas: Mapping[str, Any]
-) -> Finding | None:
-    if message.get("method") != "tools/call":
-        return None
-    params = message.get("params") or {}
-    tool = params.get("name")
-    if not isinstance(tool, str) or tool not in tool_schemas:
-        return None
-    input_schema = tool_schemas[tool]
-    if not mentions_x_mcp_header(input_schema):
-        return None  # the common case: no declaration, no walk (param_headers would be ())
-    arguments = params.get("arguments")
-    arguments = arguments if isinstance(arguments, dict) else {}
-    for decl in param_headers(input_schema):
-        name = HEADER_PARAM_PREFIX + decl.token
-        value = _at_path(arguments, decl.path)
-        decoded, problem = _decoded(headers, name)
-        if problem:
-            return problem
-        argument = ".".join(decl.path)
-        if value is None:
-            if decoded is not None:
-                return finding(
-                    "request.header.mismatch",
-                    f"{name} is present but argument {argument!r} is absent",
-                    WHERE,
-                )
-            continue
-        if decoded is None:
-            return finding(
-                "request.header.missing",
-                f"{name} header is missing for argument {argument!r}",
-                WHERE,
-            )
-        if not _param_matches(decl.json_type, value, decoded):
-            return finding(
-                "request.header.mismatch",
-                f"{name}: {decoded!r} differs from argument {argument!r} {value!r}",
-                WHERE,
-            )
-    return None
-
-
-def _at_path(arguments: dict[str, Any], path: tuple[str, ...]) -> Any:
-    node: Any = arguments
-    for key in path:
-        if not isinstance(node, dict):
-            return None
-        node = node.get(key)
-    return node
-
-
-# Tuples: isinstance with a union (int | float) builds the union every call.
-_NUMBER = (int, float)
-_SCALAR = (str, int, float)
-
-
-def _param_matches(declared: str | None, value: Any, decoded: str) -> bool:
-    if isinstance(value, bool):
-        return decoded == ("true" if value else "false")
-    if isinstance(value, _NUMBER) and declared in ("integer", "number"):
-        # Integers compare numerically: "042" and "42.0" equal 42.
-        if not _DECIMAL.fullmatch(decoded):
-            return False
-        try:
-            return Decimal(decoded) == Decimal(str(value))
-        except InvalidOperation:  # pragma: no cover - the pattern admits only valid decimals
-            return False
-    if isinstance(value, _SCALAR):
-        return decoded == str(value)
-    return False

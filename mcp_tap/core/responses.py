@@ -473,7 +473,7 @@ def check_sse_stream(
         found.append(
             finding("response.http-status", f"an SSE stream must be HTTP 200, got {status}", where)
         )
-    listen = verdict.method == "subscriptions/listen" and ctx.era is ERA_MODERN
+    listen = ctx.era is ERA_MODERN and verdict.method == "subscriptions/listen"
     # (A comprehension is a function call on Python 3.11: skipped when there is no batch.)
     pending = (
         {_id_key(v.id): v for v in verdict.batch if v.id is not None} if verdict.batch else {}
@@ -562,10 +562,15 @@ def _progress_order(
     if message.get("method") != "notifications/progress":
         return []
     params = message.get("params")
-    value = params.get("progress") if isinstance(params, dict) else None
+    if not isinstance(params, dict):
+        return []  # no progress value (the schema rules judge the shape)
+    value = params.get("progress")
     if not isinstance(value, _NUMBER) or isinstance(value, bool):
         return []  # the schema rules judge the type
-    key = _id_key(params.get("progressToken") if isinstance(params, dict) else None)
+    token = params.get("progressToken")
+    kind = type(token)
+    # _id_key(token), its usual case inline: this runs for every progress notification.
+    key = (kind, token) if kind is str or kind is int else _id_key(token)
     before = last.get(key)
     last[key] = value
     if before is not None and value <= before:
