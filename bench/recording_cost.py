@@ -67,13 +67,32 @@ def frame(messages: list[tuple[Any, ...]]) -> bytes:
     return handoff.encode(messages)
 
 
-def reads(kind: str, n: int, per_frame: int, per_read: int) -> list[bytes]:
-    """What the recording process reads, read by read: ``n`` exchanges, then the stop."""
+def _states(kind: str, distinct: int) -> list[tuple[Any, ...]]:
+    """The handed-over states cycled through: 16 alike, or ``distinct`` whose request and
+    response heads each carry their own ``X-Request-Id`` (no head seen twice in a row of
+    more than the recorder's head caches hold: what a client whose every head differs, by
+    a traceparent or a Content-Length, costs)."""
+    import dataclasses
+
     import micro
     from workload import JSON_CALL, SSE_CALL
 
     call = JSON_CALL if kind == "json" else SSE_CALL
-    states = [micro.captured(call).state() for _ in range(16)]
+    if not distinct:
+        return [micro.captured(call).state() for _ in range(16)]
+    out = []
+    for i in range(distinct):
+        tag = f"{i:08x}"
+        raw = micro.captured(dataclasses.replace(
+            call, headers=(*call.headers, ("X-Request-Id", tag))))
+        raw.response_pairs = (*raw.response_pairs, (b"X-Request-Id", tag.encode()))
+        out.append(raw.state())
+    return out
+
+
+def reads(kind: str, n: int, per_frame: int, per_read: int, distinct: int = 0) -> list[bytes]:
+    """What the recording process reads, read by read: ``n`` exchanges, then the stop."""
+    states = _states(kind, distinct)
     out: list[bytes] = []
     key = 0
     while key < n:
@@ -103,9 +122,12 @@ def main() -> None:
     p.add_argument("-n", type=int, default=1000, help="exchanges")
     p.add_argument("--per-frame", type=int, default=2)
     p.add_argument("--per-read", type=int, default=16, help="exchanges per read (a batch)")
+    p.add_argument("--distinct-heads", type=int, default=0, metavar="N",
+                   help="cycle through N exchanges whose heads all differ (e.g. 1024, more "
+                   "than the recorder's head caches keep); default: 16 alike")
     args = p.parse_args()
     opts = load_options(None, env={}, listen="127.0.0.1:0", upstream="http://127.0.0.1:9001")
-    pending = reads(args.kind, args.n, args.per_frame, args.per_read)
+    pending = reads(args.kind, args.n, args.per_frame, args.per_read, args.distinct_heads)
     rfd, wfd = os.pipe()
     os.write(wfd, pending.pop(0))
 
