@@ -94,6 +94,12 @@ RecordConsumer = Callable[[list[Any]], None]
 dict, or what ``decode`` made of its line), once per read of a segment (about a MiB of
 lines), so the consumer's work runs in batches, not a call per record."""
 
+PARSED_BATCH = 16
+"""Records parsed fully (whole JSON trees, or what ``prepare`` keeps of them) handed to the
+consumer at a time: a read's worth held at once would run out of the caches (measured:
+half as slow again as handing each on at once)."""
+
+
 def _record_digest(record: dict[str, Any]) -> str | None:
     """:func:`record_digest`, or None for a record canonical JSON cannot hold (too deep)."""
     try:
@@ -121,10 +127,12 @@ class _Verifier:
     def __init__(self, root: Path, bundle_format: int, meta: dict[str, Any],
                  trusted_keys: Sequence[bytes], require_signed: bool,
                  consumer: RecordConsumer | None = None, *, fast_keys: Sequence[bytes] = (),
-                 decode: LineDecoder | None = None) -> None:
+                 decode: LineDecoder | None = None,
+                 prepare: Callable[[dict[str, Any]], Any] | None = None) -> None:
         self.root = root
         self.consumer = consumer
         self.batch: list[Any] = []  # the records of the read being checked, for the consumer
+        self.prepare = prepare
         self.fast_keys = tuple(fast_keys)
         self.decode = decode
         self.format = bundle_format
@@ -283,6 +291,7 @@ class _Verifier:
         records, exchanges, max_seq, chain_head = (self.records, self.exchanges, self.max_seq,
                                                    self.head)
         batch = self.batch
+        prepare = self.prepare
         # Each span is whole lines of a read (a last one may lack its newline); a line is
         # a memoryview into the read, so it is neither copied nor split out: it is hashed,
         # decoded and handed on in place.
@@ -363,7 +372,13 @@ class _Verifier:
                     if kind == "exchange":
                         exchanges += 1
                     if consumer is not None:
-                        batch.append(record)
+                        if type(record) is dict:  # parsed fully: a few at a time (below)
+                            batch.append(record if prepare is None else prepare(record))
+                            if len(batch) >= PARSED_BATCH:
+                                consumer(batch)
+                                batch = self.batch = []
+                        else:
+                            batch.append(record)
                 if first is None:
                     first = Stored(seq, prev, digest, name)
                 count += 1
@@ -425,7 +440,7 @@ class _Verifier:
         elif kind == "gap":
             self.gap(name, seq, record)
         if self.consumer is not None and complete:
-            self.batch.append(record)
+            self.batch.append(record if self.prepare is None else self.prepare(record))
         return seq, prev, digest
 
     def order(self, name: str, seq: int, prev: str, digest: str) -> None:
@@ -525,6 +540,7 @@ def verify_bundle(
     consumer: RecordConsumer | None = None,
     fast_keys: Sequence[bytes] = (),
     decode: LineDecoder | None = None,
+    prepare: Callable[[dict[str, Any]], Any] | None = None,
 ) -> VerifyReport:
     """Check the bundle at ``path`` and return every problem found.
 
@@ -546,12 +562,14 @@ def verify_bundle(
     cheaper parse of a record line to hand it on that fast path (see :data:`LineDecoder`:
     it must return None for any line it cannot vouch for, which is then parsed fully; a
     gap record always is). It is called only with lines whose UTF-8 verify has checked, as
-    bytes or a memoryview.
+    bytes or a memoryview. ``prepare``: with a consumer, what a record parsed fully (a dict)
+    is handed on as, made as soon as it is parsed (a batch of whole parsed records would
+    hold a read's worth of JSON trees at once).
     """
     root = Path(path)
     bundle_format, meta = read_bundle_meta(root)
     verifier = _Verifier(root, bundle_format, meta, trusted_keys, require_signed, consumer,
-                         fast_keys=fast_keys, decode=decode)
+                         fast_keys=fast_keys, decode=decode, prepare=prepare)
     verifier.run()
     signer = (verifier.public_key.hex()
               if verifier.public_key is not None and verifier.signatures_ok else None)

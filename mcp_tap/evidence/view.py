@@ -123,6 +123,8 @@ class RecordView(Struct, kw_only=True, gc=False):
     box: Any = None
     between: Any = None
     boxes: Any = None
+    lost: Any = None  # a gap record's count and reason
+    reason: Any = None
     ingress: Ingress | _Json = None
     origin: Origin | _Json = None
     egress: Egress | _Json = None

@@ -30,7 +30,7 @@ import orjson
 
 from mcp_tap.core.hashing import sha256_hex
 from mcp_tap.errors import BundleFormatError, InputError
-from mcp_tap.evidence.view import RawRecordView, RecordView, evidence_digest, view_of
+from mcp_tap.evidence.view import RecordView, evidence_digest, view_of
 from mcp_tap.files import read_file
 from mcp_tap.gate.decision import (
     BundleCheck,
@@ -41,7 +41,6 @@ from mcp_tap.gate.decision import (
     RollbackResult,
     SourceResult,
     decide,
-    gaps_of,
     integrity_source,
     judge_conformance,
     judge_hop,
@@ -145,7 +144,6 @@ def load_request(
 
 
 _BATCH = 256  # records read again after a failed check, fed to the tallies at a time
-_DECODED: Final = {RawRecordView}
 _kind: Final = attrgetter("kind")
 _findings: Final = attrgetter("findings")
 
@@ -164,30 +162,25 @@ class _Feed:
         # A candidate feeds every tally; a baseline only the health window.
         self.candidate = scan.conformance is not None and scan.hop is not None
 
-    def batch(self, records: list[Any]) -> None:
-        """Count records, in order: verify's consumer (the stored records of a
+    def batch(self, views: list[RecordView]) -> None:
+        """Count records' views, in order: verify's consumer (the stored records of a
         current-format bundle, no migration needed: the views the gate's parse decoded, or
-        records parsed fully), or records read again after a failed check.
+        of records parsed fully), or records read again after a failed check.
 
         Each tally gets only what it counts, all of a batch in one call (the health window
         and the conformance and SDK tallies count exchanges; the hop tally, an exchange's
         findings and hop-comparison records).
         """
-        if not records:
+        if not views:
             return
-        views: list[RecordView] = records
-        if set(map(type, records)) != _DECODED:  # some records were parsed fully
-            for index, record in enumerate(records):
-                if type(record) is not RawRecordView:
-                    if type(record) is dict and record.get("kind") == "gap":
-                        self.gaps.extend(gaps_of((record,)))
-                    views[index] = view_of(record)
         self.records += len(views)
         self.last = views[-1]
         scan = self.scan
         # The batch is sorted out in C (map, compress): the common one is all exchanges.
         kinds = list(map(_kind, views))
         every = kinds.count("exchange") == len(kinds)
+        if not every and "gap" in kinds:
+            self.gaps.extend(_gap(v) for v in views if v.kind == "gap")
         picked = views if every else list(compress(views, [k == "exchange" for k in kinds]))
         if picked:
             scan.window.add_views(picked)
@@ -216,6 +209,15 @@ class _Feed:
         self.scan.check = BundleCheck(role=role, ok=ok, problems=problems, records=self.records,
                                       head=head, gaps=tuple(self.gaps), **stated)
         return self.scan
+
+
+def _gap(view: RecordView) -> tuple[int, str]:
+    """``(lost, reason)`` of a gap record, as :func:`~mcp_tap.gate.decision.gaps_of` reads
+    it."""
+    lost, why = view.lost, view.reason
+    # A gap whose count is unreadable still lost something; never count it as zero.
+    return (lost if type(lost) is int and lost > 0 else 1,
+            why if isinstance(why, str) else "unknown")
 
 
 def scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
@@ -257,7 +259,7 @@ def _scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
         # A bundle signed by a key the policy trusts is read with the gate's cheaper parse
         # (mcp_tap.gate.fields); whether its signer is acceptable is judged later, by the
         # integrity source, exactly as for any other bundle.
-        report = verify_bundle(path, consumer=feed.batch,
+        report = verify_bundle(path, consumer=feed.batch, prepare=view_of,
                                fast_keys=policy.evidence.trusted_keys, decode=decode_checked)
     else:
         report = verify_bundle(path)
@@ -271,9 +273,9 @@ def _scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
         return feed.finish(report, role, ok, problems, stated)
     feed = _Feed(_empty_scan(role, ok, problems, policy, candidate, stated), policy)
     try:
-        pending: list[Any] = []
+        pending: list[RecordView] = []
         for record in iter_records(path, lenient=not ok):
-            pending.append(record)
+            pending.append(view_of(record))
             if len(pending) >= _BATCH:
                 feed.batch(pending)
                 pending = []

@@ -46,7 +46,6 @@ _LEGACY_VERSION: Final = "2025-11-25"
 # ClientSession.send_request's literal fallback before a version is negotiated: the revision
 # every initialize result is validated at.
 _PRE_HANDSHAKE_VERSION: Final = "2025-11-25"
-_PROTOCOL_VERSION_META_KEY: Final = "io.modelcontextprotocol/protocolVersion"
 
 _DUMP_OPTIONS: Final[dict[str, Any]] = {"mode": "json", "by_alias": True}
 _PLAIN_KEY = re.compile(r"[A-Za-z_$][A-Za-z0-9_$-]*")
