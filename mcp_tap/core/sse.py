@@ -115,7 +115,9 @@ class SSEDecoder:
             self._after_cr = False
             if chunk[0] == _LF:
                 start = 1
-        if not self._partial and b"\r" not in chunk and len(chunk) <= self.max_line:
+        # 13 (CR) as an int: ``b"\r" in chunk`` first tries its operand as an int and
+        # builds and drops a TypeError per test.
+        if not self._partial and 13 not in chunk and len(chunk) <= self.max_line:
             # The common chunk: LF line ends only, no line carried over, no line over the
             # limit possible. One split in C instead of a regex match per line.
             lines = (chunk[start:] if start else chunk).split(b"\n")
