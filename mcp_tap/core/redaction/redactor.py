@@ -198,33 +198,13 @@ class Redactor:
         # The hot loop of the recorder: dicts and lists apart, exact types tested first, the
         # key cache read inline; the same decisions as _walk_loop.
         if isinstance(node, dict):
-            if targets is None and self._plain_keys.issuperset(node):
-                # Every key known (in C, one set test) to name nothing secret, and no
-                # argument policy here: the values alone decide (the loop below, minus
-                # its per-key tests).
-                for slot, child in node.items():
-                    kind = type(child)
-                    if kind is str:
-                        if not ("=" in child or ":" in child or "earer" in child
-                                or "EARER" in child):
-                            continue
-                        new = self._child(child, level, targets, found, acc)
-                    elif kind is int or kind is float or kind is bool or child is None:
-                        continue
-                    elif kind is dict or kind is list:
-                        if not child:
-                            continue  # empty: nothing to hide, kept as it is (_child's)
-                        new = self._node(child, level + 1, targets, found, acc)
-                    else:
-                        new = self._child(child, level, targets, found, acc)
-                    if new is not child:
-                        changes = changes or {}
-                        changes[slot] = new
-                return {**node, **changes} if changes else node
+            # Every key known (in C, one set test) to name nothing secret, and no argument
+            # policy here: the values alone decide (the loop minus its per-key tests).
+            plain = targets is None and self._plain_keys.issuperset(node)
             hidden = targets.get(id(node)) if targets else None
             known = self._keys
             for slot, child in node.items():
-                if isinstance(slot, str):
+                if not plain and isinstance(slot, str):
                     secret = known.get(slot)
                     if secret is None:
                         secret = self._secret_key(slot)
