@@ -182,15 +182,7 @@ class WindowTally:
     def add(self, record: Mapping[str, Any]) -> None:
         """Count one record (only requests among ``exchange`` records are samples)."""
         if record.get("kind") == "exchange":
-            self.add_view(view_of(record))
-
-    def add_exchange(self, record: Mapping[str, Any]) -> None:
-        """Count one ``exchange`` record (the caller checked its kind)."""
-        self.add_view(view_of(record))
-
-    def add_view(self, record: RecordView) -> None:
-        """Count one ``exchange`` record's view (the caller checked its kind)."""
-        self.add_views((record,))
+            self.add_views((view_of(record),))
 
     def add_views(self, records: Iterable[RecordView]) -> None:
         """Count ``exchange`` records' views, in order (the caller checked their kind).

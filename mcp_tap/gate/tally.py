@@ -164,15 +164,7 @@ class ConformanceTally:
     def add(self, record: Mapping[str, Any]) -> None:
         """Count one record (only ``exchange`` records count)."""
         if record.get("kind") == "exchange":
-            self.add_view(view_of(record))
-
-    def add_exchange(self, record: Mapping[str, Any]) -> None:
-        """Count one ``exchange`` record (the caller checked its kind)."""
-        self.add_view(view_of(record))
-
-    def add_view(self, record: RecordView) -> None:
-        """Count one ``exchange`` record's view (the caller checked its kind)."""
-        self.add_views((record,))
+            self.add_views((view_of(record),))
 
     def add_views(self, records: Sequence[RecordView]) -> None:
         """Count ``exchange`` records' views, in order (the caller checked their kind)."""
@@ -240,11 +232,8 @@ class HopTally:
         """Count one record (hop-comparison and exchange records count)."""
         kind = record.get("kind")
         if kind == "hop-comparison" or (kind == "exchange" and record.get("findings")):
-            self.add_view(view_of(record))
+            self.add_views((view_of(record),))
 
-    def add_view(self, record: RecordView) -> None:
-        """Count one record's view (hop-comparison and exchange records count)."""
-        self.add_views((record,))
 
     def add_views(self, records: Iterable[RecordView]) -> None:
         """Count records' views, in order (hop-comparison and exchange records count)."""

@@ -162,16 +162,7 @@ class SdkDiffTally:
         """Run the differential of one record (anything but an exchange is ignored)."""
         if not isinstance(record, dict) or record.get("kind", "exchange") != "exchange":
             return
-        self.add_view(view_of(record))
-
-    def add_exchange(self, record: Mapping[str, Any]) -> None:
-        """Run the differential of one exchange record (the caller checked its kind)."""
-        self.add_view(view_of(record))
-
-    def add_view(self, record: RecordView) -> None:
-        """Run the differential of one exchange record's view (the caller checked its
-        kind)."""
-        self.add_views((record,))
+        self.add_views((view_of(record),))
 
     def add_views(self, records: Iterable[RecordView]) -> None:
         """Run the differential of exchange records' views, in order (the caller checked
