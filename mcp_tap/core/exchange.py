@@ -29,7 +29,8 @@ from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.jsonrpc import Kind
 from mcp_tap.core.requests import RequestVerdict, request_verdict
-from mcp_tap.core.responses import ResponseContext, check_response, decode_sse
+from mcp_tap.core.response_message import ResponseContext
+from mcp_tap.core.responses import check_response, decode_sse
 from mcp_tap.core.sse import SSEEvent
 from mcp_tap.core.transport import accept_problem, check_non_post, check_origin
 

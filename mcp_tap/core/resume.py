@@ -21,7 +21,8 @@ from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import Era
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.requests import RequestVerdict
-from mcp_tap.core.responses import ResponseContext, check_sse_stream
+from mcp_tap.core.response_message import ResponseContext
+from mcp_tap.core.response_stream import check_sse_stream
 from mcp_tap.core.sse import SSEEvent
 
 DEFAULT_IDLE_LIMIT_S = 300.0

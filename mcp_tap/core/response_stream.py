@@ -1,0 +1,251 @@
+"""Rules on an SSE answer to one request: valid messages, related notifications first, the
+response last; progress order; a listen stream's acknowledgement, subscription id and filter.
+
+:func:`check_sse_stream` judges the decoded events of a request's stream (a POST answered
+with ``text/event-stream``, or its legacy resumption on a GET); each response message in it
+is judged by :func:`mcp_tap.core.response_message.check_message`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from mcp_tap.core.catalog import finding
+from mcp_tap.core.eras import ERA_MODERN, META_LOG_LEVEL, META_SUBSCRIPTION_ID, body_meta
+from mcp_tap.core.findings import Finding
+from mcp_tap.core.jsonrpc import (
+    KIND_INVALID,
+    KIND_NOTIFICATION,
+    KIND_REQUEST,
+    kind_of,
+    same_id,
+)
+from mcp_tap.core.requests import RequestVerdict
+from mcp_tap.core.response_message import ResponseContext, check_message, id_key, owed_answer
+from mcp_tap.core.sse import SSEEvent
+
+
+def check_sse_stream(
+    verdict: RequestVerdict,
+    status: int,
+    events: Iterable[SSEEvent],
+    ctx: ResponseContext,
+    *,
+    where: str = "origin",
+    resumed: bool = False,
+) -> tuple[list[Finding], list[Any]]:
+    """Judge an SSE answer: valid messages, related notifications first, the response last.
+
+    ``resumed`` marks the continuation of a request stream on a legacy GET with
+    ``Last-Event-ID``; its status is the GET's and needs no separate judgement here.
+    """
+    found: list[Finding] = []
+    messages: list[Any] = []
+    if status != 200 and not resumed:
+        found.append(
+            finding("response.http-status", f"an SSE stream must be HTTP 200, got {status}", where)
+        )
+    listen = ctx.era is ERA_MODERN and verdict.method == "subscriptions/listen"
+    # (A comprehension is a function call on Python 3.11: skipped when there is no batch.)
+    pending = (
+        {id_key(v.id): v for v in verdict.batch if v.id is not None} if verdict.batch else {}
+    )
+    answered = False
+    seen = 0
+    progress: dict[object, float] = {}
+    modern = ctx.era is ERA_MODERN
+    # The request's _meta, looked up once for every notification _related judges.
+    request_meta = (body_meta(verdict.classified.message) or {}) if modern and not listen else {}
+    for index, event in enumerate(events):
+        data = event.data
+        if data == "":
+            continue  # Priming events (id, empty data) and empty keep-alives carry no message.
+        try:
+            message = orjson.loads(data)  # parse_json, one call less
+        except ValueError:
+            at = _at(where, index)
+            found.append(finding("sse.event", f"event data is not JSON: {data[:60]!r}", at))
+            continue
+        messages.append(message)
+        seen += 1
+        if answered:
+            at = _at(where, index)
+            found.append(finding("sse.after-response", "a message after the final response", at))
+            continue
+        # The kind only (no Classified): this runs for every event of every stream.
+        kind, problem = kind_of(message)
+        if kind is KIND_INVALID:
+            at = _at(where, index)
+            found.append(finding("sse.event", f"not a JSON-RPC message: {problem}", at))
+        elif kind is KIND_REQUEST:
+            if modern:
+                found.append(
+                    finding(
+                        "sse.event",
+                        f"server request {message['method']} on a modern stream "
+                        "(2026-07-28 has no server-to-client requests)",
+                        _at(where, index),
+                    )
+                )
+        elif kind is KIND_NOTIFICATION:
+            # The place is formatted only for a finding: most notifications pass.
+            found += _progress_order(message, progress, where, index)
+            if listen:
+                found += _listen(verdict, message, seen == 1, _at(where, index))
+            elif modern:
+                found += _related(request_meta, message, where, index)
+        elif pending:
+            at = _at(where, index)
+            item = pending.pop(id_key(message.get("id")), None)
+            if item is None:
+                found.append(finding("sse.id", "a batch response for no request of it", at))
+            else:
+                found += check_message(item, message, ctx, status=status, where=at, in_stream=True)
+            answered = not pending
+        else:
+            answered = True
+            at = _at(where, index)
+            found += check_message(verdict, message, ctx, status=status, where=at, in_stream=True)
+    if not answered and not listen:
+        found.append(
+            finding(
+                "sse.unterminated", "the stream ended before the final response", where,
+                era=ctx.era,
+            )
+        )
+        # A stream that never carried the response did not give a rejected request the
+        # answer it is owed (400/-32020 for a header mismatch, the ladder's code otherwise).
+        found += owed_answer(verdict, None, status, where)
+    return found, messages
+
+
+def _at(where: str, index: int) -> str:
+    """Where an SSE event's finding points (formatted only for a finding: most events pass)."""
+    return f"{where} sse[{index}]"
+
+
+_NUMBER = (int, float)  # a tuple: isinstance with int | float builds the union every call
+
+
+def _progress_order(
+    message: dict[str, Any], last: dict[object, float], where: str, index: int
+) -> list[Finding]:
+    """The ``progress`` value MUST increase with each notification of one token."""
+    if message.get("method") != "notifications/progress":
+        return []
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return []  # no progress value (the schema rules judge the shape)
+    value = params.get("progress")
+    if not isinstance(value, _NUMBER) or isinstance(value, bool):
+        return []  # the schema rules judge the type
+    token = params.get("progressToken")
+    kind = type(token)
+    # id_key(token), its usual case inline: this runs for every progress notification.
+    key = (kind, token) if kind is str or kind is int else id_key(token)
+    before = last.get(key)
+    last[key] = value
+    if before is not None and value <= before:
+        return [finding("sse.progress", f"progress {value} after {before}: it must increase",
+                        _at(where, index))]
+    return []
+
+
+# Change notifications belong on a listen stream, never on a request's stream.
+_LISTEN_ONLY = frozenset(
+    {
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/resources/updated",
+        "notifications/subscriptions/acknowledged",
+    }
+)
+_FILTER_METHODS = {
+    "toolsListChanged": "notifications/tools/list_changed",
+    "promptsListChanged": "notifications/prompts/list_changed",
+    "resourcesListChanged": "notifications/resources/list_changed",
+}
+
+
+def _related(
+    meta: dict[str, Any], message: dict[str, Any], where: str, index: int
+) -> list[Finding]:
+    """A modern request stream carries only notifications that relate to its request (whose
+    ``params._meta`` is ``meta``, ``{}`` when it has none)."""
+    method = message.get("method")
+    params = message.get("params")
+    params = params if isinstance(params, dict) else {}
+    problem = ""
+    if method == "notifications/progress":
+        token = meta.get("progressToken")
+        if token is None:
+            problem = "progress on a request that gave no progressToken"
+        elif not same_id(params.get("progressToken"), token):
+            problem = (
+                f"progress for token {params.get('progressToken')!r}, not this request's "
+                f"{token!r}"
+            )
+    elif method == "notifications/message" and META_LOG_LEVEL not in meta:
+        problem = f"notifications/message on a request that set no {META_LOG_LEVEL}"
+    elif method in _LISTEN_ONLY:
+        problem = f"{method} on a request stream (it belongs on a subscriptions/listen stream)"
+    elif method == "notifications/cancelled":
+        problem = "server-sent notifications/cancelled on a request stream"
+    return [finding("sse.unrelated", problem, _at(where, index))] if problem else []
+
+
+def _listen(
+    verdict: RequestVerdict, message: dict[str, Any], first: bool, at: str
+) -> list[Finding]:
+    """A listen stream: the acknowledgement first, the subscription id, only opted-in types."""
+    method = message.get("method")
+    params = message.get("params")
+    params = params if isinstance(params, dict) else {}
+    meta = params.get("_meta")
+    sub_id = meta.get(META_SUBSCRIPTION_ID, _ABSENT) if isinstance(meta, dict) else _ABSENT
+    ack = method == "notifications/subscriptions/acknowledged"
+    if first and not ack:
+        return [
+            finding(
+                "sse.listen",
+                f"a listen stream must open with notifications/subscriptions/acknowledged, "
+                f"not {method}",
+                at,
+            )
+        ]
+    if not same_id(sub_id, verdict.id):
+        shown = "none" if sub_id is _ABSENT else repr(sub_id)
+        return [
+            finding(
+                "sse.listen",
+                f"{method} carries subscriptionId {shown}, not the listen request's "
+                f"{verdict.id!r}",
+                at,
+            )
+        ]
+    if ack or method == "notifications/cancelled":
+        return []
+    request_params = verdict.classified.message.get("params") or {}
+    wanted = request_params.get("notifications") if isinstance(request_params, dict) else None
+    wanted = wanted if isinstance(wanted, dict) else {}
+    opted = {m for key, m in _FILTER_METHODS.items() if wanted.get(key) is True}
+    uris = wanted.get("resourceSubscriptions")
+    uris = uris if isinstance(uris, list) else []
+    if method == "notifications/resources/updated" and params.get("uri") in uris:
+        return []
+    if method in opted:
+        return []
+    return [
+        finding(
+            "sse.listen",
+            f"{method} was not opted in to by the listen request's notification filter",
+            at,
+        )
+    ]
+
+
+_ABSENT = object()
