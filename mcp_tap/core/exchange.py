@@ -32,7 +32,13 @@ from mcp_tap.core.requests import RequestVerdict, request_verdict
 from mcp_tap.core.response_message import ResponseContext
 from mcp_tap.core.responses import check_response, decode_sse
 from mcp_tap.core.sse import SSEEvent
-from mcp_tap.core.transport import accept_problem, check_non_post, check_origin
+from mcp_tap.core.transport import (
+    REQUEST_MEDIA_TYPES,
+    accept_problem,
+    check_non_post,
+    check_origin,
+    missing_media_types,
+)
 
 
 @fast_init  # made per exchange: see core/fastinit.py
@@ -95,6 +101,8 @@ class Judgement:
 
 
 _NONE: frozenset[str] = frozenset()
+_NO_FINDINGS: tuple[Finding, ...] = ()
+_VERSION_KEY = HEADER_PROTOCOL_VERSION.lower()
 
 
 def decode_body(body: bytes) -> tuple[Any, str | None]:
@@ -127,9 +135,14 @@ def client_capabilities(message: Any) -> dict[str, Any] | None:
 def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
     """Judge one exchange: request rules on ingress, response rules at ``where``."""
     headers = exchange.request_headers
-    origin_found, refused = check_origin(
-        headers, exchange.response_status, where, exchange.allowed_origins
-    )
+    by_name = headers.by_name()  # the names judged here, looked up without a call each
+    origin_found: Sequence[Finding]
+    if "origin" in by_name:
+        origin_found, refused = check_origin(
+            headers, exchange.response_status, where, exchange.allowed_origins
+        )
+    else:  # no Origin: nothing to refuse (check_origin's answer, without its calls)
+        origin_found, refused = _NO_FINDINGS, False
     if exchange.http_method != "POST" and exchange.http_method.upper() != "POST":
         # GET streams and DELETE exist only in the legacy era and carry no request body. An
         # unknown era (no session, no modern version header, no era given) is not judged for
@@ -162,9 +175,14 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
     else:
         message, parse_error = decode_body(exchange.request_body)
     meta = body_meta(message)  # once for the era, the request ladder and the capabilities
-    era = exchange.era or era_of(
-        message, meta, headers.get(HEADER_PROTOCOL_VERSION), exchange.legacy_session
-    )
+    given = exchange.era
+    if given is None:
+        versions = by_name.get(_VERSION_KEY)  # headers.get(HEADER_PROTOCOL_VERSION)
+        era = era_of(
+            message, meta, versions[0] if versions else None, exchange.legacy_session
+        )
+    else:
+        era = given
     if exchange.request_truncated:
         return Judgement(era, None, (), None, ())
     verdict = request_verdict(
@@ -178,9 +196,12 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         meta,
     )
     found = list(verdict.findings)
-    accept = accept_problem(headers, "POST", era)
-    if accept is not None:
-        found.append(accept)
+    # accept_problem(headers, "POST", era) when Accept lists both types, without its calls.
+    accepted = by_name.get("accept")
+    if missing_media_types(tuple(accepted) if accepted else (), REQUEST_MEDIA_TYPES):
+        accept = accept_problem(headers, "POST", era)
+        if accept is not None:
+            found.append(accept)
     if origin_found:
         found += origin_found
     messages: list[Any] = []

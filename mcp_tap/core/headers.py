@@ -74,6 +74,14 @@ class HeaderMap:
         index = self._index if self._index is not None else self._indexed()
         return index.get(name.lower(), ())
 
+    def by_name(self) -> Mapping[str, Sequence[str]]:
+        """Lowercased name -> its values in order (never empty), not copied (read only).
+
+        For a caller that looks up several names: one call, then plain dict look-ups.
+        """
+        index = self._index
+        return index if index is not None else self._indexed()
+
     def _indexed(self) -> dict[str, list[str]]:
         index: dict[str, list[str]] = {}
         for k, v in self.pairs:

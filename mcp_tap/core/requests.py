@@ -175,63 +175,66 @@ def _modern(
     c = classify(message)
     raw_version = meta.get(META_PROTOCOL_VERSION) if meta is not None else None
     version = raw_version if isinstance(raw_version, str) else None
-
-    def verdict(*found: Finding) -> RequestVerdict:
-        return RequestVerdict(c, ERA_MODERN, version, found)
-
-    if c.kind is KIND_INVALID:
-        return verdict(finding("request.envelope", c.problem, WHERE))
-    if c.kind is KIND_RESPONSE:
-        return verdict(
-            finding("request.envelope", "a modern client must not POST a JSON-RPC response", WHERE)
+    # Each return builds RequestVerdict(c, ERA_MODERN, version, findings) itself: a closure
+    # made per request cost more than the repetition.
+    kind = c.kind
+    if kind is KIND_INVALID:
+        found = finding("request.envelope", c.problem, WHERE)
+        return RequestVerdict(c, ERA_MODERN, version, (found,))
+    if kind is KIND_RESPONSE:
+        found = finding(
+            "request.envelope", "a modern client must not POST a JSON-RPC response", WHERE
         )
-    if c.kind is KIND_NOTIFICATION:
+        return RequestVerdict(c, ERA_MODERN, version, (found,))
+    if kind is KIND_NOTIFICATION:
         # The 2026-07-28 revision defines no header rules for notification POSTs; only
         # conflicting duplicates of the routing headers are judged (readers would disagree).
         dup = duplicate_routing_header(headers)
-        return verdict(dup) if dup else verdict()
+        return RequestVerdict(c, ERA_MODERN, version, (dup,) if dup else ())
 
     # Rung 1: metadata types.
     meta_problem = _meta_problem(message, meta)
     if meta_problem:
-        return verdict(finding("request.meta.missing", meta_problem, WHERE))
+        found = finding("request.meta.missing", meta_problem, WHERE)
+        return RequestVerdict(c, ERA_MODERN, version, (found,))
     # Rung 2: version header.
     problem = mirror_problem(
         headers, HEADER_PROTOCOL_VERSION, version, "the _meta protocol version"
     )
     if problem:
-        return verdict(problem)
+        return RequestVerdict(c, ERA_MODERN, version, (problem,))
     # Rung 3: method header.
     # A request: kind_of made sure of a non-empty string method (c.method, without the call).
     method: str = message["method"]
     problem = mirror_problem(headers, HEADER_METHOD, method, "the method")
     if problem:
-        return verdict(problem)
+        return RequestVerdict(c, ERA_MODERN, version, (problem,))
     # Rung 4: name header, then parameter headers.
     problem = name_header_problem(headers, message, method)
     if problem:
-        return verdict(problem)
+        return RequestVerdict(c, ERA_MODERN, version, (problem,))
     problem = param_header_problem(headers, message, method, tool_schemas)
     if problem:
-        return verdict(problem)
+        return RequestVerdict(c, ERA_MODERN, version, (problem,))
     # Rung 5: support.
     if version not in supported_versions:
-        return verdict(
-            finding(
-                "request.version.unsupported",
-                f"header and body agree on {version!r}, which is not supported "
-                f"(supported: {', '.join(supported_versions)})",
-                WHERE,
-            )
+        found = finding(
+            "request.version.unsupported",
+            f"header and body agree on {version!r}, which is not supported "
+            f"(supported: {', '.join(supported_versions)})",
+            WHERE,
         )
+        return RequestVerdict(c, ERA_MODERN, version, (found,))
     if method in REMOVED_IN_MODERN:
-        return verdict(
-            finding("request.method.removed", f"{method} does not exist in the modern era", WHERE)
+        found = finding(
+            "request.method.removed", f"{method} does not exist in the modern era", WHERE
         )
+        return RequestVerdict(c, ERA_MODERN, version, (found,))
     schema_problem = schema.request_problem(method, version or "", message.get("params"))
     if schema_problem:
-        return verdict(finding("request.schema", schema_problem, WHERE))
-    return RequestVerdict(c, ERA_MODERN, version, ())  # verdict(), one call less
+        found = finding("request.schema", schema_problem, WHERE)
+        return RequestVerdict(c, ERA_MODERN, version, (found,))
+    return RequestVerdict(c, ERA_MODERN, version, ())
 
 
 def _legacy(

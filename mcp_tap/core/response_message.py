@@ -97,7 +97,10 @@ def check_message(
         return [finding("response.envelope", envelope, where), *owed]
     found: list[Finding] = []
     classified = verdict.classified
-    expected_id = classified.id if classified.kind is KIND_REQUEST else None  # verdict.id
+    request = classified.kind is KIND_REQUEST
+    # verdict.id and classified.method without the property calls: a request's message is an
+    # object with an id and a string method.
+    expected_id = classified.message["id"] if request else None
     # Most requests were not rejected (no finding at all): then no answer is owed and
     # owed_answer is skipped.
     rejected = bool(verdict.findings) and verdict.rejection is not None
@@ -137,8 +140,8 @@ def check_message(
         )
     if rejected:
         return found + owed_answer(verdict, None, status, where, id_ok=id_ok)
-    found += result_findings(
-        classified.method,
+    result_found = result_findings(
+        classified.message["method"] if request else classified.method,
         message["result"],
         ctx.era,
         ctx.capabilities,
@@ -147,7 +150,10 @@ def check_message(
         where,
         ctx.client_capabilities,
     )
-    return found
+    if found:
+        found += result_found
+        return found
+    return result_found
 
 
 def _error(

@@ -48,7 +48,12 @@ def check_sse_stream(
         found.append(
             finding("response.http-status", f"an SSE stream must be HTTP 200, got {status}", where)
         )
-    listen = ctx.era is ERA_MODERN and verdict.method == "subscriptions/listen"
+    modern = ctx.era is ERA_MODERN
+    classified = verdict.classified
+    # verdict.method without the property calls (a request's method is a string).
+    method = classified.message["method"] if classified.kind is KIND_REQUEST else (
+        classified.method)
+    listen = modern and method == "subscriptions/listen"
     # (A comprehension is a function call on Python 3.11: skipped when there is no batch.)
     pending = (
         {id_key(v.id): v for v in verdict.batch if v.id is not None} if verdict.batch else {}
@@ -56,7 +61,6 @@ def check_sse_stream(
     answered = False
     seen = 0
     progress: dict[object, float] = {}
-    modern = ctx.era is ERA_MODERN
     # The request's _meta, looked up once for every notification _related judges.
     request_meta = (body_meta(verdict.classified.message) or {}) if modern and not listen else {}
     for index, event in enumerate(events):
@@ -92,11 +96,17 @@ def check_sse_stream(
                 )
         elif kind is KIND_NOTIFICATION:
             # The place is formatted only for a finding: most notifications pass.
-            found += _progress_order(message, progress, where, index)
+            note = message["method"]  # kind_of made sure of a string
+            if note == "notifications/progress":
+                late = _progress_order(message, progress, where, index)
+                if late is not None:
+                    found.append(late)
             if listen:
                 found += _listen(verdict, message, seen == 1, _at(where, index))
             elif modern:
-                found += _related(request_meta, message, where, index)
+                unrelated = _related(request_meta, note, message, where, index)
+                if unrelated is not None:
+                    found.append(unrelated)
         elif pending:
             at = _at(where, index)
             item = pending.pop(id_key(message.get("id")), None)
@@ -132,16 +142,15 @@ _NUMBER = (int, float)  # a tuple: isinstance with int | float builds the union 
 
 def _progress_order(
     message: dict[str, Any], last: dict[object, float], where: str, index: int
-) -> list[Finding]:
-    """The ``progress`` value MUST increase with each notification of one token."""
-    if message.get("method") != "notifications/progress":
-        return []
+) -> Finding | None:
+    """The ``progress`` value MUST increase with each notification of one token (``message``
+    is a notifications/progress)."""
     params = message.get("params")
     if not isinstance(params, dict):
-        return []  # no progress value (the schema rules judge the shape)
+        return None  # no progress value (the schema rules judge the shape)
     value = params.get("progress")
     if not isinstance(value, _NUMBER) or isinstance(value, bool):
-        return []  # the schema rules judge the type
+        return None  # the schema rules judge the type
     token = params.get("progressToken")
     kind = type(token)
     # id_key(token), its usual case inline: this runs for every progress notification.
@@ -149,9 +158,9 @@ def _progress_order(
     before = last.get(key)
     last[key] = value
     if before is not None and value <= before:
-        return [finding("sse.progress", f"progress {value} after {before}: it must increase",
-                        _at(where, index))]
-    return []
+        return finding("sse.progress", f"progress {value} after {before}: it must increase",
+                       _at(where, index))
+    return None
 
 
 # Change notifications belong on a listen stream, never on a request's stream.
@@ -172,19 +181,19 @@ _FILTER_METHODS = {
 
 
 def _related(
-    meta: dict[str, Any], message: dict[str, Any], where: str, index: int
-) -> list[Finding]:
+    meta: dict[str, Any], method: str, message: dict[str, Any], where: str, index: int
+) -> Finding | None:
     """A modern request stream carries only notifications that relate to its request (whose
-    ``params._meta`` is ``meta``, ``{}`` when it has none)."""
-    method = message.get("method")
+    ``params._meta`` is ``meta``, ``{}`` when it has none); ``method`` is the message's."""
     params = message.get("params")
     params = params if isinstance(params, dict) else {}
     problem = ""
     if method == "notifications/progress":
         token = meta.get("progressToken")
+        sent = params.get("progressToken")
         if token is None:
             problem = "progress on a request that gave no progressToken"
-        elif not same_id(params.get("progressToken"), token):
+        elif not (type(sent) is type(token) and sent == token):  # same_id, without the call
             problem = (
                 f"progress for token {params.get('progressToken')!r}, not this request's "
                 f"{token!r}"
@@ -195,7 +204,7 @@ def _related(
         problem = f"{method} on a request stream (it belongs on a subscriptions/listen stream)"
     elif method == "notifications/cancelled":
         problem = "server-sent notifications/cancelled on a request stream"
-    return [finding("sse.unrelated", problem, _at(where, index))] if problem else []
+    return finding("sse.unrelated", problem, _at(where, index)) if problem else None
 
 
 def _listen(

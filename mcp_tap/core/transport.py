@@ -77,7 +77,7 @@ def accept_problem(headers: HeaderMap, http_method: str, era: Era) -> Finding | 
     else:
         return None
     values = tuple(headers.values_of("accept"))
-    missing = _missing(values, wanted)
+    missing = missing_media_types(values, wanted)
     if not missing:
         return None
     shown = ", ".join(values) or "(none)"
@@ -89,7 +89,7 @@ def accept_problem(headers: HeaderMap, http_method: str, era: Era) -> Finding | 
 
 
 @functools.lru_cache(maxsize=256)  # clients send the same Accept on every request
-def _missing(values: tuple[str, ...], wanted: tuple[str, ...]) -> tuple[str, ...]:
+def missing_media_types(values: tuple[str, ...], wanted: tuple[str, ...]) -> tuple[str, ...]:
     """The media types of ``wanted`` that the ``Accept`` values do not list."""
     listed = _listed(values)
     return tuple(m for m in wanted if m not in listed)
