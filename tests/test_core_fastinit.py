@@ -84,3 +84,17 @@ def test_refuses_subclasses_and_bases() -> None:
 
     with pytest.raises(TypeError, match="base class"):
         fast_init(Derived)
+
+
+def test_maker_builds_the_same_object() -> None:
+    """maker(C)(...) equals C(...): same class, defaults and factories, keyword arguments."""
+    from mcp_tap.core.fastinit import maker
+
+    make = maker(_Sample)
+    built = make(1, c={"x": 1})
+    assert type(built) is _Sample and built == _Sample(1, "b", {"x": 1})
+    assert make(1).c is not make(1).c and make(a=2) == _Sample(2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.a = 2  # type: ignore[misc]
+    with pytest.raises(KeyError):
+        maker(int)

@@ -24,7 +24,7 @@ from mcp_tap.core.eras import (
     era_of,
     is_modern_version,
 )
-from mcp_tap.core.fastinit import fast_init
+from mcp_tap.core.fastinit import fast_init, maker
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.jsonrpc import Kind
@@ -102,6 +102,9 @@ class Judgement:
 
 _NONE: frozenset[str] = frozenset()
 _NO_FINDINGS: tuple[Finding, ...] = ()
+# The per-exchange constructions, without type.__call__ (see core/fastinit.py).
+_make_judgement = maker(Judgement)
+_make_context = maker(ResponseContext)
 _VERSION_KEY = HEADER_PROTOCOL_VERSION.lower()
 
 
@@ -170,11 +173,26 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
                 where,
             )
         return Judgement(era, None, tuple(found), None, ())
-    if exchange.request_truncated:
-        message, parse_error = None, None
-    else:
-        message, parse_error = decode_body(exchange.request_body)
-    meta = body_meta(message)  # once for the era, the request ladder and the capabilities
+    # decode_body and body_meta, without the calls.
+    message: Any = None
+    parse_error: str | None = None
+    meta: dict[str, Any] | None = None
+    if not exchange.request_truncated:
+        body = exchange.request_body
+        if not body.strip():
+            parse_error = "the request body is empty"
+        else:
+            try:
+                message = orjson.loads(body)
+            except ValueError as exc:
+                parse_error = f"the request body is not valid JSON ({exc})"
+        # _meta once for the era, the request ladder and the capabilities.
+        if isinstance(message, dict):
+            params = message.get("params")
+            if isinstance(params, dict):
+                found_meta = params.get("_meta")
+                if isinstance(found_meta, dict):
+                    meta = found_meta
     given = exchange.era
     if given is None:
         versions = by_name.get(_VERSION_KEY)  # headers.get(HEADER_PROTOCOL_VERSION)
@@ -184,7 +202,7 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
     else:
         era = given
     if exchange.request_truncated:
-        return Judgement(era, None, (), None, ())
+        return _make_judgement(era, None, (), None, ())
     verdict = request_verdict(
         headers,
         message,
@@ -213,7 +231,7 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         declared: dict[str, Any] | None = caps
     else:
         extensions = declared = None
-    rctx = ResponseContext(era, exchange.capabilities, extensions, verdict.version, declared)
+    rctx = _make_context(era, exchange.capabilities, extensions, verdict.version, declared)
     if exchange.response_status is not None and not exchange.response_truncated and not refused:
         response_found, messages = check_response(
             verdict,
@@ -226,7 +244,7 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         )
         if response_found:
             found += response_found
-    return Judgement(era, verdict, tuple(found), message, tuple(messages), rctx)
+    return _make_judgement(era, verdict, tuple(found), message, tuple(messages), rctx)
 
 
 def _events(exchange: Exchange) -> list[SSEEvent]:

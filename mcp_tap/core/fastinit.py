@@ -15,16 +15,22 @@ between two classes of the same layout and slots). That happens in a generated
 assignment, ``__eq__``, ``__hash__``, ``__repr__``, ``dataclasses.replace``, defaults and
 default factories, positional and keyword arguments) stays the dataclass's own; pickling
 and copying call the class with the field values (``__reduce__``).
+
+Calling the class still costs ``type.__call__``: it finds ``__new__`` in the class, calls
+it, then calls ``__init__``. :func:`maker` hands out the same construction as a plain
+function (same arguments, same object), for the few places that make one per exchange.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 
 _MISSING = object()
+_MAKERS: dict[type[Any], Callable[..., Any]] = {}
 
 
 def fast_init(cls: type[T]) -> type[T]:
@@ -70,6 +76,12 @@ def fast_init(cls: type[T]) -> type[T]:
     source = f"def __new__(cls, {', '.join(args)}):\n" + "\n".join(body)
     exec(source, namespace)
     new = namespace["__new__"]
+    # The same body without the class argument (the body names the class as _cls).
+    exec(f"def make({', '.join(args)}):\n" + "\n".join(body), namespace)
+    make = namespace["make"]
+    make.__qualname__ = f"{cls.__qualname__}.make"
+    make.__module__ = cls.__module__
+    _MAKERS[cls] = make
     new.__qualname__ = f"{cls.__qualname__}.__new__"
     new.__module__ = cls.__module__
     new.__doc__ = cls.__init__.__doc__
@@ -86,3 +98,9 @@ def fast_init(cls: type[T]) -> type[T]:
     setattr(cls, "__reduce__", __reduce__)  # noqa: B010
     setattr(cls, "__init_subclass__", classmethod(__init_subclass__))  # noqa: B010
     return cls
+
+
+def maker(cls: type[T]) -> Callable[..., T]:
+    """A plain function that builds ``cls`` (a :func:`fast_init` class) from the arguments
+    the class takes: ``maker(C)(*args)`` is ``C(*args)`` without ``type.__call__``."""
+    return cast(Callable[..., T], _MAKERS[cls])

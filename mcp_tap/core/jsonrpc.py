@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import orjson
 
-from mcp_tap.core.fastinit import fast_init
+from mcp_tap.core.fastinit import fast_init, maker
 
 
 class Kind(StrEnum):
@@ -92,7 +92,10 @@ def parse_json(data: bytes | str) -> Any:
 def classify(message: Any) -> Classified:
     """Classify one decoded JSON value as a JSON-RPC 2.0 message (never raises)."""
     kind, problem = kind_of(message)
-    return Classified(kind, message, problem)
+    return _make_classified(kind, message, problem)
+
+
+_make_classified = maker(Classified)  # Classified(...) without type.__call__
 
 
 def kind_of(message: Any) -> tuple[Kind, str]:

@@ -34,12 +34,13 @@ from mcp_tap.core.eras import (
     META_PROTOCOL_VERSION,
     MODERN_META_KEYS,
     MODERN_VERSIONS,
+    NAME_ROUTED_PARAMS,
     REMOVED_IN_MODERN,
     Era,
     body_meta,
     is_modern_version,
 )
-from mcp_tap.core.fastinit import fast_init
+from mcp_tap.core.fastinit import fast_init, maker
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.jsonrpc import (
@@ -51,6 +52,7 @@ from mcp_tap.core.jsonrpc import (
     Kind,
     classify,
     json_type,
+    kind_of,
 )
 
 # ParamHeader and param_headers re-exported: the probe and tests read declarations here.
@@ -122,6 +124,11 @@ class RequestVerdict:
         return None
 
 
+# The per-exchange constructions, without type.__call__ (see core/fastinit.py).
+_make_classified = maker(Classified)
+_make_verdict = maker(RequestVerdict)
+
+
 def check_request(
     headers: HeaderMap,
     message: Any,
@@ -158,64 +165,67 @@ def request_verdict(
     """:func:`check_request` with :class:`RequestContext`'s fields as arguments (the judge's
     call: no context object per exchange); ``meta`` is ``body_meta(message)``."""
     if parse_error is not None:
-        c = Classified(KIND_INVALID, None, parse_error)
-        return RequestVerdict(c, era, None, (finding("request.parse", parse_error, WHERE),))
+        c = _make_classified(KIND_INVALID, None, parse_error)
+        found = finding("request.parse", parse_error, WHERE)
+        return _make_verdict(c, era, None, (found,))
     if era is ERA_LEGACY:
         return _legacy(headers, message, meta, negotiated_version)
-    return _modern(headers, message, meta, supported_versions, tool_schemas)
-
-
-def _modern(
-    headers: HeaderMap,
-    message: Any,
-    meta: dict[str, Any] | None,
-    supported_versions: tuple[str, ...],
-    tool_schemas: Mapping[str, Any],
-) -> RequestVerdict:
-    c = classify(message)
+    # The modern ladder, here rather than in a function of its own: one call less per
+    # request. Each return builds the verdict itself (a closure made per request cost more).
+    kind, why = kind_of(message)  # classify(message), without the call
+    c = _make_classified(kind, message, why)
     raw_version = meta.get(META_PROTOCOL_VERSION) if meta is not None else None
     version = raw_version if isinstance(raw_version, str) else None
-    # Each return builds RequestVerdict(c, ERA_MODERN, version, findings) itself: a closure
-    # made per request cost more than the repetition.
-    kind = c.kind
     if kind is KIND_INVALID:
-        found = finding("request.envelope", c.problem, WHERE)
-        return RequestVerdict(c, ERA_MODERN, version, (found,))
+        found = finding("request.envelope", why, WHERE)
+        return _make_verdict(c, ERA_MODERN, version, (found,))
     if kind is KIND_RESPONSE:
         found = finding(
             "request.envelope", "a modern client must not POST a JSON-RPC response", WHERE
         )
-        return RequestVerdict(c, ERA_MODERN, version, (found,))
+        return _make_verdict(c, ERA_MODERN, version, (found,))
     if kind is KIND_NOTIFICATION:
         # The 2026-07-28 revision defines no header rules for notification POSTs; only
         # conflicting duplicates of the routing headers are judged (readers would disagree).
         dup = duplicate_routing_header(headers)
-        return RequestVerdict(c, ERA_MODERN, version, (dup,) if dup else ())
+        return _make_verdict(c, ERA_MODERN, version, (dup,) if dup else ())
 
-    # Rung 1: metadata types.
-    meta_problem = _meta_problem(message, meta)
-    if meta_problem:
-        found = finding("request.meta.missing", meta_problem, WHERE)
-        return RequestVerdict(c, ERA_MODERN, version, (found,))
+    # Rung 1: metadata types. The usual request first (meta is body_meta(message), so the
+    # params and _meta objects exist): both keys, a string and an object, neither optional
+    # key present; anything else is for _meta_problem to judge.
+    if not (
+        meta is not None
+        and isinstance(meta.get(META_PROTOCOL_VERSION), str)
+        and isinstance(meta.get(META_CLIENT_CAPABILITIES), dict)
+        and META_CLIENT_INFO not in meta
+        and META_LOG_LEVEL not in meta
+    ):
+        meta_problem = _meta_problem(message, meta)
+        if meta_problem:
+            found = finding("request.meta.missing", meta_problem, WHERE)
+            return _make_verdict(c, ERA_MODERN, version, (found,))
     # Rung 2: version header.
     problem = mirror_problem(
         headers, HEADER_PROTOCOL_VERSION, version, "the _meta protocol version"
     )
     if problem:
-        return RequestVerdict(c, ERA_MODERN, version, (problem,))
+        return _make_verdict(c, ERA_MODERN, version, (problem,))
     # Rung 3: method header.
     # A request: kind_of made sure of a non-empty string method (c.method, without the call).
     method: str = message["method"]
     problem = mirror_problem(headers, HEADER_METHOD, method, "the method")
     if problem:
-        return RequestVerdict(c, ERA_MODERN, version, (problem,))
-    # Rung 4: name header, then parameter headers.
-    problem = name_header_problem(headers, message, method)
-    if problem:
-        return RequestVerdict(c, ERA_MODERN, version, (problem,))
-    problem = param_header_problem(headers, message, method, tool_schemas)
-    if problem:
-        return RequestVerdict(c, ERA_MODERN, version, (problem,))
+        return _make_verdict(c, ERA_MODERN, version, (problem,))
+    # Rung 4: name header, then parameter headers (each called only for the methods it
+    # judges: it has nothing to say about the others).
+    if method in NAME_ROUTED_PARAMS:
+        problem = name_header_problem(headers, message, method)
+        if problem:
+            return _make_verdict(c, ERA_MODERN, version, (problem,))
+        if method == "tools/call":
+            problem = param_header_problem(headers, message, method, tool_schemas)
+            if problem:
+                return _make_verdict(c, ERA_MODERN, version, (problem,))
     # Rung 5: support.
     if version not in supported_versions:
         found = finding(
@@ -224,17 +234,17 @@ def _modern(
             f"(supported: {', '.join(supported_versions)})",
             WHERE,
         )
-        return RequestVerdict(c, ERA_MODERN, version, (found,))
+        return _make_verdict(c, ERA_MODERN, version, (found,))
     if method in REMOVED_IN_MODERN:
         found = finding(
             "request.method.removed", f"{method} does not exist in the modern era", WHERE
         )
-        return RequestVerdict(c, ERA_MODERN, version, (found,))
+        return _make_verdict(c, ERA_MODERN, version, (found,))
     schema_problem = schema.request_problem(method, version or "", message.get("params"))
     if schema_problem:
         found = finding("request.schema", schema_problem, WHERE)
-        return RequestVerdict(c, ERA_MODERN, version, (found,))
-    return RequestVerdict(c, ERA_MODERN, version, ())
+        return _make_verdict(c, ERA_MODERN, version, (found,))
+    return _make_verdict(c, ERA_MODERN, version, ())
 
 
 def _legacy(
@@ -250,13 +260,13 @@ def _legacy(
                 item_c = classify(item)
                 if item_c.kind is KIND_INVALID:
                     found.append(finding("request.envelope", item_c.problem, WHERE))
-                items.append(RequestVerdict(item_c, ERA_LEGACY, version, ()))
+                items.append(_make_verdict(item_c, ERA_LEGACY, version, ()))
             # Only the requests of a batch are answered; all notifications: 202 like one.
             requests = tuple(v for v in items if v.kind is KIND_REQUEST)
             head = requests[0].classified if requests else classify(message[0])
-            return RequestVerdict(head, ERA_LEGACY, version, tuple(found), requests)
+            return _make_verdict(head, ERA_LEGACY, version, tuple(found), requests)
         c = classify(message)
-        return RequestVerdict(
+        return _make_verdict(
             c,
             ERA_LEGACY,
             version,
@@ -268,7 +278,7 @@ def _legacy(
         )
     c = classify(message)
     if c.kind is KIND_INVALID:
-        return RequestVerdict(
+        return _make_verdict(
             c, ERA_LEGACY, version, (finding("request.envelope", c.problem, WHERE),)
         )
     # (A request's method is a string: message["method"] is c.method without the call.)
@@ -278,7 +288,7 @@ def _legacy(
         version = offered if isinstance(offered, str) else version
     leaked = sorted(MODERN_META_KEYS & meta.keys()) if meta else []
     if leaked:
-        return RequestVerdict(
+        return _make_verdict(
             c,
             ERA_LEGACY,
             version,
@@ -292,7 +302,7 @@ def _legacy(
         )
     header, _ = single_value(headers, HEADER_PROTOCOL_VERSION)
     if is_modern_version(header):
-        return RequestVerdict(
+        return _make_verdict(
             c,
             ERA_LEGACY,
             version,
@@ -306,7 +316,7 @@ def _legacy(
         )
     if header is not None and header not in LEGACY_VERSIONS:
         # Not a revision at all: the server owes 400 (response.legacy-version-status).
-        return RequestVerdict(
+        return _make_verdict(
             c,
             ERA_LEGACY,
             version,
@@ -322,13 +332,13 @@ def _legacy(
         schema_version = version if version in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
         problem = schema.request_problem(c.method or "", schema_version, message.get("params"))
         if problem:
-            return RequestVerdict(
+            return _make_verdict(
                 c,
                 ERA_LEGACY,
                 version,
                 (finding("request.schema", problem, WHERE),),
             )
-    return RequestVerdict(c, ERA_LEGACY, version, ())
+    return _make_verdict(c, ERA_LEGACY, version, ())
 
 
 def _meta_problem(message: dict[str, Any], meta: dict[str, Any] | None) -> str:

@@ -23,7 +23,7 @@ from mcp_tap.core.catalog import (
 from mcp_tap.core.eras import ERA_MODERN, Era
 from mcp_tap.core.fastinit import fast_init
 from mcp_tap.core.findings import Finding
-from mcp_tap.core.jsonrpc import KIND_REQUEST, json_type, same_id
+from mcp_tap.core.jsonrpc import KIND_REQUEST, json_type
 from mcp_tap.core.requests import RequestVerdict
 from mcp_tap.core.results import result_findings
 
@@ -104,7 +104,12 @@ def check_message(
     # Most requests were not rejected (no finding at all): then no answer is owed and
     # owed_answer is skipped.
     rejected = bool(verdict.findings) and verdict.rejection is not None
-    id_ok = expected_id is None or ("id" in message and same_id(message["id"], expected_id))
+    # same_id(message["id"], expected_id), without the call.
+    id_ok = expected_id is None or (
+        "id" in message
+        and type(message["id"]) is type(expected_id)
+        and message["id"] == expected_id
+    )
     if not id_ok:
         got = message.get("id", "<absent>")
         found.append(

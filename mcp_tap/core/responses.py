@@ -19,8 +19,8 @@ import orjson
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import ERA_LEGACY
 from mcp_tap.core.findings import Finding
-from mcp_tap.core.headers import HeaderMap
-from mcp_tap.core.jsonrpc import KIND_NOTIFICATION, KIND_RESPONSE, parse_json
+from mcp_tap.core.headers import HeaderMap, media_type
+from mcp_tap.core.jsonrpc import KIND_NOTIFICATION, KIND_REQUEST, KIND_RESPONSE, parse_json
 from mcp_tap.core.requests import RequestVerdict
 from mcp_tap.core.response_message import (
     DEFINED_RESERVED_CODES,
@@ -89,11 +89,15 @@ def check_response(
                 where,
             )
         ], []
-    ctype = headers.content_type()
+    # headers.content_type() and verdict.method, without the calls.
+    content_types = headers.by_name().get("content-type")
+    ctype = media_type(content_types[0] if content_types else "")
     found: list[Finding] = []
-    if verdict.era is ERA_LEGACY and verdict.method == "initialize":
-        found += session_id_problem(headers, where)
-    if http_only(status, body) and ctype != "text/event-stream":
+    if verdict.era is ERA_LEGACY:
+        c = verdict.classified
+        if (c.message["method"] if c.kind is KIND_REQUEST else c.method) == "initialize":
+            found += session_id_problem(headers, where)
+    if status >= 400 and http_only(status, body) and ctype != "text/event-stream":
         # A plain HTTP error (auth, rate limit, server error) is judged by its own rules,
         # never as malformed JSON-RPC; a rejection the server owed an answer to is still owed
         # one unless it was refused before its body was read.
@@ -125,8 +129,10 @@ def check_response(
         )
     if verdict.batch and isinstance(message, list):
         found += _batch_body(verdict, message, ctx, status, where)
-    else:
+    elif found:
         found += check_message(verdict, message, ctx, status=status, where=where)
+    else:
+        found = check_message(verdict, message, ctx, status=status, where=where)
     return found, [message]
 
 

@@ -111,7 +111,27 @@ def result_findings(
         ]
     schema_version = version or (MODERN_VERSIONS[0] if era is ERA_MODERN else LEGACY_VERSIONS[0])
     if rtype == "complete":
-        return _complete(method, result, era, schema_version, where)
+        # The payload and schema rules of a complete result, from the verdict cache when
+        # seen. What they find depends on the method, the era, the schema revision and the
+        # result alone (capabilities and client declarations matter only to task and
+        # input_required results), so the result's JSON keys them in ``schema.VERDICTS``.
+        # The findings carry ``where``: a hit at another place is judged again (none found
+        # is the same anywhere). Inline here: this runs for every result.
+        try:
+            # The key, the schema verdict's key, and the x-mcp-header search of tools/list.
+            written: bytes | None = orjson.dumps(result)
+        except TypeError:  # orjson.JSONEncodeError: nested past 254 levels
+            written = None
+        if written is None or len(written) > schema.MAX_KEY_BYTES:
+            return _complete_rules(method, result, era, schema_version, where, written)
+        key = (_COMPLETE_KIND[era], method or "", schema_version, written)
+        cache = schema.VERDICTS
+        cached: tuple[str, tuple[Finding, ...]] | None = cache.get(key)
+        if cached is not None and (not cached[1] or cached[0] == where):
+            return list(cached[1])
+        complete_found = _complete_rules(method, result, era, schema_version, where, written)
+        cache.put(key, (where, tuple(complete_found)))
+        return complete_found
     if era is ERA_LEGACY:
         return [
             finding(
@@ -145,35 +165,8 @@ def result_findings(
     return found
 
 
-# The kind of the cache entries of _complete, one per era (the era is part of the key).
+# The kind of the cache entries of complete results, one per era (the era is part of the key).
 _COMPLETE_KIND = {era: f"complete-result {era.value}" for era in Era}
-
-
-def _complete(
-    method: str | None, result: dict[str, Any], era: Era, version: str, where: str
-) -> list[Finding]:
-    """A complete result's payload and schema rules: from the verdict cache when seen.
-
-    What they find depends on the method, the era, the schema revision and the result
-    alone (capabilities and client declarations matter only to task and input_required
-    results), so the result's JSON keys them in ``schema.VERDICTS``. The findings carry
-    ``where``: a hit at another place is judged again (none found is the same anywhere).
-    """
-    try:
-        # The key, the schema verdict's key, and the x-mcp-header search of tools/list.
-        written: bytes | None = orjson.dumps(result)
-    except TypeError:  # orjson.JSONEncodeError: nested past 254 levels
-        written = None
-    if written is None or len(written) > schema.MAX_KEY_BYTES:
-        return _complete_rules(method, result, era, version, where, written)
-    key = (_COMPLETE_KIND[era], method or "", version, written)
-    cache = schema.VERDICTS
-    cached: tuple[str, tuple[Finding, ...]] | None = cache.get(key)
-    if cached is not None and (not cached[1] or cached[0] == where):
-        return list(cached[1])
-    found = _complete_rules(method, result, era, version, where, written)
-    cache.put(key, (where, tuple(found)))
-    return found
 
 
 def _complete_rules(
@@ -184,7 +177,8 @@ def _complete_rules(
     where: str,
     written: bytes | None,
 ) -> list[Finding]:
-    """:func:`_complete` without the cache (``written``: the result's JSON, if made)."""
+    """A complete result's payload and schema rules, without the verdict cache of
+    :func:`result_findings` (``written``: the result's JSON, if made)."""
     found = _payload(method, "complete", result, era, frozenset(), None, where, written)
     if found and any(f.strength is Strength.MUST for f in found):
         return found

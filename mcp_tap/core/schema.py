@@ -148,7 +148,26 @@ def request_problem(method: str, version: str, params: Any) -> str:
     """
     if version not in KNOWN_VERSIONS or not (params is None or isinstance(params, dict)):
         return ""
-    return VERDICTS.verdict("request", method, version, params, _request_problem)
+    # VERDICTS.verdict("request", method, version, params, _request_problem), inline: this
+    # runs for every request.
+    try:
+        canonical = orjson.dumps(params)
+    except TypeError:  # orjson.JSONEncodeError: nested past 254 levels
+        return _request_problem(method, version, params)
+    if len(canonical) > MAX_KEY_BYTES:
+        return _request_problem(method, version, params)
+    key = ("request", method, version, canonical)
+    cache = VERDICTS
+    verdicts = cache._verdicts
+    verdict: str | None = verdicts.get(key)
+    if verdict is None:
+        cache.misses += 1
+        verdict = _request_problem(method, version, params)
+        cache.put(key, verdict)
+    else:
+        cache.hits += 1
+        verdicts.move_to_end(key)
+    return verdict
 
 
 def _request_problem(method: str, version: str, params: Any) -> str:
