@@ -38,7 +38,6 @@ from mcp_tap.core.eras import (
     REMOVED_IN_MODERN,
     Era,
     body_meta,
-    is_modern_version,
 )
 from mcp_tap.core.fastinit import fast_init, maker
 from mcp_tap.core.findings import Finding
@@ -127,6 +126,8 @@ class RequestVerdict:
 # The per-exchange constructions, without type.__call__ (see core/fastinit.py).
 _make_classified = maker(Classified)
 _make_verdict = maker(RequestVerdict)
+_VERSION_KEY = HEADER_PROTOCOL_VERSION.lower()  # the header index's keys are lowercase
+_METHOD_KEY = HEADER_METHOD.lower()
 
 
 def check_request(
@@ -204,18 +205,23 @@ def request_verdict(
         if meta_problem:
             found = finding("request.meta.missing", meta_problem, WHERE)
             return _make_verdict(c, ERA_MODERN, version, (found,))
-    # Rung 2: version header.
-    problem = mirror_problem(
-        headers, HEADER_PROTOCOL_VERSION, version, "the _meta protocol version"
-    )
-    if problem:
-        return _make_verdict(c, ERA_MODERN, version, (problem,))
-    # Rung 3: method header.
+    # Rung 2: version header. Rung 3: method header. The usual request has one value of
+    # each, equal to the body's: mirror_problem's first case, tested here without its calls.
+    by_name = headers.by_name()
+    sent = by_name.get(_VERSION_KEY)
+    if sent is None or len(sent) != 1 or sent[0].strip(" \t") != version:
+        problem = mirror_problem(
+            headers, HEADER_PROTOCOL_VERSION, version, "the _meta protocol version"
+        )
+        if problem:
+            return _make_verdict(c, ERA_MODERN, version, (problem,))
     # A request: kind_of made sure of a non-empty string method (c.method, without the call).
     method: str = message["method"]
-    problem = mirror_problem(headers, HEADER_METHOD, method, "the method")
-    if problem:
-        return _make_verdict(c, ERA_MODERN, version, (problem,))
+    sent = by_name.get(_METHOD_KEY)
+    if sent is None or len(sent) != 1 or sent[0].strip(" \t") != method:
+        problem = mirror_problem(headers, HEADER_METHOD, method, "the method")
+        if problem:
+            return _make_verdict(c, ERA_MODERN, version, (problem,))
     # Rung 4: name header, then parameter headers (each called only for the methods it
     # judges: it has nothing to say about the others).
     if method in NAME_ROUTED_PARAMS:
@@ -276,18 +282,19 @@ def _legacy(
                 ),
             ),
         )
-    c = classify(message)
-    if c.kind is KIND_INVALID:
+    kind, why = kind_of(message)  # classify(message), without the call
+    c = _make_classified(kind, message, why)
+    if kind is KIND_INVALID:
         return _make_verdict(
             c, ERA_LEGACY, version, (finding("request.envelope", c.problem, WHERE),)
         )
     # (A request's method is a string: message["method"] is c.method without the call.)
-    if c.kind is KIND_REQUEST and message["method"] == "initialize":
+    if kind is KIND_REQUEST and message["method"] == "initialize":
         params = message.get("params")
         offered = params.get("protocolVersion") if isinstance(params, dict) else None
         version = offered if isinstance(offered, str) else version
-    leaked = sorted(MODERN_META_KEYS & meta.keys()) if meta else []
-    if leaked:
+    if meta and not MODERN_META_KEYS.isdisjoint(meta):
+        leaked = sorted(MODERN_META_KEYS & meta.keys())
         return _make_verdict(
             c,
             ERA_LEGACY,
@@ -300,8 +307,15 @@ def _legacy(
                 ),
             ),
         )
-    header, _ = single_value(headers, HEADER_PROTOCOL_VERSION)
-    if is_modern_version(header):
+    # single_value(headers, HEADER_PROTOCOL_VERSION), its usual cases without the call.
+    sent = headers.by_name().get(_VERSION_KEY)
+    if sent is None:
+        header: str | None = None
+    elif len(sent) == 1:
+        header = sent[0].strip(" \t")
+    else:
+        header, _ = single_value(headers, HEADER_PROTOCOL_VERSION)
+    if header in MODERN_VERSIONS:  # is_modern_version(header): header is a string or None
         return _make_verdict(
             c,
             ERA_LEGACY,
@@ -328,9 +342,10 @@ def _legacy(
                 ),
             ),
         )
-    if c.kind is KIND_REQUEST:
+    if kind is KIND_REQUEST:
         schema_version = version if version in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
-        problem = schema.request_problem(c.method or "", schema_version, message.get("params"))
+        # (A request's method is a string: c.method without the call.)
+        problem = schema.request_problem(message["method"], schema_version, message.get("params"))
         if problem:
             return _make_verdict(
                 c,

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from mcp_tap.core.catalog import finding
-from mcp_tap.core.eras import ERA_MODERN, META_LOG_LEVEL, META_SUBSCRIPTION_ID, body_meta
+from mcp_tap.core.eras import ERA_MODERN, META_LOG_LEVEL, META_SUBSCRIPTION_ID
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.jsonrpc import (
     KIND_INVALID,
@@ -61,8 +61,15 @@ def check_sse_stream(
     answered = False
     seen = 0
     progress: dict[object, float] = {}
-    # The request's _meta, looked up once for every notification _related judges.
-    request_meta = (body_meta(verdict.classified.message) or {}) if modern and not listen else {}
+    # The request's _meta, looked up once for every notification _related judges
+    # (body_meta, without the call).
+    request_meta: dict[str, Any] = {}
+    if modern and not listen:
+        request = classified.message
+        params = request.get("params") if isinstance(request, dict) else None
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if isinstance(meta, dict):
+            request_meta = meta
     for index, event in enumerate(events):
         data = event.data
         if data == "":
@@ -98,13 +105,20 @@ def check_sse_stream(
             # The place is formatted only for a finding: most notifications pass.
             note = message["method"]  # kind_of made sure of a string
             if note == "notifications/progress":
-                late = _progress_order(message, progress, where, index)
-                if late is not None:
-                    found.append(late)
+                # The usual notification: its order and, on a modern request stream, its
+                # relatedness in one call.
+                progress_found = _progress(
+                    message, progress, request_meta if modern and not listen else None,
+                    where, index,
+                )
+                if progress_found:
+                    found += progress_found
+                if not listen:
+                    continue
             if listen:
                 found += _listen(verdict, message, seen == 1, _at(where, index))
             elif modern:
-                unrelated = _related(request_meta, note, message, where, index)
+                unrelated = _related(request_meta, note, where, index)
                 if unrelated is not None:
                     found.append(unrelated)
         elif pending:
@@ -140,27 +154,46 @@ def _at(where: str, index: int) -> str:
 _NUMBER = (int, float)  # a tuple: isinstance with int | float builds the union every call
 
 
-def _progress_order(
-    message: dict[str, Any], last: dict[object, float], where: str, index: int
-) -> Finding | None:
-    """The ``progress`` value MUST increase with each notification of one token (``message``
-    is a notifications/progress)."""
+def _progress(
+    message: dict[str, Any],
+    last: dict[object, float],
+    meta: dict[str, Any] | None,
+    where: str,
+    index: int,
+) -> list[Finding] | None:
+    """A notifications/progress: its ``progress`` value MUST increase with each notification
+    of one token; on a modern request stream (``meta``, its request's ``_meta``, not
+    ``None``) its token must be the request's (the progress case of :func:`_related`)."""
+    found: list[Finding] | None = None
     params = message.get("params")
-    if not isinstance(params, dict):
-        return None  # no progress value (the schema rules judge the shape)
-    value = params.get("progress")
-    if not isinstance(value, _NUMBER) or isinstance(value, bool):
-        return None  # the schema rules judge the type
-    token = params.get("progressToken")
-    kind = type(token)
-    # id_key(token), its usual case inline: this runs for every progress notification.
-    key = (kind, token) if kind is str or kind is int else id_key(token)
-    before = last.get(key)
-    last[key] = value
-    if before is not None and value <= before:
-        return finding("sse.progress", f"progress {value} after {before}: it must increase",
-                       _at(where, index))
-    return None
+    # Without a numeric progress value the schema rules judge the shape.
+    if isinstance(params, dict):
+        value = params.get("progress")
+        if isinstance(value, _NUMBER) and not isinstance(value, bool):
+            token = params.get("progressToken")
+            kind = type(token)
+            # id_key(token), its usual case inline: this runs for every progress notification.
+            key = (kind, token) if kind is str or kind is int else id_key(token)
+            before = last.get(key)
+            last[key] = value
+            if before is not None and value <= before:
+                found = [finding("sse.progress",
+                                 f"progress {value} after {before}: it must increase",
+                                 _at(where, index))]
+    else:
+        params = {}
+    if meta is None:
+        return found
+    token = meta.get("progressToken")
+    sent = params.get("progressToken")
+    if token is None:
+        problem = "progress on a request that gave no progressToken"
+    elif not (type(sent) is type(token) and sent == token):  # same_id, without the call
+        problem = f"progress for token {sent!r}, not this request's {token!r}"
+    else:
+        return found
+    unrelated = finding("sse.unrelated", problem, _at(where, index))
+    return [unrelated] if found is None else [*found, unrelated]
 
 
 # Change notifications belong on a listen stream, never on a request's stream.
@@ -180,25 +213,12 @@ _FILTER_METHODS = {
 }
 
 
-def _related(
-    meta: dict[str, Any], method: str, message: dict[str, Any], where: str, index: int
-) -> Finding | None:
+def _related(meta: dict[str, Any], method: str, where: str, index: int) -> Finding | None:
     """A modern request stream carries only notifications that relate to its request (whose
-    ``params._meta`` is ``meta``, ``{}`` when it has none); ``method`` is the message's."""
-    params = message.get("params")
-    params = params if isinstance(params, dict) else {}
+    ``params._meta`` is ``meta``, ``{}`` when it has none); ``method`` is the notification's
+    (a notifications/progress is judged by :func:`_progress`)."""
     problem = ""
-    if method == "notifications/progress":
-        token = meta.get("progressToken")
-        sent = params.get("progressToken")
-        if token is None:
-            problem = "progress on a request that gave no progressToken"
-        elif not (type(sent) is type(token) and sent == token):  # same_id, without the call
-            problem = (
-                f"progress for token {params.get('progressToken')!r}, not this request's "
-                f"{token!r}"
-            )
-    elif method == "notifications/message" and META_LOG_LEVEL not in meta:
+    if method == "notifications/message" and META_LOG_LEVEL not in meta:
         problem = f"notifications/message on a request that set no {META_LOG_LEVEL}"
     elif method in _LISTEN_ONLY:
         problem = f"{method} on a request stream (it belongs on a subscriptions/listen stream)"

@@ -106,12 +106,12 @@ def check_response(
             found += owed_answer(verdict, None, status, where)
         return found, []
     if ctype == "text/event-stream":
-        if sse_events is None:
-            events, _ = decode_sse(body)
-        else:
-            events = list(sse_events)
+        # Events decoded while streaming are read once, in order: no copy needed.
+        events = decode_sse(body)[0] if sse_events is None else sse_events
         sse_found, messages = check_sse_stream(verdict, status, events, ctx, where=where)
-        return found + sse_found, messages
+        if found:
+            return found + sse_found, messages
+        return sse_found, messages
     if not body.strip():
         return found + _unanswered(verdict, status, f"HTTP {status} with an empty body", where), []
     try:

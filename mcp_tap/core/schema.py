@@ -49,7 +49,8 @@ class VerdictCache:
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         """An empty cache holding at most ``max_entries`` verdicts."""
         self.max_entries = max_entries
-        self._verdicts: OrderedDict[_Key, Any] = OrderedDict()
+        # The map itself: read by the judge's hot paths, which inline get (keep hits/misses).
+        self.entries: OrderedDict[_Key, Any] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
@@ -68,17 +69,17 @@ class VerdictCache:
 
     def get(self, key: _Key) -> Any:
         """The cached verdict for ``key`` (None on a miss)."""
-        verdict = self._verdicts.get(key)
+        verdict = self.entries.get(key)
         if verdict is None:
             self.misses += 1
             return None
         self.hits += 1
-        self._verdicts.move_to_end(key)
+        self.entries.move_to_end(key)
         return verdict
 
     def put(self, key: _Key, verdict: Any) -> None:
         """Remember ``verdict``; the least recently used falls out past the bound."""
-        verdicts = self._verdicts
+        verdicts = self.entries
         verdicts[key] = verdict
         if len(verdicts) > self.max_entries:
             verdicts.popitem(last=False)
@@ -97,7 +98,7 @@ class VerdictCache:
         if len(canonical) > MAX_KEY_BYTES:
             return judge(method, version, value)
         key = (kind, method, version, canonical)
-        verdicts = self._verdicts
+        verdicts = self.entries
         verdict: str | None = verdicts.get(key)
         if verdict is None:
             self.misses += 1
@@ -110,7 +111,7 @@ class VerdictCache:
 
     def clear(self) -> None:
         """Forget every verdict (for benchmarks and tests)."""
-        self._verdicts.clear()
+        self.entries.clear()
         self.hits = self.misses = 0
 
 
@@ -158,7 +159,7 @@ def request_problem(method: str, version: str, params: Any) -> str:
         return _request_problem(method, version, params)
     key = ("request", method, version, canonical)
     cache = VERDICTS
-    verdicts = cache._verdicts
+    verdicts = cache.entries
     verdict: str | None = verdicts.get(key)
     if verdict is None:
         cache.misses += 1
