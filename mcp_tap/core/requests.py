@@ -26,6 +26,7 @@ from mcp_tap.core.eras import (
     ERA_LEGACY,
     ERA_MODERN,
     HEADER_METHOD,
+    HEADER_NAME,
     HEADER_PROTOCOL_VERSION,
     LEGACY_VERSIONS,
     META_CLIENT_CAPABILITIES,
@@ -68,6 +69,7 @@ from mcp_tap.core.mirrored import (
 from mcp_tap.core.mirrored import (
     param_headers as param_headers,
 )
+from mcp_tap.core.sentinel import SENTINEL_PREFIX
 
 WHERE = "ingress"
 
@@ -128,6 +130,7 @@ _make_classified = maker(Classified)
 _make_verdict = maker(RequestVerdict)
 _VERSION_KEY = HEADER_PROTOCOL_VERSION.lower()  # the header index's keys are lowercase
 _METHOD_KEY = HEADER_METHOD.lower()
+_NAME_KEY = HEADER_NAME.lower()
 
 
 def check_request(
@@ -224,10 +227,25 @@ def request_verdict(
             return _make_verdict(c, ERA_MODERN, version, (problem,))
     # Rung 4: name header, then parameter headers (each called only for the methods it
     # judges: it has nothing to say about the others).
-    if method in NAME_ROUTED_PARAMS:
-        problem = name_header_problem(headers, message, method)
-        if problem:
-            return _make_verdict(c, ERA_MODERN, version, (problem,))
+    routed = NAME_ROUTED_PARAMS.get(method)
+    if routed is not None:
+        # The usual Mcp-Name: one plain value (printable ASCII, not the sentinel), equal to
+        # the routed param. name_header_problem's (and decode_header_value's) answer for it
+        # is None; anything else goes to them.
+        params = message.get("params")
+        body_value = params.get(routed) if isinstance(params, dict) else None
+        sent = by_name.get(_NAME_KEY)
+        plain = sent[0].strip(" \t") if sent is not None and len(sent) == 1 else None
+        if (
+            plain is None
+            or plain != body_value
+            or not plain.isascii()
+            or not plain.isprintable()
+            or plain.startswith(SENTINEL_PREFIX)
+        ):
+            problem = name_header_problem(headers, message, method)
+            if problem:
+                return _make_verdict(c, ERA_MODERN, version, (problem,))
         if method == "tools/call":
             problem = param_header_problem(headers, message, method, tool_schemas)
             if problem:

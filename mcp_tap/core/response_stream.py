@@ -20,6 +20,7 @@ from mcp_tap.core.jsonrpc import (
     KIND_INVALID,
     KIND_NOTIFICATION,
     KIND_REQUEST,
+    KIND_RESPONSE,
     kind_of,
     same_id,
 )
@@ -86,8 +87,29 @@ def check_sse_stream(
             at = _at(where, index)
             found.append(finding("sse.after-response", "a message after the final response", at))
             continue
-        # The kind only (no Classified): this runs for every event of every stream.
-        kind, problem = kind_of(message)
+        # The kind only (no Classified): this runs for every event of every stream. Its two
+        # usual answers, a notification and a response, are kind_of's without the call.
+        problem = ""
+        if type(message) is dict and message.get("jsonrpc") == "2.0":
+            if "method" in message:
+                method_sent = message["method"]
+                if (
+                    type(method_sent) is str
+                    and method_sent
+                    and "id" not in message
+                    and "result" not in message
+                    and "error" not in message
+                    and ("params" not in message or isinstance(message["params"], dict))
+                ):
+                    kind = KIND_NOTIFICATION
+                else:
+                    kind, problem = kind_of(message)
+            elif "result" in message or "error" in message or "id" in message:
+                kind = KIND_RESPONSE
+            else:
+                kind, problem = kind_of(message)
+        else:
+            kind, problem = kind_of(message)
         if kind is KIND_INVALID:
             at = _at(where, index)
             found.append(finding("sse.event", f"not a JSON-RPC message: {problem}", at))
