@@ -153,8 +153,12 @@ def check_sse_stream(
             answered = not pending
         else:
             answered = True
-            at = _at(where, index)
-            found += check_message(verdict, message, ctx, status=status, where=at, in_stream=True)
+            at = f"{where} sse[{index}]"  # _at(where, index), without the call: every stream's
+            response_found = check_message(
+                verdict, message, ctx, status=status, where=at, in_stream=True
+            )
+            if response_found:
+                found += response_found
     if not answered and not listen:
         found.append(
             finding(
@@ -188,26 +192,24 @@ def _progress(
     ``None``) its token must be the request's (the progress case of :func:`_related`)."""
     found: list[Finding] | None = None
     params = message.get("params")
+    sent = None  # the notification's progressToken
     # Without a numeric progress value the schema rules judge the shape.
     if isinstance(params, dict):
+        sent = params.get("progressToken")
         value = params.get("progress")
         if isinstance(value, _NUMBER) and not isinstance(value, bool):
-            token = params.get("progressToken")
-            kind = type(token)
-            # id_key(token), its usual case inline: this runs for every progress notification.
-            key = (kind, token) if kind is str or kind is int else id_key(token)
+            kind = type(sent)
+            # id_key(sent), its usual case inline: this runs for every progress notification.
+            key = (kind, sent) if kind is str or kind is int else id_key(sent)
             before = last.get(key)
             last[key] = value
             if before is not None and value <= before:
                 found = [finding("sse.progress",
                                  f"progress {value} after {before}: it must increase",
                                  _at(where, index))]
-    else:
-        params = {}
     if meta is None:
         return found
     token = meta.get("progressToken")
-    sent = params.get("progressToken")
     if token is None:
         problem = "progress on a request that gave no progressToken"
     elif not (type(sent) is type(token) and sent == token):  # same_id, without the call
