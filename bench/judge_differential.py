@@ -40,6 +40,7 @@ inputs per generated target (default 3000). It prints the number of judgements a
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import random
 import sys
@@ -170,7 +171,9 @@ def _request(rng: random.Random, modern: bool, version: str) -> dict[str, Any]:
     method = rng.choice(_METHODS)
     params: dict[str, Any] = {}
     if method in NAME_ROUTED_PARAMS:
-        params[NAME_ROUTED_PARAMS[method]] = rng.choice(["echo", "file:///a.txt", "t1", "ask"])
+        params[NAME_ROUTED_PARAMS[method]] = rng.choice(
+            ["echo", "file:///a.txt", "t1", "ask"] * 3
+            + [" echo", "echo\t", "\u00e9cho", "=?base64?ZWNobw==?=", "=?base64", "", 5])
     if method == "tools/call":
         params["arguments"] = rng.choice([{"text": "hi"}, {}, {"text": 3}])
     if method == "initialize":
@@ -228,7 +231,32 @@ def _req_headers(rng: random.Random, modern: bool, version: str,
         pairs.append(("Mcp-Session-Id", "s-1"))
     if rng.random() < 0.05:
         pairs.append(("Mcp-Param-Text", rng.choice(["hi", "ho"])))
+    if rng.random() < 0.25:
+        pairs = _odd_headers(rng, pairs)
     return HeaderMap(tuple(pairs))
+
+
+def _odd_headers(rng: random.Random, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The routing headers written other ways: optional whitespace, the Base64 sentinel
+    (canonical or not), a duplicate (equal or not), another letter case."""
+    out = list(pairs)
+    at = rng.randrange(len(out))
+    name, value = out[at]
+    roll = rng.random()
+    if roll < 0.3:
+        value = rng.choice([" ", "\t", "  ", ""]) + value + rng.choice([" ", "\t", ""])
+    elif roll < 0.5:
+        encoded = base64.b64encode(value.encode()).decode()
+        value = rng.choice([f"=?base64?{encoded}?=", f"=?BASE64?{encoded}?=",
+                            f"=?base64?{encoded}", f"=?base64?{encoded}x?=", "=?base64??="])
+    elif roll < 0.7:
+        out.append((name, rng.choice([value, value + "x", " " + value])))
+    elif roll < 0.85:
+        name = rng.choice([name.lower(), name.upper()])
+    else:
+        value = rng.choice([value + "\x7f", "\u00e9" + value, value + "\x00"])
+    out[at] = (name, value)
+    return out
 
 
 def _result(rng: random.Random, method: str, modern: bool, version: str) -> Any:
