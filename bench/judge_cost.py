@@ -10,11 +10,14 @@ and in the legacy (2025-11-25) era (a session that negotiated it, the legacy hea
 modern ``_meta``). The exchanges are built once; the loop judges them ``-n`` times each, so
 two runs that differ only in ``-n`` differ by exactly that many judgements of each::
 
-    for n in 200 1200; do
-        valgrind --tool=callgrind --callgrind-out-file=/tmp/cgj.$n \\
+    for n in 200 2200; do
+        PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/tmp/cgj.$n \\
             .venv/bin/python bench/judge_cost.py --only json -n $n
     done
-    # per judgement: (Ir of /tmp/cgj.1200 - Ir of /tmp/cgj.200) / 1000
+    # per judgement: (Ir of /tmp/cgj.2200 - Ir of /tmp/cgj.200) / 2000
+
+(A fixed ``PYTHONHASHSEED``: with a random one the start-up's dict look-ups differ from run
+to run by millions of instructions, a few thousand per judgement after the subtraction.)
 
 ``--only`` picks one exchange (``json``, ``sse``, ``legacy-json``, ``legacy-sse``); without
 it each round judges all four (the difference is then per round of four). ``--time`` prints
