@@ -272,3 +272,32 @@ def test_raw_members_decode_as_the_full_parse_reads_them() -> None:
     assert known.value == orjson.loads(b'{"n":[18446744073709551616,-1,0.5]}')
     assert type(known.value["n"][0]) is float
     assert KnownValues().get(msgspec.Raw(b'[1e400]')) is None
+
+
+_LINE = orjson.dumps({"kind": "exchange", "seq": 7, "prev": "ab" * 32, "digest": "cd" * 32,
+                      "origin": {"status": 200, "body": {"jsonrpc": "2.0", "id": 1,
+                                                         "result": {"x": [1, 2.5, None]}}},
+                      "client": "127.0.0.1", "sizes": [12, 345], "at": 1780000000.25})
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(_LINE)), st.integers(0, 3),
+                          st.sampled_from([b"e", b"E", b"9" * 320, b"1e400", b"-", b"+",
+                                           b".", b"0", b" ", b",", b"e9", b"E+99"])
+                          | st.binary(max_size=3)), min_size=1, max_size=4))
+def test_screened_lines_read_as_the_full_parse_reads_them(
+        edits: list[tuple[int, int, bytes]]) -> None:
+    """Whatever bytes are cut or inserted, a line the screen clears and verify's narrow
+    parse accepts is one the full parse accepts with the same chain fields."""
+    from mcp_tap.evidence.head import line_head
+
+    line = _LINE
+    for at, cut, insert in edits:
+        line = line[:at] + insert + line[at + cut:]
+    line = line.replace(b"\n", b" ")
+    head = line_head(line)
+    if head is None or suspect_lines(line + b"\n") is not None:
+        return
+    record = orjson.loads(line)  # raises if the narrow parse took a line orjson rejects
+    assert (head.seq, head.prev, head.digest, head.kind) == tuple(
+        record.get(k) for k in ("seq", "prev", "digest", "kind"))
