@@ -72,8 +72,15 @@ def _summaries(bundle: Path, policy: Policy) -> dict[str, Any]:
             for s in decision.sources if s.name != "integrity"}
 
 
-def test_trusted_bundle_same_decision_as_the_full_parse(
+def _full_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the gate parse every line fully (its narrow parse vouches for none)."""
+    monkeypatch.setattr(evaluation, "decode_checked", lambda _line: None)
+
+
+def test_narrow_parse_same_decision_as_the_full_parse(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Signed by a trusted key or not, the gate decodes each line narrowly (the gap record
+    is then parsed fully as well) and decides what parsing every line fully decides."""
     bundle = _bundle(tmp_path / "b", _varied())
     calls: list[bytes] = []
 
@@ -85,10 +92,12 @@ def test_trusted_bundle_same_decision_as_the_full_parse(
     trusted = Policy(evidence=EvidencePolicy(
         trusted_keys=(bytes.fromhex(ed25519_public_hex(KEY)),), require_signed=True))
     fast = _summaries(bundle, trusted)
-    assert len(calls) == 62  # every line (the gap record is then parsed fully as well)
+    assert len(calls) == 62  # every line
+    screened = _summaries(bundle, Policy())
+    assert len(calls) == 124  # no key trusted: every line again, after the number screen
+    _full_parse(monkeypatch)
     full = _summaries(bundle, Policy())
-    assert len(calls) == 62  # an untrusted bundle is parsed fully
-    assert fast == full
+    assert fast == screened == full
     assert fast["health"][1]["window"]["samples"] == 60
 
 

@@ -13,12 +13,11 @@ caller parses the line fully with orjson and reports it exactly as before. The f
 decides only lines that the full parse accepts with the same four values (duplicate members:
 the last one wins in both), with one exception it cannot see without reading every number:
 a number too large for a double (``1e400``), which orjson rejects and msgspec skips over.
-The writer never writes one (orjson writes no infinity), and no check for one is cheaper
-than the full parse (a regular expression or byte translation over a 3 KB line costs more
-than orjson parsing it), so ``verify`` takes this fast path only for a bundle whose
-``bundle.json`` verifies under a trusted key: the signed manifests cover every byte of
-every segment, so a line altered to hold such a number fails verification there. Every
-other bundle has every line parsed fully.
+The writer never writes one (orjson writes no infinity); ``verify`` takes this fast path for
+a bundle whose ``bundle.json`` verifies under a trusted key (the signed manifests cover
+every byte of every segment, so a line altered to hold such a number fails verification
+there), and for any other bundle on the lines its number screen
+(:mod:`mcp_tap.evidence.screen`) clears.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 import msgspec
+import orjson
 
 
 class KnownJson:
@@ -33,8 +34,10 @@ class KnownJson:
 
 _ENTRIES: Final = 1024
 _MAX_BYTES: Final = 16 * 1024
-_decode_any: Final = msgspec.json.Decoder().decode
-_errors: Final = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+# orjson, the full parse: the value is exactly what the fully parsed record holds there
+# (msgspec would read an integer past 64 bits as an int, orjson as a float).
+_decode_any: Final = orjson.loads
+_errors: Final = (orjson.JSONDecodeError,)
 
 
 _TAIL: Final = 64  # bytes of a text's end that find its entry (the whole text is compared)
@@ -44,8 +47,8 @@ _SAME_TAIL: Final = 8  # texts kept per tail
 class KnownValues:
     """Each distinct JSON text decoded once, remembered in bounded memory (at most
     :data:`_ENTRIES` texts of at most :data:`_MAX_BYTES` each; a longer text is decoded
-    every time). The decode is msgspec's of any JSON value, exactly what a decoder typed
-    ``Any`` gives for that member of a line.
+    every time). The decode is orjson's: exactly what the full parse of the line holds for
+    that member.
 
     Texts are found by their last :data:`_TAIL` bytes and then compared whole: hashing a
     fresh copy of every text (a few KB per record) would cost more than the comparison.
@@ -59,7 +62,7 @@ class KnownValues:
         self.count = 0
 
     def get(self, raw: msgspec.Raw) -> KnownJson | None:
-        """The value of the JSON text ``raw``, or None when msgspec rejects it (a number
+        """The value of the JSON text ``raw``, or None when orjson rejects it (a number
         out of range, nesting past its limit: the caller then parses the line fully)."""
         text = bytes(raw)
         tail = text[-_TAIL:]

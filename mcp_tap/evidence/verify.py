@@ -79,6 +79,7 @@ from mcp_tap.evidence.reader import (
     read_bundle_meta,
     read_manifest,
 )
+from mcp_tap.evidence.screen import ORJSON_DEPTH, nesting_bounded, suspect_lines
 from mcp_tap.evidence.signing import signature_valid
 
 __all__ = ["LOSS_KINDS", "Problem", "RecordConsumer", "VerifyReport", "verify_bundle",
@@ -251,33 +252,39 @@ class _Verifier:
         """Check every line of one segment; return its first record (for the manifest).
 
         The hot loop of verify: one SHA-256 per record over the line as stored, and its
-        chain fields. For a bundle whose ``bundle.json`` verifies under a trusted key, those
-        come from :func:`~mcp_tap.evidence.head.decode_head` (the line's syntax checked whole,
-        nothing else built); a line the fast path cannot vouch for, a gap record (its count
-        is needed) and a format-1 line go through :meth:`line`, the full parse.
+        chain fields. Those come from :func:`~mcp_tap.evidence.head.decode_head` (the line's
+        syntax checked whole, nothing else built), or with a consumer from its ``decode``;
+        a line that narrow parse cannot vouch for, a gap record (its count is needed) and a
+        format-1 line go through :meth:`line`, the full parse.
 
-        Every other bundle has every line parsed fully, because only the full parse can say
-        whether a line holds a number too large for a double (``1e400``, which the reader
-        and every consumer reject while the fast path skips over it): a check for such
-        numbers costs as much as the parse itself (measured: a scan of a 3 KB line by any
-        regular expression or byte translation takes longer than orjson parsing it). A
-        trusted signature makes that check redundant: the writer never writes such a number
-        (orjson writes no infinity), the signed manifests cover every byte of every segment
-        (file SHA-256, chain head), so an altered line fails verification whatever the fast
-        path made of it.
+        The narrow parse skips members without reading their numbers' values, so it cannot
+        see a number too large for a double (``1e400``, which the full parse, the reader and
+        every consumer reject). For a bundle whose ``bundle.json`` verifies under a trusted
+        key that needs no check: the writer never writes such a number (orjson writes no
+        infinity), and the signed manifests cover every byte of every segment (file
+        SHA-256, chain head), so an altered line fails verification whatever the narrow
+        parse made of it. Every other bundle has each read screened
+        (:func:`~mcp_tap.evidence.screen.suspect_lines`: two translations in C, not a
+        parse), and a line that may hold such a number is parsed fully.
         """
         first: Stored | None = None
         count = 0
         last_seq, last_prev, last_digest = -1, "", ""
         consumer = self.consumer
-        # A consumer needs every record parsed anyway: then the full parse checks each line.
-        fast = self.format >= 2 and consumer is None and self.trusted_signer
+        # A consumer needs its records parsed: its own narrow parse (decode), else the full
+        # parse, which then checks each line.
+        fast = self.format >= 2 and consumer is None
         # Format 2 lines hash as stored; the full parse below is inlined for them, and
         # anything unusual (or format 1) is left to self.line, which reports it.
         parse = self.format >= 2 and not fast
-        # The consumer's own cheaper parse, where the fast path would be taken.
         decode = (self.decode if self.decode is not None and consumer is not None
-                  and self.format >= 2 and self.trusted_signer else None)
+                  and self.format >= 2 else None)
+        # Without a trusted signature each read is screened for numbers the narrow parse
+        # cannot judge; lines past msgspec's nesting limit are sorted out per line where
+        # that limit is not below orjson's.
+        screen = (fast or decode is not None) and not self.trusted_signer
+        deep = screen and not nesting_bounded()
+        suspects: set[int] | None = None
         head_errors = DECODE_ERRORS
         loads, error = orjson.loads, orjson.JSONDecodeError
         sha256 = hashlib.sha256
@@ -304,6 +311,8 @@ class _Verifier:
             # (an ASCII read holds ASCII spans).
             block_utf8 = ((block.isascii() or valid_utf8(view[pos:size]))
                           if fast or decode is not None else False)
+            if screen:
+                suspects = suspect_lines(block)
             while pos < size:
                 end = find(b"\n", pos)
                 complete = end >= 0
@@ -314,7 +323,11 @@ class _Verifier:
                 start, pos = pos, end + 1
                 record: Any = None
                 kind: object = None
-                if fast and complete:
+                # Whether the narrow parse may stand for the full one on this line.
+                narrow = complete and (suspects is None or start not in suspects) and (
+                    not deep or block.count(b"[", start, end) + block.count(b"{", start, end)
+                    < ORJSON_DEPTH)
+                if fast and narrow:
                     if block_utf8 or valid_utf8(line):
                         try:
                             head = decode_head(line)
@@ -323,7 +336,7 @@ class _Verifier:
                         else:
                             seq, prev, digest, kind = head.seq, head.prev, head.digest, head.kind
                 elif parse and complete:
-                    if decode is not None:
+                    if decode is not None and narrow:
                         if block_utf8 or valid_utf8(line):
                             record = decode(line)
                             if record is not None:  # its chain fields are typed

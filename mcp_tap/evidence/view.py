@@ -5,11 +5,12 @@ and the SDK differential (:mod:`mcp_tap.sdkdiff`) read a few members of each rec
 hop, ids, findings, the answer's status, times, body and events, the request's revision.
 They read them from a :class:`RecordView`, whichever way the record was read:
 
-* a line of a bundle signed by a trusted key is decoded straight into a view
-  (:class:`RawRecordView`, :func:`mcp_tap.gate.fields.decode_checked`): msgspec builds only
-  these members and skips the rest of the line;
-* a record parsed fully (any other bundle, an older format, a line the cheaper parse
-  cannot vouch for) becomes a view with :func:`view_of` (``msgspec.convert``, in C).
+* a line of the current format is decoded straight into a view (:class:`RawRecordView`,
+  :func:`mcp_tap.gate.fields.decode_checked`): msgspec builds only these members and skips
+  the rest of the line;
+* a record parsed fully (an older format, a line the cheaper parse cannot vouch for or
+  verify's number screen flags, a bundle read again after failing verification) becomes a
+  view with :func:`view_of` (``msgspec.convert``, in C).
 
 So there is one implementation of every tally, reading attributes, not one per shape.
 
@@ -130,21 +131,31 @@ class RecordView(Struct, kw_only=True, gc=False):
     egress: Egress | _Json = None
 
 
-# The shapes the gate's parse of a trusted line decodes into (mcp_tap.gate.fields): the
-# same views, with an answer's result, the findings and the request's headers kept as raw
-# bytes (results and findings repeat: each distinct text is decoded once; the headers are
-# decoded by the SDK differential when it needs them) and the chain fields required.
+# The shapes the gate's parse of a line decodes into (mcp_tap.gate.fields): the same views,
+# with an answer's result, the findings and the request's headers kept as raw bytes (results
+# and findings repeat: each distinct text is decoded once; the headers are decoded by the SDK
+# differential when it needs them), the chain fields required, and every member whose value
+# a reader formats, compares or tests for a type narrowed to a scalar (an integer as orjson
+# reads it: a list, an object or an integer past 64 bits fails the decode, and the line is
+# parsed fully, so these members hold what the full parse gives).
+
+# An integer orjson also reads as an int (it reads one up to 2**64 - 1, but msgspec bounds
+# must fit int64); a larger or smaller one fails the decode.
+_Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+_Scalar = _Int | float | str | bool | None
 
 
 class RawAnswer(Answer, kw_only=True, gc=False):
     """:class:`Answer` with its ``result`` as raw bytes (made a KnownJson by the parse)."""
 
+    id: _Scalar | UnsetType = UNSET
     result: Raw | UnsetType = UNSET
 
 
 class RawEvent(Event, kw_only=True, gc=False):
     """:class:`Event` whose data is a :class:`RawAnswer`."""
 
+    at: _Scalar = None
     data: RawAnswer | _Json = None
 
 
@@ -154,14 +165,25 @@ _RawEvents = list[RawEvent | _Json] | dict[str, Any] | str | int | float | bool 
 class RawIngress(Ingress, kw_only=True, gc=False):
     """:class:`Ingress` with its headers as raw bytes."""
 
+    receivedAt: _Scalar = None
     headers: Raw | UnsetType = UNSET
 
 
 class RawOrigin(Origin, kw_only=True, gc=False):
     """:class:`Origin` whose answers are :class:`RawAnswer` s."""
 
+    status: _Scalar = None
     body: RawAnswer | _Json = None
     sse: _RawEvents = None  # type: ignore[assignment]  # events of raw answers
+    endAt: _Scalar = None
+    firstByteAt: _Scalar = None
+
+
+class RawEgress(Egress, kw_only=True, gc=False):
+    """:class:`Egress` with scalar times."""
+
+    endAt: _Scalar = None
+    sentAt: _Scalar = None
 
 
 # orjson reads an integer up to 2**64 - 1 as an int; msgspec's bound is int64's.
@@ -169,16 +191,21 @@ _Seq = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
 
 
 class RawRecordView(RecordView, kw_only=True, gc=False):
-    """:class:`RecordView` as decoded from a trusted line: chain fields required, findings
-    as raw bytes (made a KnownJson, or None for none, by the parse)."""
+    """:class:`RecordView` as decoded from a line: chain fields required, findings as raw
+    bytes (made a KnownJson, or None for none, by the parse), scalars where read as such."""
 
     seq: _Seq
     prev: str
     digest: str
     kind: str
+    hop: _Scalar | UnsetType = UNSET
+    rpcId: _Scalar = None
     findings: Raw | UnsetType = UNSET
+    exchangeId: _Scalar | UnsetType = UNSET
+    between: _Scalar | list[_Scalar] = None
     ingress: RawIngress | _Json = None
     origin: RawOrigin | _Json = None
+    egress: RawEgress | _Json = None
 
 
 # For isinstance: the raw view first. A Struct's class has its own metaclass, so isinstance
@@ -188,6 +215,7 @@ ANSWERS: Final = (RawAnswer, Answer)
 EVENTS: Final = (RawEvent, Event)
 INGRESSES: Final = (RawIngress, Ingress)
 ORIGINS: Final = (RawOrigin, Origin)
+EGRESSES: Final = (RawEgress, Egress)
 
 _convert: Final = msgspec.convert
 
@@ -244,6 +272,7 @@ def answer_whole(origin: Origin) -> bool:
 
 __all__ = [
     "ANSWERS",
+    "EGRESSES",
     "EVENTS",
     "INGRESSES",
     "ORIGINS",
@@ -256,6 +285,7 @@ __all__ = [
     "Origin",
     "Params",
     "RawAnswer",
+    "RawEgress",
     "RawEvent",
     "RawIngress",
     "RawOrigin",

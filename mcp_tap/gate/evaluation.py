@@ -256,9 +256,10 @@ def _scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
     feed: _Feed | None = None
     if bundle_format == FORMAT_VERSION:
         feed = _Feed(_empty_scan(role, True, (), policy, candidate, {}), policy)
-        # A bundle signed by a key the policy trusts is read with the gate's cheaper parse
-        # (mcp_tap.gate.fields); whether its signer is acceptable is judged later, by the
-        # integrity source, exactly as for any other bundle.
+        # Lines are read with the gate's cheaper parse (mcp_tap.gate.fields), after verify's
+        # number screen unless the bundle is signed by a key the policy trusts; whether its
+        # signer is acceptable is judged later, by the integrity source, exactly as for any
+        # other bundle.
         report = verify_bundle(path, consumer=feed.batch, prepare=view_of,
                                fast_keys=policy.evidence.trusted_keys, decode=decode_checked)
     else:

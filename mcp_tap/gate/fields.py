@@ -1,4 +1,4 @@
-"""The gate's parse of a record line: only the members its tallies read, for trusted bundles.
+"""The gate's parse of a record line: only the members its tallies read.
 
 The gate reads a few members of each exchange record (kind, hop, ids, findings, the
 answer's status, times, body and events, the request's revision and headers); a full parse
@@ -6,11 +6,14 @@ builds every header list, digest and note too. :func:`gate_record` decodes a lin
 msgspec straight into the view the tallies read (:class:`~mcp_tap.evidence.view.RecordView`,
 as :class:`~mcp_tap.evidence.view.RawRecordView`): ``msgspec`` checks the whole line's JSON
 syntax, skips the rest and builds Structs, not dicts, for what it keeps (less than half the
-cost of orjson's full parse of the proxy's records).
+cost of orjson's full parse of the proxy's records). Every member whose value a tally
+formats, compares or tests for a type is decoded as a scalar, an integer only within
+int64 (orjson reads a larger one as a float), so what the view holds is what the full
+parse holds.
 
 An answer's JSON-RPC ``result`` is the one big member the gate reads, and only the SDK
-differential reads its value: it is taken as raw bytes and decoded once per distinct text
-(:class:`~mcp_tap.evidence.known.KnownValues`), so the view holds a shared
+differential reads its value: it is taken as raw bytes and decoded (by orjson) once per
+distinct text (:class:`~mcp_tap.evidence.known.KnownValues`), so the view holds a shared
 :class:`~mcp_tap.evidence.known.KnownJson` there instead of a fresh tree, and the
 differential finds its memo entry by those bytes. A record's findings are taken the same
 way (``[]``, the common case, is read as none; the tallies remember the summaries of each
@@ -18,12 +21,13 @@ distinct text). The request's headers are needed only for a legacy request's rev
 they stay raw (``msgspec.Raw``) until the SDK differential decodes them.
 
 Like verify's head (:mod:`mcp_tap.evidence.head`) it cannot see a number too large for a
-double in a skipped member, so the gate uses it only where verify takes its own fast path:
-for a bundle whose ``bundle.json`` verifies under a trusted key (every byte covered by the
-signed manifests). A line it cannot vouch for -- not an object, a chain field missing or of
-another type, invalid UTF-8, nesting past msgspec's limit, a result or findings msgspec
-cannot decode -- gives ``None`` and is parsed fully (then read through
-:func:`~mcp_tap.evidence.view.view_of`), as is every gap record.
+double in a skipped member: verify calls it only for a line of a bundle whose
+``bundle.json`` verifies under a trusted key (every byte covered by the signed manifests)
+or that its number screen (:mod:`mcp_tap.evidence.screen`) clears. A line it cannot vouch
+for -- not an object, a chain field missing or of another type, a read member of another
+shape, invalid UTF-8, nesting past msgspec's limit, a result or findings orjson rejects --
+gives ``None`` and is parsed fully (then read through :func:`~mcp_tap.evidence.view.view_of`),
+as is every gap record.
 """
 
 from __future__ import annotations

@@ -31,10 +31,10 @@ from msgspec import UNSET
 from mcp_tap.errors import InputError
 from mcp_tap.evidence.view import (
     ANSWERS,
+    EGRESSES,
     EVENTS,
     INGRESSES,
     ORIGINS,
-    Egress,
     Origin,
     RecordView,
     view_of,
@@ -270,7 +270,7 @@ class WindowTally:
             if end is not None and (latest is None or end > latest):
                 latest = end
             egress = record.egress
-            if type(egress) is Egress:
+            if isinstance(egress, EGRESSES):
                 value = egress.endAt
                 if type(value) is not float or value - value != 0.0:
                     value = _num(value)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import msgspec
+import orjson
 from msgspec import UNSET
 
 from mcp_tap.core.catalog import finding
@@ -283,10 +284,10 @@ def _request_version(record: RecordView) -> str | None:
         named: str = meta.version
         return named
     headers = ingress.headers
-    if type(headers) is msgspec.Raw:  # the gate's parse of a trusted line leaves them raw
+    if type(headers) is msgspec.Raw:  # the gate's parse of a line leaves them raw
         try:
-            headers = _decode_any(headers)
-        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            headers = _decode_any(bytes(headers))
+        except orjson.JSONDecodeError:
             headers = None
     if isinstance(headers, list):
         for pair in headers:
@@ -301,7 +302,7 @@ def _request_version(record: RecordView) -> str | None:
     return None
 
 
-_decode_any: Final = msgspec.json.Decoder().decode
+_decode_any: Final = orjson.loads  # the full parse's reading of the raw headers
 
 _Outcome = tuple[str, str, str, Sequence[Finding], Sequence[Finding], str | None]
 
