@@ -77,23 +77,26 @@ def test_a_repeated_head_is_split_once_and_shared() -> None:
 
 
 def test_a_repeated_head_is_redacted_once_with_the_same_view() -> None:
-    """RecordBuilder.header_lists: the redactor's view of a head, remembered by its pairs
-    (equal pairs give the view the redactor gives; secrets and the session pseudonym
-    redacted as ever)."""
+    """RecordBuilder.header_lists: the redactor's view of a header map, remembered by the
+    map (the one map materialize shares per distinct head); an equal map made apart gets
+    an equal view, and secrets and the session pseudonym are redacted as ever."""
     from mcp_tap.core.hashing import DigestKey
+    from mcp_tap.core.headers import HeaderMap
     from mcp_tap.core.redaction import Redactor
     from mcp_tap.proxy.records import RecordBuilder
 
     key = DigestKey(b"k" * 32)
     builder = RecordBuilder(Redactor(pseudonym_key=key.secret), key)
     pairs = (("Authorization", "Bearer abc"), ("Mcp-Session-Id", "s1"), ("X-Q", "a=1"))
-    view = builder.header_lists(pairs)
+    headers = HeaderMap(pairs)
+    view = builder.header_lists(headers)
     assert view == builder.redactor.redact_header_lists(pairs)
     assert "abc" not in str(view) and "s1" not in str(view)
-    assert builder.header_lists(tuple(pairs)) is view
-    other = builder.header_lists((("Authorization", "Bearer xyz"),))
+    assert builder.header_lists(headers) is view
+    assert builder.header_lists(HeaderMap(tuple(pairs))) == view
+    other = builder.header_lists(HeaderMap((("Authorization", "Bearer xyz"),)))
     assert other == [["Authorization", "Bearer [REDACTED]"]]
-    assert builder.header_lists([("A", "b")]) == [["A", "b"]]  # type: ignore[arg-type]
+    assert builder.header_lists(HeaderMap([("A", "b")])) == [["A", "b"]]  # type: ignore[arg-type]
 
 
 def test_sse_events_materialize_as_timed_events() -> None:
