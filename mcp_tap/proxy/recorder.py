@@ -127,7 +127,12 @@ class Recorder:
     # -- state lookups the forwarder and the judge need -----------------------------------
 
     def _state(self, hop: str) -> _HopState:
-        return self._hops.setdefault(hop, _HopState())
+        # Not setdefault(hop, _HopState()): that builds a state (three maps and a set) on
+        # every call, to throw it away for every hop but a new one.
+        state = self._hops.get(hop)
+        if state is None:
+            state = self._hops[hop] = _HopState()
+        return state
 
     def begin(self, cap: RawExchange) -> None:
         """Snapshot, at ingress, the per-hop state the judgement depends on (its session).
