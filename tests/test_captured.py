@@ -31,6 +31,19 @@ def test_head_pairs_decode_what_parse_head_cuts(lines: list[bytes], start: bytes
     assert made._index == HeaderMap(expected)._indexed()
 
 
+def test_head_lines_seen_before_split_the_same_and_stay_bounded() -> None:
+    """Heads sharing lines (the line cache's hits) give head_pairs' pairs and HeaderMap's
+    index; distinct lines past the bound start the cache over."""
+    from mcp_tap.proxy import captured
+
+    for i in range(captured._MAX_LINES + 10):
+        raw = (b"POST /mcp HTTP/1.1\r\nHost: h\r\nX-Id:  %d \t\r\nhost: H2\r\n\r\n" % i)
+        made = _head_map(raw)
+        assert made.pairs == head_pairs(raw) == (("Host", "h"), ("X-Id", str(i)), ("host", "H2"))
+        assert made._index == HeaderMap(made.pairs)._indexed()
+    assert len(captured._LINES) <= captured._MAX_LINES
+
+
 def test_materialize_sets_every_field_of_captured() -> None:
     """materialize fills Captured's fields without its __init__: each one, none extra, and
     the defaults a fresh Captured would have where the hand-off has nothing."""

@@ -110,6 +110,9 @@ def _restored_captured(state: dict[str, Any]) -> Captured:
 # bytes alone, so captures share it; attacker-chosen heads only start the cache over.
 _HEADS: dict[Head, HeaderMap] = {}
 _MAX_HEADS = 256
+# A head line's pair and lower-cased name, by the line (bounded the same way).
+_LINES: dict[str, tuple[tuple[str, str], str]] = {}
+_MAX_LINES = 4096
 
 
 def _headers(head: Head | None, same: HeaderMap | None = None) -> HeaderMap:
@@ -162,10 +165,29 @@ def _head_map(raw: bytes) -> HeaderMap:
     del lines[0]  # the request or status line
     del lines[-2:]  # the two empty strings after the last CRLF CRLF
     pairs = []
+    index: dict[str, list[str]] = {}
+    known_lines = _LINES
     for line in lines:
-        name, _, value = line.partition(":")
-        pairs.append((name, value.strip(" \t")))
-    return _header_map(tuple(pairs))
+        # Heads that differ (a Content-Length, a traceparent) still share most lines: a
+        # line seen before is one lookup, not a split, a strip and a lower-casing.
+        known = known_lines.get(line)
+        if known is None:
+            name, _, value = line.partition(":")
+            known = ((name, value.strip(" \t")), name.lower())
+            if len(known_lines) >= _MAX_LINES:
+                known_lines.clear()
+            known_lines[line] = known
+        pair, key = known
+        pairs.append(pair)
+        values = index.get(key)
+        if values is None:
+            index[key] = [pair[1]]
+        else:
+            values.append(pair[1])
+    headers = _new_header_map(HeaderMap)
+    _set_slot(headers, "pairs", tuple(pairs))
+    _set_slot(headers, "_index", index)
+    return headers
 
 
 def _header_map(pairs: tuple[tuple[str, str], ...]) -> HeaderMap:
