@@ -180,6 +180,7 @@ class RecordBuilder:
         if tap_error is not None:
             # A library's reason may quote the upstream URL: no query, no userinfo.
             tap_error = {**tap_error, "reason": red.redact_reason(str(tap_error["reason"]))}
+        kind = j.kind
         record = {
             "kind": "exchange",
             "hop": cap.hop,
@@ -189,7 +190,7 @@ class RecordBuilder:
             "era": str(j.era),
             "method": j.method,
             "rpcId": j.rpc_id,
-            "messageKind": str(j.kind) if j.kind else None,
+            "messageKind": str(kind) if kind else None,
             "ingress": {
                 "httpMethod": cap.http_method,
                 "path": red.redact_url(cap.path),
