@@ -42,6 +42,10 @@ def test_head_lines_seen_before_split_the_same_and_stay_bounded() -> None:
         assert made.pairs == head_pairs(raw) == (("Host", "h"), ("X-Id", str(i)), ("host", "H2"))
         assert made._index == HeaderMap(made.pairs)._indexed()
     assert len(captured._LINES) <= captured._MAX_LINES
+    long_line = "X-Long: " + "v" * captured._MAX_LINE_CHARS
+    raw = f"GET / HTTP/1.1\r\n{long_line}\r\n\r\n".encode()
+    assert _head_map(raw).pairs == head_pairs(raw)
+    assert long_line not in captured._LINES
 
 
 def test_materialize_sets_every_field_of_captured() -> None:

@@ -113,6 +113,7 @@ _MAX_HEADS = 256
 # A head line's pair and lower-cased name, by the line (bounded the same way).
 _LINES: dict[str, tuple[tuple[str, str], str]] = {}
 _MAX_LINES = 4096
+_MAX_LINE_CHARS = 256  # so the cache holds at most about a megabyte of lines
 
 
 def _headers(head: Head | None, same: HeaderMap | None = None) -> HeaderMap:
@@ -174,9 +175,10 @@ def _head_map(raw: bytes) -> HeaderMap:
         if known is None:
             name, _, value = line.partition(":")
             known = ((name, value.strip(" \t")), name.lower())
-            if len(known_lines) >= _MAX_LINES:
-                known_lines.clear()
-            known_lines[line] = known
+            if len(line) <= _MAX_LINE_CHARS:  # a long line (a token, a cookie) is not kept
+                if len(known_lines) >= _MAX_LINES:
+                    known_lines.clear()
+                known_lines[line] = known
         pair, key = known
         pairs.append(pair)
         values = index.get(key)
