@@ -94,32 +94,34 @@ class RecordBuilder:
         # The judge parsed these events' data: one message per event with data, in order,
         # when every one of them parsed (it judged exactly cap.sse; see Recorder._judge).
         # Then the record redacts those messages and parses nothing again.
+        events = [t.event for t in cap.sse]
+        texts = [e.data for e in events]
         parsed: Iterator[Any] | None = None
-        if not cap.sse_incomplete and j.response_messages and len(j.response_messages) == sum(
-                1 for t in cap.sse if t.event.data != ""):
+        if not cap.sse_incomplete and j.response_messages and len(j.response_messages) == (
+                len(texts) - texts.count("")):
             parsed = iter(j.response_messages)
+        red = self.redactor
         out = []
-        for t in cap.sse:
+        for t, event, text in zip(cap.sse, events, texts, strict=True):
             data: Any
             note = None
             try:
-                message = (next(parsed) if parsed is not None and t.event.data != ""
-                           else orjson.loads(t.event.data))
-                if len(t.event.data) < CLEAN_CHECK_MIN:
-                    done = self.redactor.walk_message(message)
+                message = (next(parsed) if parsed is not None and text != ""
+                           else orjson.loads(text))
+                if len(text) < CLEAN_CHECK_MIN:
+                    done = red.walk_message(message)
                 else:
-                    text = t.event.data.encode("utf-8", "surrogatepass")
-                    done = self.redactor.walk_message_text(message, text)
+                    done = red.walk_message_text(message, text.encode("utf-8", "surrogatepass"))
                 if done.depth + 4 + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
                     data = done.value  # _recordable's usual answer, without its call
                 else:
                     data, note = self._recordable(done, 4)
             except orjson.JSONDecodeError:
-                data = self.redactor.redact_text(t.event.data)
-            event = {"at": t.at, "id": t.event.id, "event": t.event.event, "data": data}
+                data = red.redact_text(text)
+            shown = {"at": t.at, "id": event.id, "event": event.event, "data": data}
             if note is not None:
-                event["data"], event["note"] = data["raw"], note
-            out.append(event)
+                shown["data"], shown["note"] = data["raw"], note
+            out.append(shown)
         return out
 
     def secrets(self, cap: Captured, j: Judgement) -> list[str]:
