@@ -16,6 +16,11 @@ the difference of ``n`` is the instructions per exchange, start-up excluded::
     done
     # per exchange: (Ir of /tmp/cg.1200 - Ir of /tmp/cg.200) / 1000
 
+``--fingerprint`` runs the same loop with everything random or timed fixed (digest key,
+exchange and bundle ids, the wall clock) and prints the SHA-256 of the evidence segments
+instead: equal before and after a change of the recording path means the same evidence
+bytes for the same input.
+
 The periodic report to the proxy is off (it is per 0.25 s, not per exchange, and would
 depend on how fast this runs); log lines go to this script's stderr.
 """
@@ -23,6 +28,7 @@ depend on how fast this runs); log lines go to this script's stderr.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import pickle
 import sys
@@ -109,6 +115,16 @@ def reads(kind: str, n: int, per_frame: int, per_read: int, distinct: int = 0) -
     return out
 
 
+def _fix_randomness() -> None:
+    """Every id drawn from a counter and the wall clock stopped (``--fingerprint``)."""
+    import secrets
+
+    drawn = iter(range(1 << 62))
+    secrets.token_hex = lambda n=32: (  # type: ignore[assignment]
+        next(drawn).to_bytes(8, "big") * (n // 8 + 1))[:n].hex()
+    time.time = lambda: 1_700_000_000.0
+
+
 def main() -> None:
     """Run the recording loop over ``-n`` exchanges and say how many it recorded."""
     try:  # the recording process's own module; a tree before the split: worker
@@ -125,8 +141,15 @@ def main() -> None:
     p.add_argument("--distinct-heads", type=int, default=0, metavar="N",
                    help="cycle through N exchanges whose heads all differ (e.g. 1024, more "
                    "than the recorder's head caches keep); default: 16 alike")
+    p.add_argument("--fingerprint", action="store_true",
+                   help="fixed key, ids and clock; print the SHA-256 of the segments")
     args = p.parse_args()
-    opts = load_options(None, env={}, listen="127.0.0.1:0", upstream="http://127.0.0.1:9001")
+    env: dict[str, str] = {}
+    if args.fingerprint:
+        _fix_randomness()
+        env = {"MCP_TAP_REDACTION_DIGEST_KEY_ENV": "BENCH_KEY",
+               "BENCH_KEY": "a fixed digest key for fingerprints"}
+    opts = load_options(None, env=env, listen="127.0.0.1:0", upstream="http://127.0.0.1:9001")
     pending = reads(args.kind, args.n, args.per_frame, args.per_read, args.distinct_heads)
     rfd, wfd = os.pipe()
     os.write(wfd, pending.pop(0))
@@ -145,9 +168,12 @@ def main() -> None:
         worker.run_recording_process(opts, f"{tmp}/ev", _Captures(rfd),  # type: ignore[arg-type]
                                      _Reports(), "info")  # type: ignore[arg-type]
         # A byte count, not a parse: the check must cost next to nothing per exchange.
-        exchanges = sum(path.read_bytes().count(b'"kind":"exchange"')
-                        for path in Path(tmp, "ev").glob("segment-*.jsonl"))
+        segments = [path.read_bytes()
+                    for path in sorted(Path(tmp, "ev").glob("segment-*.jsonl"))]
+        exchanges = sum(data.count(b'"kind":"exchange"') for data in segments)
     time.sleep = sleep
+    if args.fingerprint:
+        print(hashlib.sha256(b"".join(segments)).hexdigest(), file=sys.__stdout__)
     print(f"{args.kind}: {exchanges} exchanges recorded of {args.n}", file=sys.__stdout__)
     if exchanges != args.n:
         raise SystemExit(1)

@@ -31,6 +31,23 @@ def test_head_pairs_decode_what_parse_head_cuts(lines: list[bytes], start: bytes
     assert made._index == HeaderMap(expected)._indexed()
 
 
+def test_head_lines_seen_before_split_the_same_and_stay_bounded() -> None:
+    """Heads sharing lines (the line cache's hits) give head_pairs' pairs and HeaderMap's
+    index; distinct lines past the bound start the cache over."""
+    from mcp_tap.proxy import captured
+
+    for i in range(captured._MAX_LINES + 10):
+        raw = (b"POST /mcp HTTP/1.1\r\nHost: h\r\nX-Id:  %d \t\r\nhost: H2\r\n\r\n" % i)
+        made = _head_map(raw)
+        assert made.pairs == head_pairs(raw) == (("Host", "h"), ("X-Id", str(i)), ("host", "H2"))
+        assert made._index == HeaderMap(made.pairs)._indexed()
+    assert len(captured._LINES) <= captured._MAX_LINES
+    long_line = "X-Long: " + "v" * captured._MAX_LINE_CHARS
+    raw = f"GET / HTTP/1.1\r\n{long_line}\r\n\r\n".encode()
+    assert _head_map(raw).pairs == head_pairs(raw)
+    assert long_line not in captured._LINES
+
+
 def test_materialize_sets_every_field_of_captured() -> None:
     """materialize fills Captured's fields without its __init__: each one, none extra, and
     the defaults a fresh Captured would have where the hand-off has nothing."""
@@ -77,23 +94,26 @@ def test_a_repeated_head_is_split_once_and_shared() -> None:
 
 
 def test_a_repeated_head_is_redacted_once_with_the_same_view() -> None:
-    """RecordBuilder.header_lists: the redactor's view of a head, remembered by its pairs
-    (equal pairs give the view the redactor gives; secrets and the session pseudonym
-    redacted as ever)."""
+    """RecordBuilder.header_lists: the redactor's view of a header map, remembered by the
+    map (the one map materialize shares per distinct head); an equal map made apart gets
+    an equal view, and secrets and the session pseudonym are redacted as ever."""
     from mcp_tap.core.hashing import DigestKey
+    from mcp_tap.core.headers import HeaderMap
     from mcp_tap.core.redaction import Redactor
     from mcp_tap.proxy.records import RecordBuilder
 
     key = DigestKey(b"k" * 32)
     builder = RecordBuilder(Redactor(pseudonym_key=key.secret), key)
     pairs = (("Authorization", "Bearer abc"), ("Mcp-Session-Id", "s1"), ("X-Q", "a=1"))
-    view = builder.header_lists(pairs)
+    headers = HeaderMap(pairs)
+    view = builder.header_lists(headers)
     assert view == builder.redactor.redact_header_lists(pairs)
     assert "abc" not in str(view) and "s1" not in str(view)
-    assert builder.header_lists(tuple(pairs)) is view
-    other = builder.header_lists((("Authorization", "Bearer xyz"),))
+    assert builder.header_lists(headers) is view
+    assert builder.header_lists(HeaderMap(tuple(pairs))) == view
+    other = builder.header_lists(HeaderMap((("Authorization", "Bearer xyz"),)))
     assert other == [["Authorization", "Bearer [REDACTED]"]]
-    assert builder.header_lists([("A", "b")]) == [["A", "b"]]  # type: ignore[arg-type]
+    assert builder.header_lists(HeaderMap([("A", "b")])) == [["A", "b"]]  # type: ignore[arg-type]
 
 
 def test_sse_events_materialize_as_timed_events() -> None:

@@ -15,6 +15,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from mcp_tap.cli import main
+from mcp_tap.core.hashing import canonical_json, digest
 from mcp_tap.errors import BundleFormatError, InputError
 from mcp_tap.evidence import (
     FORMAT_VERSION,
@@ -31,6 +32,7 @@ from mcp_tap.evidence import (
     supported_formats,
     verify_bundle,
 )
+from mcp_tap.evidence.format import encode_record
 from mcp_tap.evidence.verify import VerifyReport
 
 # -- helpers -------------------------------------------------------------------------------
@@ -134,6 +136,18 @@ class TestFormat:
         record = {"kind": "gap", "seq": 0, "prev": ""}
         assert record_digest(record) == record_digest({**record, "digest": "anything"})
         assert record_digest(record) != record_digest({**record, "seq": 1})
+
+    @pytest.mark.parametrize("record", [
+        {"kind": "x", "b": {"é": 1, "e": [{"z": 1, "y": None}], "Z": 2.5}, "a": "\U0001f600"},
+        {"kind": "x", 1: "an int key", "1": "its string twin"},
+        {"kind": "x", "nested": {2: "b", 1: "a"}},
+    ])
+    def test_line_is_canonical_json_plus_digest(self, record: dict[Any, Any]) -> None:
+        """A line is the record's canonical JSON with the digest appended, whatever its
+        keys (str keys take orjson's faster options, any other key the full ones)."""
+        line, record_hash = encode_record(record)
+        assert record_hash == digest(record)
+        assert line == canonical_json(record)[:-1] + b',"digest":"' + record_hash.encode() + b'"}\n'
 
     def test_unknown_version_rejected(self) -> None:
         """An unknown version raises BundleFormatError naming the place and the versions read."""

@@ -8,6 +8,7 @@ so the forwarder never splits a head, hashes a body or decodes a stream.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,6 +110,10 @@ def _restored_captured(state: dict[str, Any]) -> Captured:
 # bytes alone, so captures share it; attacker-chosen heads only start the cache over.
 _HEADS: dict[Head, HeaderMap] = {}
 _MAX_HEADS = 256
+# A head line's pair and lower-cased name, by the line (bounded the same way).
+_LINES: dict[str, tuple[tuple[str, str], str]] = {}
+_MAX_LINES = 4096
+_MAX_LINE_CHARS = 256  # so the cache holds at most about a megabyte of lines
 
 
 def _headers(head: Head | None, same: HeaderMap | None = None) -> HeaderMap:
@@ -131,10 +136,25 @@ def _headers(head: Head | None, same: HeaderMap | None = None) -> HeaderMap:
 
 
 def _pairs_map(pairs: Pairs) -> HeaderMap:
-    """The header map of raw byte pairs (a rewritten head)."""
+    """The header map of raw byte pairs (a rewritten head): :func:`_header_map` of them
+    decoded, in the same one loop."""
     # latin-1 maps every byte, so any header byte survives to evidence and back.
-    return _header_map(tuple((name.decode("latin-1"), value.decode("latin-1"))
-                             for name, value in pairs))
+    decoded = []
+    index: dict[str, list[str]] = {}
+    for raw_name, raw_value in pairs:
+        name = raw_name.decode("latin-1")
+        value = raw_value.decode("latin-1")
+        decoded.append((name, value))
+        key = name.lower()
+        values = index.get(key)
+        if values is None:
+            index[key] = [value]
+        else:
+            values.append(value)
+    headers = _new_header_map(HeaderMap)
+    _set_slot(headers, "pairs", tuple(decoded))
+    _set_slot(headers, "_index", index)
+    return headers
 
 
 def _head_map(raw: bytes) -> HeaderMap:
@@ -146,10 +166,30 @@ def _head_map(raw: bytes) -> HeaderMap:
     del lines[0]  # the request or status line
     del lines[-2:]  # the two empty strings after the last CRLF CRLF
     pairs = []
+    index: dict[str, list[str]] = {}
+    known_lines = _LINES
     for line in lines:
-        name, _, value = line.partition(":")
-        pairs.append((name, value.strip(" \t")))
-    return _header_map(tuple(pairs))
+        # Heads that differ (a Content-Length, a traceparent) still share most lines: a
+        # line seen before is one lookup, not a split, a strip and a lower-casing.
+        known = known_lines.get(line)
+        if known is None:
+            name, _, value = line.partition(":")
+            known = ((name, value.strip(" \t")), name.lower())
+            if len(line) <= _MAX_LINE_CHARS:  # a long line (a token, a cookie) is not kept
+                if len(known_lines) >= _MAX_LINES:
+                    known_lines.clear()
+                known_lines[line] = known
+        pair, key = known
+        pairs.append(pair)
+        values = index.get(key)
+        if values is None:
+            index[key] = [pair[1]]
+        else:
+            values.append(pair[1])
+    headers = _new_header_map(HeaderMap)
+    _set_slot(headers, "pairs", tuple(pairs))
+    _set_slot(headers, "_index", index)
+    return headers
 
 
 def _header_map(pairs: tuple[tuple[str, str], ...]) -> HeaderMap:
@@ -199,6 +239,30 @@ _SAME_FIELDS = tuple(name for name in FLAT_NAMES if name not in _RAW_ONLY)
 _new_captured = object.__new__
 
 
+def _flat_reader() -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """A function of the flat tuple: its fields that pass on unchanged as one dict (a dict
+    display of constant keys), then the raw ones in :data:`_RAW_ONLY`'s order.
+
+    Made from one unpacking and one display (what ``dict(zip(FLAT_NAMES, flat))`` and a pop
+    per raw field do, at a third of the cost); a tuple of another length raises ValueError
+    as the strict zip did. The names are the slot names of RawExchange, nothing from outside.
+    """
+    local = {name: f"v{i}" for i, name in enumerate(FLAT_NAMES)}
+    source = (
+        "def read(flat):\n"
+        f"    ({', '.join(local[n] for n in FLAT_NAMES)},) = flat\n"
+        f"    return ({{{', '.join(f'{n!r}: {local[n]}' for n in _SAME_FIELDS)}}}, "
+        f"{', '.join(local[n] for n in _RAW_ONLY)})\n"
+    )
+    namespace: dict[str, Any] = {}
+    exec(source, namespace)
+    read: Callable[[tuple[Any, ...]], tuple[Any, ...]] = namespace["read"]
+    return read
+
+
+_read_flat = _flat_reader()
+
+
 def materialize(raw: RawExchange, max_sse_events: int) -> Captured:
     """Turn the forwarder's raw capture into the :class:`Captured` the judge reads
     (:func:`materialize_state` of its hand-off state)."""
@@ -216,14 +280,9 @@ def materialize_state(state: tuple[Any, ...], max_sse_events: int) -> Captured:
     # Every field of Captured, set at once (its generated __init__ takes 40 arguments one by
     # one; tests check the fields are all here): the flat fields by name, the raw ones
     # replaced by what they decode to.
-    fields = dict(zip(FLAT_NAMES, flat, strict=True))
-    pop = fields.pop
-    request_headers = _headers(pop("request_pairs"))
-    response_headers = _headers(pop("response_pairs"))
-    forwarded = pop("forwarded_pairs")
-    egress = pop("egress_pairs")
-    egress_body = pop("egress_body")
-    del fields["session"]
+    fields, request_pairs, forwarded, response_pairs, egress, egress_body, _ = _read_flat(flat)
+    request_headers = _headers(request_pairs)
+    response_headers = _headers(response_pairs)
     user_agent = request_headers._index.get("user-agent")  # type: ignore[union-attr]
     fields["user_agent"] = user_agent[0] if user_agent else ""
     fields["request_headers"] = request_headers

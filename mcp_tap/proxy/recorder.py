@@ -127,7 +127,12 @@ class Recorder:
     # -- state lookups the forwarder and the judge need -----------------------------------
 
     def _state(self, hop: str) -> _HopState:
-        return self._hops.setdefault(hop, _HopState())
+        # Not setdefault(hop, _HopState()): that builds a state (three maps and a set) on
+        # every call, to throw it away for every hop but a new one.
+        state = self._hops.get(hop)
+        if state is None:
+            state = self._hops[hop] = _HopState()
+        return state
 
     def begin(self, cap: RawExchange) -> None:
         """Snapshot, at ingress, the per-hop state the judgement depends on (its session).
@@ -158,8 +163,12 @@ class Recorder:
             judgement = self._judge(cap, state)
             found = self._follow(cap, judgement, list(judgement.findings), state)
             result = _result(judgement.response_messages)
-            self._learn(cap, judgement, state, result)
-            found += self._client(cap, judgement, state, result)
+            # The request's kind and method, read once (each is a chain of properties).
+            request = judgement.request
+            kind = request.kind if request is not None else None
+            method = request.method if request is not None else None
+            self._learn(cap, kind, method, state, result)
+            found += self._client(cap, judgement, kind, method, state, result)
         except _Unparsed:
             judgement = Judgement(Era.UNKNOWN, None, (), None, ())
             found = []
@@ -237,10 +246,16 @@ class Recorder:
         return found + ended
 
     def _learn(
-        self, cap: Captured, j: Judgement, state: _HopState, result: dict[str, Any] | None
+        self,
+        cap: Captured,
+        kind: Kind | None,
+        method: str | None,
+        state: _HopState,
+        result: dict[str, Any] | None,
     ) -> None:
-        """Remember sessions, tools and advertised extensions from successful answers."""
-        if j.request is None or j.request.kind is not Kind.REQUEST:
+        """Remember sessions, tools and advertised extensions from successful answers
+        (``kind`` and ``method``: the judged request's, None without one)."""
+        if kind is not Kind.REQUEST:
             if cap.http_method == "DELETE":
                 session = cap.request_headers.get(HEADER_SESSION_ID)
                 if session:
@@ -248,7 +263,6 @@ class Recorder:
             return
         if result is None:
             return
-        method = j.method
         if method == "initialize":
             session = cap.response_headers.get(HEADER_SESSION_ID)
             version = result.get("protocolVersion")
@@ -273,9 +287,15 @@ class Recorder:
                 tools.popitem(last=False)
 
     def _client(
-        self, cap: Captured, j: Judgement, state: _HopState, result: dict[str, Any] | None
+        self,
+        cap: Captured,
+        j: Judgement,
+        kind: Kind | None,
+        method: str | None,
+        state: _HopState,
+        result: dict[str, Any] | None,
     ) -> list[Finding]:
-        if j.request is None or j.request.kind not in (Kind.REQUEST, Kind.NOTIFICATION):
+        if kind is not Kind.REQUEST and kind is not Kind.NOTIFICATION:
             return []
         key = f"{cap.client}|{cap.user_agent}"
         tracker = state.clients.get(key)
@@ -284,7 +304,7 @@ class Recorder:
             state.clients.remember(key, tracker)
         code = _error_code(j.response_messages)
         found: list[Finding] = tracker.observe(
-            ClientEvent(j.method, j.era, code, result)
+            ClientEvent(method, j.era, code, result)
         )
         return found
 

@@ -18,6 +18,7 @@ from mcp_tap.core import deepjson
 from mcp_tap.core.exchange import Judgement
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.hashing import DigestKey, seal_hex
+from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.redaction import Redacted, Redactor
 from mcp_tap.core.redaction.clean import CLEAN_CHECK_MIN
 from mcp_tap.proxy.capture import BodyCapture
@@ -41,23 +42,22 @@ class RecordBuilder:
         self.digests = digest_key.describe()
         self._ids = ""  # random hex, cut into exchange ids (see exchange_id)
         self._next_id = 0  # where the next exchange id starts in _ids
-        # Redacted views of the heads seen last, by their pairs: materialize shares one
-        # header map per distinct head, so a repeated head is redacted once. The views are
-        # shared by records as a head's view is shared by two views of one record: nothing
-        # mutates a record.
-        self._heads: dict[tuple[tuple[str, str], ...], list[list[str]]] = {}
+        # Redacted views of the header maps seen last, by identity: materialize shares one
+        # (immutable) header map per distinct head, so a repeated head is redacted once, and
+        # an id is looked up without hashing the head's strings. Each entry holds its map,
+        # so the id stays that map's while it is remembered. The views are shared by records
+        # as a head's view is shared by two views of one record: nothing mutates a record.
+        self._heads: dict[int, tuple[HeaderMap, list[list[str]]]] = {}
 
-    def header_lists(self, pairs: tuple[tuple[str, str], ...]) -> list[list[str]]:
-        """:meth:`Redactor.redact_header_lists` of ``pairs``, remembered (bounded)."""
-        try:
-            view = self._heads.get(pairs)
-        except TypeError:  # pairs in a list (a map made by hand): not remembered
-            return self.redactor.redact_header_lists(pairs)
-        if view is None:
-            view = self.redactor.redact_header_lists(pairs)
-            if len(self._heads) >= _MAX_HEADS:
-                self._heads.clear()
-            self._heads[pairs] = view
+    def header_lists(self, headers: HeaderMap) -> list[list[str]]:
+        """:meth:`Redactor.redact_header_lists` of ``headers``' pairs, remembered (bounded)."""
+        known = self._heads.get(id(headers))
+        if known is not None and known[0] is headers:
+            return known[1]
+        view = self.redactor.redact_header_lists(headers.pairs)
+        if len(self._heads) >= _MAX_HEADS:
+            self._heads.clear()
+        self._heads[id(headers)] = (headers, view)
         return view
 
     def exchange_id(self) -> str:
@@ -94,32 +94,34 @@ class RecordBuilder:
         # The judge parsed these events' data: one message per event with data, in order,
         # when every one of them parsed (it judged exactly cap.sse; see Recorder._judge).
         # Then the record redacts those messages and parses nothing again.
+        events = [t.event for t in cap.sse]
+        texts = [e.data for e in events]
         parsed: Iterator[Any] | None = None
-        if not cap.sse_incomplete and j.response_messages and len(j.response_messages) == sum(
-                1 for t in cap.sse if t.event.data != ""):
+        if not cap.sse_incomplete and j.response_messages and len(j.response_messages) == (
+                len(texts) - texts.count("")):
             parsed = iter(j.response_messages)
+        red = self.redactor
         out = []
-        for t in cap.sse:
+        for t, event, text in zip(cap.sse, events, texts, strict=True):
             data: Any
             note = None
             try:
-                message = (next(parsed) if parsed is not None and t.event.data != ""
-                           else orjson.loads(t.event.data))
-                if len(t.event.data) < CLEAN_CHECK_MIN:
-                    done = self.redactor.walk_message(message)
+                message = (next(parsed) if parsed is not None and text != ""
+                           else orjson.loads(text))
+                if len(text) < CLEAN_CHECK_MIN:
+                    done = red.walk_message(message)
                 else:
-                    text = t.event.data.encode("utf-8", "surrogatepass")
-                    done = self.redactor.walk_message_text(message, text)
+                    done = red.walk_message_text(message, text.encode("utf-8", "surrogatepass"))
                 if done.depth + 4 + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
                     data = done.value  # _recordable's usual answer, without its call
                 else:
                     data, note = self._recordable(done, 4)
             except orjson.JSONDecodeError:
-                data = self.redactor.redact_text(t.event.data)
-            event = {"at": t.at, "id": t.event.id, "event": t.event.event, "data": data}
+                data = red.redact_text(text)
+            shown = {"at": t.at, "id": event.id, "event": event.event, "data": data}
             if note is not None:
-                event["data"], event["note"] = data["raw"], note
-            out.append(event)
+                shown["data"], shown["note"] = data["raw"], note
+            out.append(shown)
         return out
 
     def secrets(self, cap: Captured, j: Judgement) -> list[str]:
@@ -145,8 +147,8 @@ class RecordBuilder:
         key = self.digest_key
         # A head that passed as it came is one header map for both views: redacted once
         # (the record holds the same list twice; nothing mutates a record's lists).
-        response_headers = self.header_lists(cap.response_headers.pairs)
-        request_headers = self.header_lists(cap.request_headers.pairs)
+        response_headers = self.header_lists(cap.response_headers)
+        request_headers = self.header_lists(cap.request_headers)
         origin: dict[str, Any] | None = None
         # Spliced, the client got the origin's bytes: one sealed digest for both views.
         same_bytes = response is not None and cap.egress_digest == response.digest
@@ -180,6 +182,7 @@ class RecordBuilder:
         if tap_error is not None:
             # A library's reason may quote the upstream URL: no query, no userinfo.
             tap_error = {**tap_error, "reason": red.redact_reason(str(tap_error["reason"]))}
+        kind = j.kind
         record = {
             "kind": "exchange",
             "hop": cap.hop,
@@ -189,14 +192,14 @@ class RecordBuilder:
             "era": str(j.era),
             "method": j.method,
             "rpcId": j.rpc_id,
-            "messageKind": str(j.kind) if j.kind else None,
+            "messageKind": str(kind) if kind else None,
             "ingress": {
                 "httpMethod": cap.http_method,
                 "path": red.redact_url(cap.path),
                 "headers": request_headers,
                 "forwardedHeaders": request_headers
                 if cap.forwarded_headers is cap.request_headers
-                else self.header_lists(cap.forwarded_headers.pairs),
+                else self.header_lists(cap.forwarded_headers),
                 "bodyDigest": seal_hex(key, cap.request.digest),
                 "bodySize": cap.request.size,
                 "truncated": not cap.request.complete,
@@ -211,7 +214,7 @@ class RecordBuilder:
                 "status": cap.egress_status,
                 "headers": response_headers
                 if cap.egress_headers is cap.response_headers
-                else self.header_lists(cap.egress_headers.pairs),
+                else self.header_lists(cap.egress_headers),
                 "bodyDigest": origin_digest if same_bytes else seal_hex(key, cap.egress_digest),
                 "bodySize": cap.egress_bytes,
                 "sentAt": cap.sent_at,
