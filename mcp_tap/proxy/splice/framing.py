@@ -226,6 +226,34 @@ class ResponseMessage:
             if self.skip_body:
                 self.complete = True
 
+    def feed_head(self, head: bytes) -> None:
+        """:meth:`feed_whole` of one whole head (interim or final: nothing of a body yet,
+        or an upgrade's tunnel). Raises :data:`ParserError` on bytes that are not HTTP."""
+        try:
+            self._parser.feed_data(head)
+        except Upgrade as exc:
+            self.upgraded = True
+            self.complete = True
+            self.tunnel_offset = int(exc.args[0]) if exc.args else 0
+            return
+        if not self._open and not self.complete:  # a bodiless answer, or a 1xx one ended
+            if self.status >= 200:
+                self.complete = True
+            else:  # an interim 1xx answer ended: the final one follows
+                self._open.append(None)
+
+    def feed_length(self, data: bytes, at: float) -> None:
+        """Body bytes of a length-framed answer, already cut at its end (``at``: when they
+        came): parsed, kept in the capture, and :attr:`complete` once the last one is in."""
+        self._parser.feed_data(data)
+        pieces = self.pieces
+        if pieces:
+            if not self.skip_body:
+                self.body.take(pieces, at)
+            pieces.clear()
+        if not self._open:
+            self.complete = True
+
     def feed(self, data: bytes) -> int:
         """Feed response bytes; how many belong to this answer (the rest follow its end and
         belong to no answer). Raises :data:`ParserError` on bytes that are not HTTP."""

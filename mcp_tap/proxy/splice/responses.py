@@ -74,7 +74,7 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
         if response is None:
             response = ex.response = client._response_message(ex)
         try:
-            response.feed(raw_head)
+            response.feed_head(raw_head)
         except (ParserError, ValueError) as exc:
             client._abort_upstream(ex)
             if raw.sent_at is None and not raw.interim:
@@ -118,7 +118,7 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
                 return
             ex.tunnel = True
             return
-        client._set_framing(ex, framing, length, response)
+        framing = set_framing(client, ex, framing, length, response)
         if not rest:
             client.transport.write(out)
             raw.sent_at = client.clock()
@@ -131,9 +131,29 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
             client._stray(ex, len(rest))
             client._response_complete(ex)
             return
-        # Head and body as received, in one object: one write to the client, no join.
+        if framing == "length" and len(rest) <= length:  # (usually: the whole answer)
+            # Head and body as received, in one object: one write to the client, no join.
+            client.transport.write(data if out is raw_head else out + rest)
+            raw.sent_at = at = client.clock()
+            ex.remaining = length - len(rest)
+            _length_body(client, ex, response, rest, at)
+            return
         client._body_out(ex, rest, out, data if out is raw_head else None)
         return
+
+
+def _length_body(
+    client: ClientConnection, ex: Exchange, response: ResponseMessage, data: bytes, at: float
+) -> None:
+    """Parse a copy of length-framed body bytes already sent (none past the answer's end)."""
+    try:
+        response.feed_length(data, at)
+    except (ParserError, ValueError) as exc:
+        client._abort_upstream(ex)
+        client._cut(ex, "upstream-bad-response", parser_reason(exc))
+        return
+    if response.complete:
+        client._response_complete(ex)
 
 
 def response_message(client: ClientConnection, ex: Exchange) -> ResponseMessage:
@@ -155,21 +175,20 @@ def response_message(client: ClientConnection, ex: Exchange) -> ResponseMessage:
 
 def set_framing(
     client: ClientConnection, ex: Exchange, framing: str, length: int, response: ResponseMessage
-) -> None:
+) -> str:
     """Note how the final answer is framed (length, chunked, none, or until close), from
-    its head's :func:`~mcp_tap.proxy.splice.framing.head_scan`."""
+    its head's :func:`~mcp_tap.proxy.splice.framing.head_scan`; returns that framing."""
     if ex.skip_body or response.status in (204, 304):
-        ex.response_framing = "none"
-    elif framing == "chunked":
-        ex.response_framing = "chunked"
-        response.chunked = True
+        framing = "none"
     elif framing == "length":
-        ex.response_framing = "length"
         ex.remaining = length
+    elif framing == "chunked":
+        response.chunked = True
     else:
-        ex.response_framing = "close"
+        framing = "close"
         ex.close_client = True  # the client reads this answer until the connection ends
-    ex.raw.response_framing = ex.response_framing
+    ex.response_framing = ex.raw.response_framing = framing
+    return framing
 
 
 def response_body(client: ClientConnection, ex: Exchange, data: bytes) -> None:
@@ -193,11 +212,12 @@ def body_out(
             whole = None
         ex.remaining = remaining - len(data)
         client.transport.write(whole if whole is not None else head + data if head else data)
+        at = client.clock()
         if head:
-            ex.raw.sent_at = client.clock()
+            ex.raw.sent_at = at
         if stray > 0:
             client._stray(ex, stray)
-        client._parse_body(ex, data)
+        _length_body(client, ex, response, data, at)
         return
     if response.chunked and (response.careful or data[:1] == b"0" or data.find(b"\n0") >= 0):
         # The end may be in these bytes: parse first, to send only what is the answer's.
