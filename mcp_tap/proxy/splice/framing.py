@@ -116,8 +116,16 @@ class RequestMessage:
         self.keep_alive = self._parser.should_keep_alive()
 
     # -- the forwarder's side --
-    def start(self, raw: bytes, lower: bytes) -> None:
-        """Feed the head; raises :data:`ParserError` when the parser rejects it."""
+    def start(self, raw: bytes, lower: bytes, body: RawBody | None = None) -> None:
+        """Feed the head (of the connection's next request, whose body goes to ``body``,
+        when given: :meth:`reset` in the same call); raises :data:`ParserError` when the
+        parser rejects it."""
+        if body is not None:
+            self.body = body
+            self.complete = self.headed = self.upgrade = self.notable = False
+            self.keep_alive = True
+            self.framing = "none"
+            self.remaining = 0
         self._open.append(None)
         try:
             self._parser.feed_data(raw)
@@ -139,15 +147,16 @@ class RequestMessage:
             return 0
         pieces = self.pieces
         if self.framing == "length":
-            take = min(self.remaining, len(data))
-            if take < len(data):
+            take = len(data)
+            if take > self.remaining:
+                take = self.remaining
                 data = data[:take]
             self._parser.feed_data(data)
             self.remaining -= take
             if not self.remaining:
                 self.complete = True
             pieces.clear()
-            self.body.take((data,), 0.0)  # the payload is the bytes themselves
+            self.body.feed(data)  # the payload is the bytes themselves
             return take
         view = memoryview(data)
         start, size = 0, len(data)

@@ -62,7 +62,7 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
             else:
                 client.buffer += data  # a head in pieces: wait for the rest
             return
-    client.head_timer.stop()
+    client.head_timer.active = False  # (Timer.stop, without the call)
     cut = end + len(HEAD_END)
     if len(data) > cut:
         raw_head = data[:cut]
@@ -75,10 +75,8 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
     request = client._requests
     if request is None:
         request = client._requests = RequestMessage(body)
-    else:
-        request.reset(body)
     try:
-        request.start(raw_head, lower)
+        request.start(raw_head, lower, body)
     except (ParserError, ValueError) as exc:
         client._refuse(400, "bad-request", parser_reason(exc))
         return
@@ -156,14 +154,16 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
                     client._pause("connecting")
             elif taken:
                 client._to_upstream(ex, rest if taken == len(rest) else rest[:taken])
-            if request.complete:
-                client._request_ended(ex)
+            if request.complete:  # (request_ended: no answer can have come yet)
+                ex.request_done = True
+                body.ended = True
             if taken < len(rest):
                 client.buffer += rest[taken:]
                 if len(client.buffer) > HIGH_WATER:
                     client._pause("pipelined")
     elif request.complete:
-        client._request_ended(ex)
+        ex.request_done = True
+        body.ended = True
     client._bind(ex)
 
 
