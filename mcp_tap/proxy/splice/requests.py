@@ -38,7 +38,8 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
         if data:
             client.buffer += data
         return
-    limit = client.hop.options.listener.max_head_bytes
+    hop = client.hop
+    limit = hop.max_head_bytes
     if data is None or data[:2] == b"\r\n":
         buf = client.buffer
         if data is not None:
@@ -71,7 +72,7 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
         raw_head = data
         rest = b""
     lower = raw_head.lower()
-    body = RawBody(client.hop.options.capture.max_body_bytes)
+    body = RawBody(hop.max_body_bytes)
     request = client._requests
     if request is None:
         request = client._requests = RequestMessage(body)
@@ -88,7 +89,6 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
     if method == b"CONNECT":
         client._refuse(400, "connect-not-supported", "a reverse proxy does not tunnel CONNECT")
         return
-    hop = client.hop
     raw = RawExchange(
         hop.name, hop.target.url, client.peer, method.decode("latin-1"),
         target.decode("latin-1"), raw_head, body, client.clock(),
@@ -133,7 +133,7 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
     ex.waiting.append(forward)
     ex.waiting_size = len(forward)
     if request.upgrade:
-        cap = client.hop.options.capture.max_body_bytes
+        cap = hop.max_body_bytes
         raw.tunnel = (RawBody(cap), RawBody(cap))
     if rest:
         if request.upgrade:

@@ -58,7 +58,7 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
     while True:
         end = data.find(HEAD_END)
         if end < 0:
-            if len(data) > 4 * client.hop.options.listener.max_head_bytes:
+            if len(data) > 4 * client.hop.max_head_bytes:
                 client._abort_upstream(ex)
                 client._answer(ex, 502, "upstream-bad-response",
                              "the upstream's response head is too large")
@@ -158,7 +158,7 @@ def _length_body(
 
 def response_message(client: ClientConnection, ex: Exchange) -> ResponseMessage:
     """The parser of the exchange's answer (the connection's own, when it has one)."""
-    body = RawBody(client.hop.options.capture.max_body_bytes)
+    body = RawBody(client.hop.max_body_bytes)
     ex.raw.response = body
     conn = ex.upstream
     response = conn.response if conn is not None else None
