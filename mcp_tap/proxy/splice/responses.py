@@ -34,18 +34,22 @@ def upstream_data(client: ClientConnection, data: bytes) -> None:
     ex = client.exchange
     if ex is None or ex.finished or client.transport is None:
         return
-    if ex.idle is not None:
-        ex.idle.touch()
     ex.replay = None
     if ex.tunnel:
+        if ex.idle is not None:
+            ex.idle.touch()
         client.transport.write(data)
         if ex.raw.tunnel is not None:
             ex.raw.tunnel[1].feed(data, client.clock())
         return
     if ex.response_head is not None:
         client._response_heads(ex, data)
-        return
-    client._response_body(ex, data)
+    else:
+        client._response_body(ex, data)
+    # The upstream spoke: its idle clock starts again, after the bytes are handled, so an
+    # answer that ended in them costs no clock read (finishing stopped the timer).
+    if ex.idle is not None and not ex.finished:
+        ex.idle.touch()
 
 
 def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
