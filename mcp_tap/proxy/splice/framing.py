@@ -251,9 +251,11 @@ class ResponseMessage:
             else:  # an interim 1xx answer ended: the final one follows
                 self._open.append(None)
 
-    def feed_length(self, data: bytes, at: float) -> None:
-        """Body bytes of a length-framed answer, already cut at its end (``at``: when they
-        came): parsed, kept in the capture, and :attr:`complete` once the last one is in."""
+    def feed_body(self, data: bytes, at: float) -> None:
+        """Body bytes of the final answer that do not run past its end (length-framed ones
+        cut at it, chunked ones with no last-chunk line in view, or a close-delimited body;
+        ``at``: when they came): parsed, kept in the capture, and :attr:`complete` once the
+        last one is in."""
         self._parser.feed_data(data)
         pieces = self.pieces
         if pieces:

@@ -45,7 +45,7 @@ def upstream_data(client: ClientConnection, data: bytes) -> None:
     if ex.response_head is not None:
         client._response_heads(ex, data)
     else:
-        client._response_body(ex, data)
+        client._body_out(ex, data, b"", None)  # body bytes of the answer in flight
     # The upstream spoke: its idle clock starts again, after the bytes are handled, so an
     # answer that ended in them costs no clock read (finishing stopped the timer).
     if ex.idle is not None and not ex.finished:
@@ -140,18 +140,19 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
             client.transport.write(data if out is raw_head else out + rest)
             raw.sent_at = at = client.clock()
             ex.remaining = length - len(rest)
-            _length_body(client, ex, response, rest, at)
+            _body_copy(client, ex, response, rest, at)
             return
         client._body_out(ex, rest, out, data if out is raw_head else None)
         return
 
 
-def _length_body(
+def _body_copy(
     client: ClientConnection, ex: Exchange, response: ResponseMessage, data: bytes, at: float
 ) -> None:
-    """Parse a copy of length-framed body bytes already sent (none past the answer's end)."""
+    """Parse a copy of body bytes already sent, none past the answer's end (``at``: when
+    they came)."""
     try:
-        response.feed_length(data, at)
+        response.feed_body(data, at)
     except (ParserError, ValueError) as exc:
         client._abort_upstream(ex)
         client._cut(ex, "upstream-bad-response", parser_reason(exc))
@@ -195,11 +196,6 @@ def set_framing(
     return framing
 
 
-def response_body(client: ClientConnection, ex: Exchange, data: bytes) -> None:
-    """Body bytes of the answer in flight."""
-    client._body_out(ex, data, b"", None)
-
-
 def body_out(
     client: ClientConnection, ex: Exchange, data: bytes, head: bytes, whole: bytes | None
 ) -> None:
@@ -221,7 +217,7 @@ def body_out(
             ex.raw.sent_at = at
         if stray > 0:
             client._stray(ex, stray)
-        _length_body(client, ex, response, data, at)
+        _body_copy(client, ex, response, data, at)
         return
     if response.chunked and (response.careful or data[:1] == b"0" or data.find(b"\n0") >= 0):
         # The end may be in these bytes: parse first, to send only what is the answer's.
@@ -248,9 +244,10 @@ def body_out(
         return
     # To the client first ...
     client.transport.write(whole if whole is not None else head + data if head else data)
+    at = client.clock()
     if head:
-        ex.raw.sent_at = client.clock()
-    client._parse_body(ex, data)  # ... then the copy is parsed
+        ex.raw.sent_at = at
+    _body_copy(client, ex, response, data, at)  # ... then the copy is parsed
 
 
 def stray(client: ClientConnection, ex: Exchange, size: int) -> None:
@@ -263,21 +260,6 @@ def stray(client: ClientConnection, ex: Exchange, size: int) -> None:
         "why": "bytes after the end of the answer belong to no response; "
                "the upstream connection was closed",
     })
-
-
-def parse_body(client: ClientConnection, ex: Exchange, data: bytes) -> None:
-    """Parse a copy of body bytes already sent (for the boundaries and the capture)."""
-    assert ex.response is not None
-    try:
-        # Length-framed bytes are cut at the end already; chunked ones come here only when
-        # body_out saw no last-chunk line in them.
-        ex.response.feed_whole(data)
-    except (ParserError, ValueError) as exc:
-        client._abort_upstream(ex)
-        client._cut(ex, "upstream-bad-response", parser_reason(exc))
-        return
-    if ex.response.complete:
-        client._response_complete(ex)
 
 
 def response_complete(client: ClientConnection, ex: Exchange) -> None:
