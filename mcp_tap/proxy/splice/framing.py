@@ -116,10 +116,17 @@ class RequestMessage:
         self.keep_alive = self._parser.should_keep_alive()
 
     # -- the forwarder's side --
-    def start(self, raw: bytes, lower: bytes, body: RawBody | None = None) -> None:
+    def start(
+        self, raw: bytes, lower: bytes, body: RawBody | None = None, data: bytes | None = None
+    ) -> int:
         """Feed the head (of the connection's next request, whose body goes to ``body``,
         when given: :meth:`reset` in the same call); raises :data:`ParserError` when the
-        parser rejects it."""
+        parser rejects it.
+
+        ``data``: the head and the bytes that came after it. When those are all part of a
+        length-framed body they are fed in the same call (one parser call for a whole
+        request, the usual case); returns how many of them were (0: feed them next).
+        """
         if body is not None:
             self.body = body
             self.complete = self.headed = self.upgrade = self.notable = False
@@ -127,19 +134,36 @@ class RequestMessage:
             self.framing = "none"
             self.remaining = 0
         self._open.append(None)
+        # The scan comes first, to know how much to feed; its findings count only once the
+        # parser has accepted the head (a rejected one raises before they are used).
+        framing, remaining, notable = head_scan(lower, REQUEST_SCAN)
+        fed = 0
+        whole = raw
+        if data is not None and framing == "length" and len(data) - len(raw) <= remaining:
+            fed = len(data) - len(raw)
+            whole = data
         try:
-            self._parser.feed_data(raw)
+            self._parser.feed_data(whole)
         except Upgrade:
             self.upgrade = True
             self.complete = True  # what follows is the tunnel's, not HTTP
-            return
+            self.pieces.clear()
+            return 0
         if not self.headed:  # llhttp pauses on PRI (an HTTP/2 preface), silently: no head
             raise ParserError("an HTTP/2 connection preface")
-        self.framing, self.remaining, self.notable = head_scan(lower, REQUEST_SCAN)
-        if self.framing == "length" and not self.remaining:
-            self.framing = "none"  # Content-Length: 0 is no body, as none at all
-        if self.framing == "none":
+        self.notable = notable
+        if framing == "length" and not remaining:
+            framing = "none"  # Content-Length: 0 is no body, as none at all
+        self.framing = framing
+        if fed:
+            remaining -= fed
+            pieces = self.pieces
+            self.body.take(pieces, 0.0)  # the payload is the bytes themselves
+            pieces.clear()
+        self.remaining = remaining
+        if framing == "none" or (fed and not remaining):
             self.complete = True
+        return fed
 
     def feed(self, data: bytes) -> int:
         """Feed body bytes; returns how many of them belong to this message."""

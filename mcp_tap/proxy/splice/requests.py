@@ -64,20 +64,16 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
                 client.buffer += data  # a head in pieces: wait for the rest
             return
     client.head_timer.active = False  # (Timer.stop, without the call)
-    cut = end + len(HEAD_END)
-    if len(data) > cut:
-        raw_head = data[:cut]
-        rest = data[cut:]
-    else:
-        raw_head = data
-        rest = b""
+    cut = end + 4  # (+ len(HEAD_END))
+    raw_head = data[:cut] if len(data) > cut else data
     lower = raw_head.lower()
     body = RawBody(hop.max_body_bytes)
     request = client._requests
     if request is None:
         request = client._requests = RequestMessage(body)
     try:
-        request.start(raw_head, lower, body)
+        # With the bytes after the head, when they are all its body: one parser call.
+        fed = request.start(raw_head, lower, body, None if raw_head is data else data)
     except (ParserError, ValueError) as exc:
         client._refuse(400, "bad-request", parser_reason(exc))
         return
@@ -135,7 +131,20 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
     if request.upgrade:
         cap = hop.max_body_bytes
         raw.tunnel = (RawBody(cap), RawBody(cap))
-    if rest:
+    if fed:  # the whole request came at once (the usual case), parsed already
+        if forward is raw_head:
+            # Head and body as they came, in one object: one write upstream, no join.
+            ex.waiting[0] = data
+            ex.waiting_size = len(data)
+            if ex.waiting_size > HIGH_WATER:
+                client._pause("connecting")
+        else:
+            client._to_upstream(ex, data[cut:])
+        if request.complete:  # (request_ended: no answer can have come yet)
+            ex.request_done = True
+            body.ended = True
+    elif raw_head is not data:
+        rest = data[cut:]
         if request.upgrade:
             client._tunnel_up(ex, rest)
         else:
