@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from taps import running_tap, tap_options
 
 from mcp_tap.logs import configure_logging
+from mcp_tap.proxy.capture import RawBody
 from mcp_tap.proxy.splice.framing import ParserError, RequestMessage
 from mcp_tap.proxy.splice.head import parse_head, rewrite
 
@@ -69,8 +70,34 @@ class TestSansIO:
         instead of passing it on as a request (found by the long run, input 3485)."""
         raw = b"PRI * HTTP/2.0\r\n\r\n"
         with pytest.raises(ParserError, match="HTTP/2 connection preface"):
-            RequestMessage(lambda _b: None).start(raw, parse_head(raw))
+            RequestMessage(RawBody(0)).start(raw, raw.lower())
         assert check_request_bytes(raw + b"SM\r\n\r\n") == "rejected"
+
+    @pytest.mark.parametrize("data", [
+        b"POST /mcp HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello",
+        b"POST /mcp HTTP/1.1\r\nContent-Length: 9\r\n\r\nhello",  # the rest comes later
+        b"POST /mcp HTTP/1.0\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n{}",
+        b"POST /mcp HTTP/1.1\r\ncontent-length:\t3\r\nConnection: close\r\n\r\nabc",
+        b"POST /mcp HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}GET / HTTP/1.1\r\n\r\n",
+        b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+        b"POST /mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\nGET / HTTP/1.1\r\n\r\n",
+    ])
+    def test_a_request_fed_with_its_head_reads_as_one_fed_after_it(self, data: bytes) -> None:
+        """``start`` with the bytes after the head (one parser call when they are all its
+        body) ends in the same state as the head first and ``feed`` after."""
+        cut = data.find(b"\r\n\r\n") + 4
+        raw = data[:cut]
+        states = []
+        for whole in (True, False):
+            body = RawBody(1 << 20)
+            request = RequestMessage(body)
+            fed = request.start(raw, raw.lower(), body, data if whole else None)
+            taken = fed or (request.feed(data[cut:]) if not request.complete else 0)
+            states.append((taken, request.complete, request.remaining, request.framing,
+                           request.keep_alive, request.notable, b"".join(body.chunks),
+                           body.size))
+        assert states[0] == states[1]
+        assert states[0][0] <= len(data) - cut
 
 
 @pytest.fixture

@@ -76,12 +76,16 @@ class RawBody:
 
     def take(self, pieces: Sequence[bytes], at: float) -> None:
         """:meth:`feed` of each piece, all arrived at ``at`` (one call for a parser's pieces)."""
-        size = sum(map(len, pieces))
+        n = len(pieces)
+        size = len(pieces[0]) if n == 1 else sum(map(len, pieces))  # (usually one piece)
         if self._hash is None and size <= self.cap - self.kept:  # the usual case: all kept
             self.size += size
             self.kept += size
             self.chunks += pieces
-            self.times += [at] * len(pieces)
+            if n == 1:
+                self.times.append(at)
+            else:
+                self.times += [at] * n
             return
         for piece in pieces:
             self.feed(piece, at)

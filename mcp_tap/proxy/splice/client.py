@@ -206,11 +206,8 @@ class ClientConnection(asyncio.Protocol):
     upstream_data = responses.upstream_data
     _response_heads = responses.response_heads
     _response_message = responses.response_message
-    _set_framing = responses.set_framing
-    _response_body = responses.response_body
     _body_out = responses.body_out
     _stray = responses.stray
-    _parse_body = responses.parse_body
     _response_complete = responses.response_complete
     _answer = endings.answer
     _cut = endings.cut_exchange

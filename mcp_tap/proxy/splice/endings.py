@@ -76,7 +76,7 @@ def finish(client: ClientConnection, ex: Exchange) -> None:
     ex.finished = True
     raw = ex.raw
     if ex.idle is not None:
-        ex.idle.stop()
+        ex.idle.active = False  # (Timer.stop, without the call)
     if ex.connecting is not None:
         ex.connecting.cancel()
         ex.connecting = None

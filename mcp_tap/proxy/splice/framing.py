@@ -116,22 +116,54 @@ class RequestMessage:
         self.keep_alive = self._parser.should_keep_alive()
 
     # -- the forwarder's side --
-    def start(self, raw: bytes, lower: bytes) -> None:
-        """Feed the head; raises :data:`ParserError` when the parser rejects it."""
+    def start(
+        self, raw: bytes, lower: bytes, body: RawBody | None = None, data: bytes | None = None
+    ) -> int:
+        """Feed the head (of the connection's next request, whose body goes to ``body``,
+        when given: :meth:`reset` in the same call); raises :data:`ParserError` when the
+        parser rejects it.
+
+        ``data``: the head and the bytes that came after it. When those are all part of a
+        length-framed body they are fed in the same call (one parser call for a whole
+        request, the usual case); returns how many of them were (0: feed them next).
+        """
+        if body is not None:
+            self.body = body
+            self.complete = self.headed = self.upgrade = self.notable = False
+            self.keep_alive = True
+            self.framing = "none"
+            self.remaining = 0
         self._open.append(None)
+        # The scan comes first, to know how much to feed; its findings count only once the
+        # parser has accepted the head (a rejected one raises before they are used).
+        framing, remaining, notable = head_scan(lower, REQUEST_SCAN)
+        fed = 0
+        whole = raw
+        if data is not None and framing == "length" and len(data) - len(raw) <= remaining:
+            fed = len(data) - len(raw)
+            whole = data
         try:
-            self._parser.feed_data(raw)
+            self._parser.feed_data(whole)
         except Upgrade:
             self.upgrade = True
             self.complete = True  # what follows is the tunnel's, not HTTP
-            return
+            self.pieces.clear()
+            return 0
         if not self.headed:  # llhttp pauses on PRI (an HTTP/2 preface), silently: no head
             raise ParserError("an HTTP/2 connection preface")
-        self.framing, self.remaining, self.notable = head_scan(lower, REQUEST_SCAN)
-        if self.framing == "length" and not self.remaining:
-            self.framing = "none"  # Content-Length: 0 is no body, as none at all
-        if self.framing == "none":
+        self.notable = notable
+        if framing == "length" and not remaining:
+            framing = "none"  # Content-Length: 0 is no body, as none at all
+        self.framing = framing
+        if fed:
+            remaining -= fed
+            pieces = self.pieces
+            self.body.take(pieces, 0.0)  # the payload is the bytes themselves
+            pieces.clear()
+        self.remaining = remaining
+        if framing == "none" or (fed and not remaining):
             self.complete = True
+        return fed
 
     def feed(self, data: bytes) -> int:
         """Feed body bytes; returns how many of them belong to this message."""
@@ -139,15 +171,16 @@ class RequestMessage:
             return 0
         pieces = self.pieces
         if self.framing == "length":
-            take = min(self.remaining, len(data))
-            if take < len(data):
+            take = len(data)
+            if take > self.remaining:
+                take = self.remaining
                 data = data[:take]
             self._parser.feed_data(data)
             self.remaining -= take
             if not self.remaining:
                 self.complete = True
             pieces.clear()
-            self.body.take((data,), 0.0)  # the payload is the bytes themselves
+            self.body.feed(data)  # the payload is the bytes themselves
             return take
         view = memoryview(data)
         start, size = 0, len(data)
@@ -225,6 +258,36 @@ class ResponseMessage:
             self.head_done = True
             if self.skip_body:
                 self.complete = True
+
+    def feed_head(self, head: bytes) -> None:
+        """:meth:`feed_whole` of one whole head (interim or final: nothing of a body yet,
+        or an upgrade's tunnel). Raises :data:`ParserError` on bytes that are not HTTP."""
+        try:
+            self._parser.feed_data(head)
+        except Upgrade as exc:
+            self.upgraded = True
+            self.complete = True
+            self.tunnel_offset = int(exc.args[0]) if exc.args else 0
+            return
+        if not self._open and not self.complete:  # a bodiless answer, or a 1xx one ended
+            if self.status >= 200:
+                self.complete = True
+            else:  # an interim 1xx answer ended: the final one follows
+                self._open.append(None)
+
+    def feed_body(self, data: bytes, at: float) -> None:
+        """Body bytes of the final answer that do not run past its end (length-framed ones
+        cut at it, chunked ones with no last-chunk line in view, or a close-delimited body;
+        ``at``: when they came): parsed, kept in the capture, and :attr:`complete` once the
+        last one is in."""
+        self._parser.feed_data(data)
+        pieces = self.pieces
+        if pieces:
+            if not self.skip_body:
+                self.body.take(pieces, at)
+            pieces.clear()
+        if not self._open:
+            self.complete = True
 
     def feed(self, data: bytes) -> int:
         """Feed response bytes; how many belong to this answer (the rest follow its end and

@@ -40,6 +40,9 @@ class HopCore:
         self.began = 0
         self.answered = [0] * 6
         self.options = options
+        # Read per request: one attribute, not three.
+        self.max_head_bytes = options.listener.max_head_bytes
+        self.max_body_bytes = options.capture.max_body_bytes
         self.recorder = recorder
         self.clock = clock
         self.loop = asyncio.get_running_loop()

@@ -38,7 +38,8 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
         if data:
             client.buffer += data
         return
-    limit = client.hop.options.listener.max_head_bytes
+    hop = client.hop
+    limit = hop.max_head_bytes
     if data is None or data[:2] == b"\r\n":
         buf = client.buffer
         if data is not None:
@@ -62,23 +63,17 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
             else:
                 client.buffer += data  # a head in pieces: wait for the rest
             return
-    client.head_timer.stop()
-    cut = end + len(HEAD_END)
-    if len(data) > cut:
-        raw_head = data[:cut]
-        rest = data[cut:]
-    else:
-        raw_head = data
-        rest = b""
+    client.head_timer.active = False  # (Timer.stop, without the call)
+    cut = end + 4  # (+ len(HEAD_END))
+    raw_head = data[:cut] if len(data) > cut else data
     lower = raw_head.lower()
-    body = RawBody(client.hop.options.capture.max_body_bytes)
+    body = RawBody(hop.max_body_bytes)
     request = client._requests
     if request is None:
         request = client._requests = RequestMessage(body)
-    else:
-        request.reset(body)
     try:
-        request.start(raw_head, lower)
+        # With the bytes after the head, when they are all its body: one parser call.
+        fed = request.start(raw_head, lower, body, None if raw_head is data else data)
     except (ParserError, ValueError) as exc:
         client._refuse(400, "bad-request", parser_reason(exc))
         return
@@ -90,7 +85,6 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
     if method == b"CONNECT":
         client._refuse(400, "connect-not-supported", "a reverse proxy does not tunnel CONNECT")
         return
-    hop = client.hop
     raw = RawExchange(
         hop.name, hop.target.url, client.peer, method.decode("latin-1"),
         target.decode("latin-1"), raw_head, body, client.clock(),
@@ -135,9 +129,22 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
     ex.waiting.append(forward)
     ex.waiting_size = len(forward)
     if request.upgrade:
-        cap = client.hop.options.capture.max_body_bytes
+        cap = hop.max_body_bytes
         raw.tunnel = (RawBody(cap), RawBody(cap))
-    if rest:
+    if fed:  # the whole request came at once (the usual case), parsed already
+        if forward is raw_head:
+            # Head and body as they came, in one object: one write upstream, no join.
+            ex.waiting[0] = data
+            ex.waiting_size = len(data)
+            if ex.waiting_size > HIGH_WATER:
+                client._pause("connecting")
+        else:
+            client._to_upstream(ex, data[cut:])
+        if request.complete:  # (request_ended: no answer can have come yet)
+            ex.request_done = True
+            body.ended = True
+    elif raw_head is not data:
+        rest = data[cut:]
         if request.upgrade:
             client._tunnel_up(ex, rest)
         else:
@@ -156,14 +163,16 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
                     client._pause("connecting")
             elif taken:
                 client._to_upstream(ex, rest if taken == len(rest) else rest[:taken])
-            if request.complete:
-                client._request_ended(ex)
+            if request.complete:  # (request_ended: no answer can have come yet)
+                ex.request_done = True
+                body.ended = True
             if taken < len(rest):
                 client.buffer += rest[taken:]
                 if len(client.buffer) > HIGH_WATER:
                     client._pause("pipelined")
     elif request.complete:
-        client._request_ended(ex)
+        ex.request_done = True
+        body.ended = True
     client._bind(ex)
 
 

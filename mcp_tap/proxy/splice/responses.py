@@ -34,18 +34,22 @@ def upstream_data(client: ClientConnection, data: bytes) -> None:
     ex = client.exchange
     if ex is None or ex.finished or client.transport is None:
         return
-    if ex.idle is not None:
-        ex.idle.touch()
     ex.replay = None
     if ex.tunnel:
+        if ex.idle is not None:
+            ex.idle.touch()
         client.transport.write(data)
         if ex.raw.tunnel is not None:
             ex.raw.tunnel[1].feed(data, client.clock())
         return
     if ex.response_head is not None:
         client._response_heads(ex, data)
-        return
-    client._response_body(ex, data)
+    else:
+        client._body_out(ex, data, b"", None)  # body bytes of the answer in flight
+    # The upstream spoke: its idle clock starts again, after the bytes are handled, so an
+    # answer that ended in them costs no clock read (finishing stopped the timer).
+    if ex.idle is not None and not ex.finished:
+        ex.idle.touch()
 
 
 def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
@@ -58,7 +62,7 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
     while True:
         end = data.find(HEAD_END)
         if end < 0:
-            if len(data) > 4 * client.hop.options.listener.max_head_bytes:
+            if len(data) > 4 * client.hop.max_head_bytes:
                 client._abort_upstream(ex)
                 client._answer(ex, 502, "upstream-bad-response",
                              "the upstream's response head is too large")
@@ -74,7 +78,7 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
         if response is None:
             response = ex.response = client._response_message(ex)
         try:
-            response.feed(raw_head)
+            response.feed_head(raw_head)
         except (ParserError, ValueError) as exc:
             client._abort_upstream(ex)
             if raw.sent_at is None and not raw.interim:
@@ -118,7 +122,7 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
                 return
             ex.tunnel = True
             return
-        client._set_framing(ex, framing, length, response)
+        framing = set_framing(client, ex, framing, length, response)
         if not rest:
             client.transport.write(out)
             raw.sent_at = client.clock()
@@ -131,14 +135,35 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
             client._stray(ex, len(rest))
             client._response_complete(ex)
             return
-        # Head and body as received, in one object: one write to the client, no join.
+        if framing == "length" and len(rest) <= length:  # (usually: the whole answer)
+            # Head and body as received, in one object: one write to the client, no join.
+            client.transport.write(data if out is raw_head else out + rest)
+            raw.sent_at = at = client.clock()
+            ex.remaining = length - len(rest)
+            _body_copy(client, ex, response, rest, at)
+            return
         client._body_out(ex, rest, out, data if out is raw_head else None)
         return
 
 
+def _body_copy(
+    client: ClientConnection, ex: Exchange, response: ResponseMessage, data: bytes, at: float
+) -> None:
+    """Parse a copy of body bytes already sent, none past the answer's end (``at``: when
+    they came)."""
+    try:
+        response.feed_body(data, at)
+    except (ParserError, ValueError) as exc:
+        client._abort_upstream(ex)
+        client._cut(ex, "upstream-bad-response", parser_reason(exc))
+        return
+    if response.complete:
+        client._response_complete(ex)
+
+
 def response_message(client: ClientConnection, ex: Exchange) -> ResponseMessage:
     """The parser of the exchange's answer (the connection's own, when it has one)."""
-    body = RawBody(client.hop.options.capture.max_body_bytes)
+    body = RawBody(client.hop.max_body_bytes)
     ex.raw.response = body
     conn = ex.upstream
     response = conn.response if conn is not None else None
@@ -155,26 +180,20 @@ def response_message(client: ClientConnection, ex: Exchange) -> ResponseMessage:
 
 def set_framing(
     client: ClientConnection, ex: Exchange, framing: str, length: int, response: ResponseMessage
-) -> None:
+) -> str:
     """Note how the final answer is framed (length, chunked, none, or until close), from
-    its head's :func:`~mcp_tap.proxy.splice.framing.head_scan`."""
+    its head's :func:`~mcp_tap.proxy.splice.framing.head_scan`; returns that framing."""
     if ex.skip_body or response.status in (204, 304):
-        ex.response_framing = "none"
-    elif framing == "chunked":
-        ex.response_framing = "chunked"
-        response.chunked = True
+        framing = "none"
     elif framing == "length":
-        ex.response_framing = "length"
         ex.remaining = length
+    elif framing == "chunked":
+        response.chunked = True
     else:
-        ex.response_framing = "close"
+        framing = "close"
         ex.close_client = True  # the client reads this answer until the connection ends
-    ex.raw.response_framing = ex.response_framing
-
-
-def response_body(client: ClientConnection, ex: Exchange, data: bytes) -> None:
-    """Body bytes of the answer in flight."""
-    client._body_out(ex, data, b"", None)
+    ex.response_framing = ex.raw.response_framing = framing
+    return framing
 
 
 def body_out(
@@ -193,11 +212,12 @@ def body_out(
             whole = None
         ex.remaining = remaining - len(data)
         client.transport.write(whole if whole is not None else head + data if head else data)
+        at = client.clock()
         if head:
-            ex.raw.sent_at = client.clock()
+            ex.raw.sent_at = at
         if stray > 0:
             client._stray(ex, stray)
-        client._parse_body(ex, data)
+        _body_copy(client, ex, response, data, at)
         return
     if response.chunked and (response.careful or data[:1] == b"0" or data.find(b"\n0") >= 0):
         # The end may be in these bytes: parse first, to send only what is the answer's.
@@ -224,9 +244,10 @@ def body_out(
         return
     # To the client first ...
     client.transport.write(whole if whole is not None else head + data if head else data)
+    at = client.clock()
     if head:
-        ex.raw.sent_at = client.clock()
-    client._parse_body(ex, data)  # ... then the copy is parsed
+        ex.raw.sent_at = at
+    _body_copy(client, ex, response, data, at)  # ... then the copy is parsed
 
 
 def stray(client: ClientConnection, ex: Exchange, size: int) -> None:
@@ -239,21 +260,6 @@ def stray(client: ClientConnection, ex: Exchange, size: int) -> None:
         "why": "bytes after the end of the answer belong to no response; "
                "the upstream connection was closed",
     })
-
-
-def parse_body(client: ClientConnection, ex: Exchange, data: bytes) -> None:
-    """Parse a copy of body bytes already sent (for the boundaries and the capture)."""
-    assert ex.response is not None
-    try:
-        # Length-framed bytes are cut at the end already; chunked ones come here only when
-        # body_out saw no last-chunk line in them.
-        ex.response.feed_whole(data)
-    except (ParserError, ValueError) as exc:
-        client._abort_upstream(ex)
-        client._cut(ex, "upstream-bad-response", parser_reason(exc))
-        return
-    if ex.response.complete:
-        client._response_complete(ex)
 
 
 def response_complete(client: ClientConnection, ex: Exchange) -> None:
