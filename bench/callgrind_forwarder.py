@@ -9,12 +9,20 @@ recording process is not traced), warms it up, then counts instructions while ``
 ``callgrind_control``; the dumps stay in ``--out`` for ``callgrind_annotate``.
 
 Run: ``.venv/bin/python bench/callgrind_forwarder.py`` (about a minute).
+
+``--splice``: the forwarding core alone, in-process (``bench/micro.py --splice``'s set-up:
+a real client connection and pooled upstream connection of a hop, fake transports, the real
+hand-off batch and frame; no sockets, no event loop), ``--exchanges`` of them in batches of
+8, counted between two ``callgrind_control`` toggles, with a fixed hash seed: the same
+count on every run, however busy the machine (with ``--kind sse``, ``--split`` reads the
+answer one event at a time, as a stream comes).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -59,6 +67,49 @@ def _window(pid: int, out: Path, label: str, work: float | list[str]) -> tuple[i
     raise RuntimeError(f"no totals in {dump}")
 
 
+def _splice_child(kind: str, split: bool, exchanges: int) -> None:
+    """(Under callgrind) splice ``exchanges`` in-process, instrumented only meanwhile."""
+    import asyncio
+    import os
+
+    from micro import splice_exchanges, splice_set_up
+
+    from mcp_tap.proxy.options import load_options
+
+    async def run() -> None:
+        opts = load_options(None, env={}, listen="127.0.0.1:0",
+                            upstream="http://127.0.0.1:9001")
+        hop, recorder, _ = await splice_set_up(opts)
+        exchange = splice_exchanges(hop, recorder, JSON_CALL if kind == "json" else SSE_CALL,
+                                    split)
+        for _ in range(10):  # warm: parsers, pool, the adaptive interpreter
+            exchange(8)
+        _control(os.getpid(), "-i", "on")
+        for _ in range(exchanges // 8):
+            exchange(8)
+        _control(os.getpid(), "-i", "off")
+
+    asyncio.run(run())
+
+
+def _splice(args: argparse.Namespace) -> None:
+    """Instructions per exchange of the forwarding core in-process (see ``--splice``)."""
+    exchanges = args.exchanges // 8 * 8
+    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+           "--callgrind-out-file=/dev/null", PY, __file__, "--splice-child", "--kind",
+           args.kind, "--exchanges", str(exchanges)]
+    if args.split:
+        cmd.append("--split")
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stderr
+    collected = re.search(r"Collected : (\d+)", out)
+    if collected is None:
+        raise RuntimeError(out[-2000:])
+    shape = " (one event per read)" if args.split else ""
+    print(f"{args.kind}{shape} in-process: {exchanges} exchanges; "
+          f"{int(collected[1]) / exchanges / 1000:.1f}k instructions per exchange")
+
+
 def main() -> None:
     """Measure and print instructions per request."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -67,7 +118,19 @@ def main() -> None:
     p.add_argument("--kind", choices=("json", "sse"), default="json")
     p.add_argument("--uvloop", action="store_true")
     p.add_argument("--out", type=Path, help="keep the dumps here (default: a temp directory)")
+    p.add_argument("--splice", action="store_true",
+                   help="count the forwarding core in-process instead (see the docstring)")
+    p.add_argument("--split", action="store_true",
+                   help="with --splice --kind sse: one event per read")
+    p.add_argument("--exchanges", type=int, default=2000, help="with --splice")
+    p.add_argument("--splice-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.splice_child:
+        _splice_child(args.kind, args.split, args.exchanges)
+        return
+    if args.splice:
+        _splice(args)
+        return
     tmp = Path(tempfile.mkdtemp(prefix="tap-callgrind-"))
     out = args.out or tmp
     out.mkdir(parents=True, exist_ok=True)
