@@ -275,13 +275,11 @@ def _response_reads(call: Call, split: bool) -> list[bytes]:
     return reads
 
 
-def splice_exchanges(
-    hop: HopCore, recorder: ProcessRecorder, call: Call, split: bool = False
-) -> Callable[[int], None]:
-    """A client connection and a pooled upstream connection of ``hop`` (fake transports)
-    and a function that splices ``batch`` exchanges of ``call`` through them, then flushes
-    the hand-off (what the loop does once per iteration)."""
-    request, reads = _request_bytes(call), _response_reads(call, split)
+def _connections(
+    hop: HopCore,
+) -> tuple[ClientConnection, _FakeTransport, UpstreamConnection, _FakeTransport]:
+    """A client connection and a pooled upstream connection of ``hop``, each on a fake
+    transport (what they write is kept in the transport's ``out``)."""
     client = ClientConnection(hop)
     down = _FakeTransport()
     client.connection_made(down)  # type: ignore[arg-type]
@@ -290,6 +288,17 @@ def splice_exchanges(
     conn.connection_made(up)  # type: ignore[arg-type]
     hop.pool.bound += 1
     hop.pool.release(conn, reusable=True)
+    return client, down, conn, up
+
+
+def splice_exchanges(
+    hop: HopCore, recorder: ProcessRecorder, call: Call, split: bool = False
+) -> Callable[[int], None]:
+    """A client connection and a pooled upstream connection of ``hop`` (fake transports)
+    and a function that splices ``batch`` exchanges of ``call`` through them, then flushes
+    the hand-off (what the loop does once per iteration)."""
+    request, reads = _request_bytes(call), _response_reads(call, split)
+    client, down, conn, up = _connections(hop)
 
     def exchange(batch: int) -> None:
         for _ in range(batch):
@@ -321,14 +330,7 @@ def _splice_call(hop: HopCore, recorder: ProcessRecorder, pipe: _FakeTransport, 
                  n: int, repeat: int) -> list[tuple[str, str, float]]:
     """CPU microseconds per spliced exchange of ``call``, hand-off in batches of 1 and 8."""
     request, response = _request_bytes(call), _response_bytes(call)
-    client = ClientConnection(hop)
-    down = _FakeTransport()
-    client.connection_made(down)  # type: ignore[arg-type]
-    conn = UpstreamConnection(hop.pool)
-    up = _FakeTransport()
-    conn.connection_made(up)  # type: ignore[arg-type]
-    hop.pool.bound += 1
-    hop.pool.release(conn, reusable=True)
+    client, down, conn, up = _connections(hop)
 
     def exchange(batch: int) -> None:
         for _ in range(batch):
