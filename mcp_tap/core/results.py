@@ -126,15 +126,9 @@ def result_findings(
             return _complete_rules(method, result, era, schema_version, where, written)
         key = (_COMPLETE_KIND[era], method or "", schema_version, written)
         cache = schema.VERDICTS
-        # cache.get(key), without the call.
-        cached: tuple[str, tuple[Finding, ...]] | None = cache.entries.get(key)
-        if cached is None:
-            cache.misses += 1
-        else:
-            cache.hits += 1
-            cache.entries.move_to_end(key)
-            if not cached[1] or cached[0] == where:
-                return list(cached[1])
+        cached: tuple[str, tuple[Finding, ...]] | None = cache.get(key)
+        if cached is not None and (not cached[1] or cached[0] == where):
+            return list(cached[1])
         complete_found = _complete_rules(method, result, era, schema_version, where, written)
         cache.put(key, (where, tuple(complete_found)))
         return complete_found

@@ -149,26 +149,7 @@ def request_problem(method: str, version: str, params: Any) -> str:
     """
     if version not in KNOWN_VERSIONS or not (params is None or isinstance(params, dict)):
         return ""
-    # VERDICTS.verdict("request", method, version, params, _request_problem), inline: this
-    # runs for every request.
-    try:
-        canonical = orjson.dumps(params)
-    except TypeError:  # orjson.JSONEncodeError: nested past 254 levels
-        return _request_problem(method, version, params)
-    if len(canonical) > MAX_KEY_BYTES:
-        return _request_problem(method, version, params)
-    key = ("request", method, version, canonical)
-    cache = VERDICTS
-    verdicts = cache.entries
-    verdict: str | None = verdicts.get(key)
-    if verdict is None:
-        cache.misses += 1
-        verdict = _request_problem(method, version, params)
-        cache.put(key, verdict)
-    else:
-        cache.hits += 1
-        verdicts.move_to_end(key)
-    return verdict
+    return VERDICTS.verdict("request", method, version, params, _request_problem)
 
 
 def _request_problem(method: str, version: str, params: Any) -> str:
