@@ -195,50 +195,36 @@ class Redactor:
         if level > acc[1]:
             acc[1] = level
         changes: dict[Any, Any] | None = None
-        # The hot loop of the recorder: dicts and lists apart, exact types tested first, the
-        # key cache read inline; the same decisions as _walk_loop.
-        if isinstance(node, dict):
+        # The hot loop of the recorder: one loop for dicts (keys tested) and lists, exact
+        # types tested first, the key cache read inline; the same decisions as _walk_loop.
+        known = self._keys
+        keyed = isinstance(node, dict)
+        if keyed:
             # Every key known (in C, one set test) to name nothing secret, and no argument
             # policy here: the values alone decide (the loop minus its per-key tests).
             plain = targets is None and self._plain_keys.issuperset(node)
             hidden = targets.get(id(node)) if targets else None
-            known = self._keys
-            for slot, child in node.items():
-                if not plain and isinstance(slot, str):
-                    secret = known.get(slot)
-                    if secret is None:
-                        secret = self._secret_key(slot)
-                    if secret or (hidden is not None and canonical_key(slot) in hidden):
-                        if child != REDACTED:
-                            if found is not None:
-                                _collect_leaves(child, found)
-                            changes = changes or {}
-                            changes[slot] = REDACTED
-                            acc[0] += 1
-                        continue
-                # _child's scalar cases inline (no call for the usual leaf).
-                kind = type(child)
-                if kind is str:
-                    if not ("=" in child or ":" in child or "earer" in child
-                            or "EARER" in child):
-                        continue
-                    new = self._child(child, level, targets, found, acc)
-                elif kind is int or kind is float or kind is bool or child is None:
+            items: Any = node.items()
+        else:  # a list or tuple: no keys to test
+            plain, hidden, items = True, None, enumerate(node)
+        for slot, child in items:
+            if not plain and isinstance(slot, str):
+                secret = known.get(slot)
+                if secret is None:
+                    secret = self._secret_key(slot)
+                if secret or (hidden is not None and canonical_key(slot) in hidden):
+                    if child != REDACTED:
+                        if found is not None:
+                            _collect_leaves(child, found)
+                        changes = changes or {}
+                        changes[slot] = REDACTED
+                        acc[0] += 1
                     continue
-                elif kind is dict or kind is list:
-                    if not child:
-                        continue
-                    new = self._node(child, level + 1, targets, found, acc)
-                else:
-                    new = self._child(child, level, targets, found, acc)
-                if new is not child:
-                    changes = changes or {}
-                    changes[slot] = new
-            return {**node, **changes} if changes else node
-        for index, child in enumerate(node):
+            # _child's scalar cases inline (no call for the usual leaf).
             kind = type(child)
             if kind is str:
-                if not ("=" in child or ":" in child or "earer" in child or "EARER" in child):
+                if not ("=" in child or ":" in child or "earer" in child
+                        or "EARER" in child):
                     continue
                 new = self._child(child, level, targets, found, acc)
             elif kind is int or kind is float or kind is bool or child is None:
@@ -251,7 +237,9 @@ class Redactor:
                 new = self._child(child, level, targets, found, acc)
             if new is not child:
                 changes = changes or {}
-                changes[index] = new
+                changes[slot] = new
+        if keyed:
+            return {**node, **changes} if changes else node
         if changes is None and not isinstance(node, tuple):
             return node
         result = list(node)
