@@ -136,25 +136,10 @@ def _headers(head: Head | None, same: HeaderMap | None = None) -> HeaderMap:
 
 
 def _pairs_map(pairs: Pairs) -> HeaderMap:
-    """The header map of raw byte pairs (a rewritten head): :func:`_header_map` of them
-    decoded, in the same one loop."""
+    """The header map of raw byte pairs (a rewritten head, or a caller's own state)."""
     # latin-1 maps every byte, so any header byte survives to evidence and back.
-    decoded = []
-    index: dict[str, list[str]] = {}
-    for raw_name, raw_value in pairs:
-        name = raw_name.decode("latin-1")
-        value = raw_value.decode("latin-1")
-        decoded.append((name, value))
-        key = name.lower()
-        values = index.get(key)
-        if values is None:
-            index[key] = [value]
-        else:
-            values.append(value)
-    headers = _new_header_map(HeaderMap)
-    _set_slot(headers, "pairs", tuple(decoded))
-    _set_slot(headers, "_index", index)
-    return headers
+    return _header_map(tuple((name.decode("latin-1"), value.decode("latin-1"))
+                             for name, value in pairs))
 
 
 def _head_map(raw: bytes) -> HeaderMap:
