@@ -178,7 +178,7 @@ def test_gate_decides_what_the_full_parse_decides(
 
 
 @pytest.mark.parametrize("token", [b"1e400", b"-1E+309", b"1.0e0400", b"9" * 309,
-                                   b"1" * 308 + b".5", b"0.5e999"])
+                                   b"1" * 308 + b".5", b"0.5e999", b"1e-5", b"\t-0.0e+1\r "])
 def test_suspect_lines_find_every_huge_number(token: bytes) -> None:
     lines = [b'{"a":"x","b":[1,2.5,' + token + b'],"c":{"d":null}}', b'{"a":1}',
              b'{"e":' + token + b'}', b'{"f": \t' + token + b' \r}']
@@ -233,7 +233,7 @@ def _number(draw: st.DrawFn) -> str:
     return draw(_WS) + text + draw(_WS)
 
 
-_STRINGS = st.text(alphabet=st.sampled_from(list("e E0123456789.,:[]{}-+x\"\\\t")),
+_STRINGS = st.text(alphabet=st.sampled_from(list("e E0123456789.,:[]{}-+xabcdf\"\\\t")),
                    max_size=20).map(json.dumps)
 _VALUES = st.recursive(
     _number() | _STRINGS | st.sampled_from(["true", "false", "null"]),
@@ -307,3 +307,12 @@ def test_screened_lines_read_as_the_full_parse_reads_them(
     record = orjson.loads(line)  # raises if the narrow parse took a line orjson rejects
     assert (head.seq, head.prev, head.digest, head.kind) == tuple(
         record.get(k) for k in ("seq", "prev", "digest", "kind"))
+
+
+def test_suspect_lines_leave_digests_and_literals() -> None:
+    """The letters the screen deletes (hex digits but ``e``) leave a digest's ``e`` letters
+    between its quotes, and ``true`` and ``false`` keep a letter: no false alarm."""
+    line = (b'{"d":"68e78bf1fc7e3e0e","t":true,"f":false,"n":null,"x":[1.5,-2,3e],'
+            b'"h":[["date","Fri, 04 Dec 2026 19:48:07 GMT"]],"s": [ 1 , 2.5 ]}')
+    assert suspect_lines(line.replace(b"3e]", b"3]") + b"\n") is None
+    assert suspect_lines(line + b"\n") == {0}  # "3e" (not JSON): the token's mark is seen

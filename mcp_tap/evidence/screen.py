@@ -8,15 +8,21 @@ an exponent or an integer part of at least 309 digits (without an exponent a num
 10**308 fits a double). :func:`suspect_lines` finds every line of a read that may hold
 either, with two passes in C over the bytes, none per line:
 
-* **exponents**: the read translated with digits, signs and points deleted, every byte
-  where a number can start or end (``: , [ ] }``, whitespace) made ``,``, ``e`` and ``E``
-  made ``e`` and everything else but the newline made ``x``. A number token then becomes a
-  lone ``e`` (it had an exponent) or nothing, between two ``,``: a number with an exponent
-  leaves ``,e,``, and a line without one holds a number with no exponent. Inside a string
-  the same bytes are only a false alarm (that line is parsed fully).
-* **309 digits**: every 16th byte of the read, digits made ``0``. A run of 309 digits
-  covers at least 19 consecutive sampled bytes, so a line without ``0`` * 19 sampled in it
-  has no such run.
+* **exponents**: the read translated with digits, signs, points and whitespace deleted,
+  with the lowercase letters ``a``-``d`` and ``f`` (the hex digits but ``e``, which fill the
+  records' digests) deleted too, every byte that can stand right before or after a number
+  token (``: , [ ] }``) made ``,``, ``e`` and ``E`` made ``e`` and everything else but the
+  newline made ``x``. A number token then becomes a lone ``e`` (it had an exponent) or
+  nothing, and the whitespace around it vanishes, so a number with an exponent leaves
+  ``,e,``; a line without one holds a number with no exponent. Inside a string the same
+  bytes are only a false alarm (that line is parsed fully): ``true`` and ``false`` keep a
+  letter, and a digest keeps only its ``e`` letters between its quotes. On the proxy's
+  records the translation is 8% and the search 13% cheaper than with digits, signs and
+  points alone deleted (whitespace made ``,``; measured in-process on 1 MiB reads).
+* **309 digits**: every 32nd byte of the read, digits made ``0``. A run of 309 digits
+  covers at least 9 consecutive sampled bytes, so a line without ``0`` * 9 sampled in it
+  has no such run (a false alarm needs 9 sampled digits in a row, 257 bytes: a digest
+  holds 64).
 
 Both are sound for any bytes; false alarms only cost a full parse. A writer's line never
 has a 309-digit number, and an exponent only on a float below 1e-4 (orjson writes
@@ -36,8 +42,10 @@ from typing import Final
 
 ORJSON_DEPTH: Final = 1024  # nesting levels orjson rejects
 
-_NUMBER_BYTES: Final = b"0123456789+-."
-_EDGES: Final = b":,[]} \t\r"  # what may stand right before or after a number token
+# Deleted: what a number token is made of but its exponent mark, the whitespace that may
+# stand around it, and the hex letters but ``e`` (a number holds none of them).
+_DELETED: Final = b"0123456789+-. \t\rabcdf"
+_EDGES: Final = b":,[]}"  # what may stand right before or after a number (and whitespace)
 
 
 def _exponent_table() -> bytes:
@@ -60,8 +68,8 @@ _EXPONENTS: Final = _exponent_table()
 _DIGITS: Final = _digit_table()
 # The needle is found by the re module: faster than bytes.find for it (measured: 20%).
 _EXPONENT: Final = re.compile(b",e,").finditer
-_STRIDE: Final = 16
-# 309 consecutive bytes hold at least 309 // 16 = 19 multiples of 16.
+_STRIDE: Final = 32
+# 309 consecutive bytes hold at least 309 // 32 = 9 multiples of 32.
 _RUN: Final = b"0" * (309 // _STRIDE)
 
 
@@ -70,7 +78,7 @@ def suspect_lines(block: bytes) -> set[int] | None:
     number with an exponent or an integer part of 309 digits or more; None when none may.
     """
     ordinals: set[int] = set()
-    squeezed = block.translate(_EXPONENTS, _NUMBER_BYTES)
+    squeezed = block.translate(_EXPONENTS, _DELETED)
     for found in _EXPONENT(squeezed):
         ordinals.add(squeezed.count(b"\n", 0, found.start()))
     sampled = block[::_STRIDE].translate(_DIGITS)
