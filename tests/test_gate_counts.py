@@ -104,11 +104,17 @@ class TestRounded:
         values = [v for v in values if abs(v * 1000 - round(v * 1000)) < 0.4999]
         if values:
             taken = rounded(values)
-            assert type(taken) is map
-            assert list(taken) == [round(v, DIGITS) for v in values]
+            assert type(taken) is list
+            assert taken == [round(v, DIGITS) for v in values]
+
+    def test_a_value_near_a_half_leaves_the_others_on_the_shortcut(self) -> None:
+        batch = [1.25, 0.0125, 3.5, -0.0001, 7.0625]  # 12.5 is a tie; -0.0001 rounds to -0.0
+        taken = rounded(batch)
+        assert type(taken) is list
+        assert [repr(v) for v in taken] == [repr(round(v, DIGITS)) for v in batch]
 
     def test_other_batches_are_rounded_by_round(self) -> None:
         for batch in ([1, 2.5], [1.5, math.inf], [1.5, math.nan], [0.0001, 2.5],
-                      [1e12, 2.5], [0.0125, 1.5]):
+                      [1e12, 2.5]):
             assert [repr(v) for v in rounded(batch)] == [
                 repr(round(v, DIGITS)) for v in batch]

@@ -35,25 +35,31 @@ def rounded(values: list[float]) -> Iterable[float]:
     """``round(v, DIGITS)`` of each of ``values``, the same floats, in order.
 
     ``round(v, 3)`` formats and re-parses a decimal string (about 0.7 µs a value). For a
-    batch of finite floats of ordinary size whose scaled value ``x = v * 1000`` is not near a
-    half, the integer ``n`` nearest ``x`` is the one nearest the exact product (the error
-    of ``x`` is far below the margin), so the decimal ``round`` picks is ``n / 1000``, and
-    the true division of two integers is correctly rounded, as ``round``'s parse of that
-    decimal is: the same float. Any other batch (a value not a float, an infinity or NaN, a
-    huge value, one near a half, or one rounding to zero, whose sign ``round`` keeps) is
-    rounded by ``round`` itself. Every step runs in C (``map``), none per value in Python.
+    finite float of ordinary size whose scaled value ``x = v * 1000`` is not near a half,
+    the integer ``n`` nearest ``x`` is the one nearest the exact product (the error of
+    ``x`` is far below the margin), so the decimal ``round`` picks is ``n / 1000``, and the
+    true division of two integers is correctly rounded, as ``round``'s parse of that
+    decimal is: the same float. The rare value near a half, or rounding to zero (whose sign
+    ``round`` keeps), is rounded by ``round`` itself; so is a batch holding anything but
+    floats, an infinity, a NaN or a huge value. The passes run in C (``map``); Python
+    loops over a batch only when it holds such a rare value.
     """
-    if values and set(map(type, values)) == _FLOAT:
-        scaled = list(map(mul, values, repeat(float(_SCALE))))
-        try:
-            whole = list(map(round, scaled))  # int, or OverflowError/ValueError (inf, NaN)
-        except (OverflowError, ValueError):
-            whole = None
-        if (whole is not None and 0 not in whole and max(map(abs, scaled)) < _EXACT
-                and max(map(abs, map(sub, scaled, whole))) < _FAR):
-            return map(truediv, whole, repeat(_SCALE))
-    return map(round, values, repeat(DIGITS))
-
+    if not values or set(map(type, values)) != _FLOAT:
+        return map(round, values, repeat(DIGITS))
+    scaled = list(map(mul, values, repeat(float(_SCALE))))
+    try:
+        whole = list(map(round, scaled))  # ints
+    except (OverflowError, ValueError):  # an infinity or NaN
+        return map(round, values, repeat(DIGITS))
+    if max(map(abs, scaled)) >= _EXACT:
+        return map(round, values, repeat(DIGITS))
+    out = list(map(truediv, whole, repeat(_SCALE)))
+    gaps = list(map(abs, map(sub, scaled, whole)))
+    if 0 in whole or max(gaps) >= _FAR:  # about one value in 5,000 is near a half
+        for at, (n, gap) in enumerate(zip(whole, gaps, strict=True)):
+            if n == 0 or gap >= _FAR:
+                out[at] = round(values[at], DIGITS)
+    return out
 
 
 class ValueCounts:
