@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from mcp_tap.gate.counts import DIGITS, ValueCounts, rounded
+from mcp_tap.gate.counts import ValueCounts
 from mcp_tap.gate.health import compute_window, percentile
 from mcp_tap.gate.policy import ErrorCounting
 
@@ -75,46 +74,3 @@ class TestValueCounts:
         expected = exact([(t0 + n + latency - (t0 + n)) * 1000.0
                           for n, latency in enumerate(latencies)])
         assert [window.latency_ms.p50, window.latency_ms.p95, window.latency_ms.p99] == expected
-
-
-def _near_half() -> st.SearchStrategy[float]:
-    """Values whose scaled value sits at or a few ulps beside a half (a tie for round)."""
-    return st.builds(lambda n, ulps: math.nextafter((n + 0.5) / 1000, math.inf) if ulps > 0
-                     else math.nextafter((n + 0.5) / 1000, -math.inf) if ulps < 0
-                     else (n + 0.5) / 1000,
-                     st.integers(-10**11, 10**11), st.integers(-1, 1))
-
-
-_ANY_FLOAT = (st.floats() | _near_half() | st.floats(-1e9, 1e9)
-              | st.sampled_from([0.0, -0.0, 0.0004, -0.0004, 0.0005, 1e8, 1e8 + 0.0005,
-                                 76645307064987.67, 6.718438842067516e+50]))
-
-
-class TestRounded:
-    @settings(max_examples=1500)
-    @given(st.lists(_ANY_FLOAT, max_size=40))
-    def test_the_same_floats_as_round(self, values: list[float]) -> None:
-        """rounded() gives exactly round(v, 3) (compared by repr: -0.0, NaN and type too)."""
-        assert [repr(v) for v in rounded(values)] == [repr(round(v, DIGITS)) for v in values]
-
-    @given(st.lists(st.floats(0.001, 1e6), min_size=1, max_size=40))
-    def test_ordinary_batches_take_the_division(self, values: list[float]) -> None:
-        """A batch of ordinary latencies is rounded by the integer division, not by round
-        (the shortcut the gate's health window counts with)."""
-        values = [v for v in values if abs(v * 1000 - round(v * 1000)) < 0.4999]
-        if values:
-            taken = rounded(values)
-            assert type(taken) is list
-            assert taken == [round(v, DIGITS) for v in values]
-
-    def test_a_value_near_a_half_leaves_the_others_on_the_shortcut(self) -> None:
-        batch = [1.25, 0.0125, 3.5, -0.0001, 7.0625]  # 12.5 is a tie; -0.0001 rounds to -0.0
-        taken = rounded(batch)
-        assert type(taken) is list
-        assert [repr(v) for v in taken] == [repr(round(v, DIGITS)) for v in batch]
-
-    def test_other_batches_are_rounded_by_round(self) -> None:
-        for batch in ([1, 2.5], [1.5, math.inf], [1.5, math.nan], [0.0001, 2.5],
-                      [1e12, 2.5]):
-            assert [repr(v) for v in rounded(batch)] == [
-                repr(round(v, DIGITS)) for v in batch]

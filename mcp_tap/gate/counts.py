@@ -15,7 +15,6 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import repeat
-from operator import mul, sub, truediv
 from typing import Final
 
 DIGITS = 3
@@ -23,43 +22,6 @@ DIGITS = 3
 
 
 _BATCH: Final = 4096  # values kept unrounded before they are counted, in one C-level pass
-_SCALE: Final = 10**DIGITS
-# The shortcut in rounded() holds while v * 10**DIGITS is below this: its rounding error
-# (at most 2**-53 of it, 1.2e-5) stays under the distance from a half that is required.
-_EXACT: Final = 1e11
-_FAR: Final = 0.4999  # |v * 10**DIGITS - n| below this: n is the integer nearest the exact product
-_FLOAT: Final = {float}
-
-
-def rounded(values: list[float]) -> Iterable[float]:
-    """``round(v, DIGITS)`` of each of ``values``, the same floats, in order.
-
-    ``round(v, 3)`` formats and re-parses a decimal string (about 0.7 µs a value). For a
-    finite float of ordinary size whose scaled value ``x = v * 1000`` is not near a half,
-    the integer ``n`` nearest ``x`` is the one nearest the exact product (the error of
-    ``x`` is far below the margin), so the decimal ``round`` picks is ``n / 1000``, and the
-    true division of two integers is correctly rounded, as ``round``'s parse of that
-    decimal is: the same float. The rare value near a half, or rounding to zero (whose sign
-    ``round`` keeps), is rounded by ``round`` itself; so is a batch holding anything but
-    floats, an infinity, a NaN or a huge value. The passes run in C (``map``); Python
-    loops over a batch only when it holds such a rare value.
-    """
-    if not values or set(map(type, values)) != _FLOAT:
-        return map(round, values, repeat(DIGITS))
-    scaled = list(map(mul, values, repeat(float(_SCALE))))
-    try:
-        whole = list(map(round, scaled))  # ints
-    except (OverflowError, ValueError):  # an infinity or NaN
-        return map(round, values, repeat(DIGITS))
-    if max(map(abs, scaled)) >= _EXACT:
-        return map(round, values, repeat(DIGITS))
-    out = list(map(truediv, whole, repeat(_SCALE)))
-    gaps = list(map(abs, map(sub, scaled, whole)))
-    if 0 in whole or max(gaps) >= _FAR:  # about one value in 5,000 is near a half
-        for at, (n, gap) in enumerate(zip(whole, gaps, strict=True)):
-            if n == 0 or gap >= _FAR:
-                out[at] = round(values[at], DIGITS)
-    return out
 
 
 class ValueCounts:
@@ -67,7 +29,7 @@ class ValueCounts:
 
     :meth:`add` only appends to :attr:`pending` (a hot loop may append to it directly);
     every :data:`_BATCH` values, and before anything reads the counts, the pending values
-    are rounded and counted in one pass in C (:func:`rounded` into ``Counter.update``)
+    are rounded and counted in one pass in C (``map(round)`` into ``Counter.update``)
     instead of a Python call per value.
     """
 
@@ -93,7 +55,7 @@ class ValueCounts:
         when it holds :data:`_BATCH` or more, to keep memory bounded)."""
         pending = self.pending
         if pending:
-            self._counts.update(rounded(pending))
+            self._counts.update(map(round, pending, repeat(DIGITS)))
             self._total += len(pending)
             pending.clear()
 
@@ -149,4 +111,4 @@ class ValueCounts:
         return self.percentiles((p,))[0]
 
 
-__all__ = ["DIGITS", "ValueCounts", "rounded"]
+__all__ = ["DIGITS", "ValueCounts"]
