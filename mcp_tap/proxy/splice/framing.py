@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import TypeVar
 
 import httptools
 
@@ -46,6 +47,7 @@ REQUEST_SCAN = re.compile(
     rb"\r\n(?:content-length:[ \t]*(\d+)|(transfer-encoding:)|mcp-session-id:|traceparent:|"
     + _HOP + rb")").findall
 Scan = Callable[[bytes], list[tuple[bytes, bytes]]]
+_T = TypeVar("_T")
 
 
 def framing_of(lower: bytes) -> tuple[str, int]:
@@ -72,6 +74,61 @@ def head_scan(lower: bytes, scan: Scan) -> tuple[str, int, bool]:
     return framing, length, other
 
 
+KEPT_HEADS = 512
+"""How many heads' analyses each :class:`HeadMemo` keeps (it starts over when full)."""
+KEPT_HEAD_BYTES = 2048
+"""A longer head is analysed each time, not kept (the memo stays under a MiB)."""
+
+
+class HeadMemo(dict[bytes, _T]):
+    """What ``analyse`` said of a head, by the head's bytes: a head seen before (a client's
+    repeated request, an origin's repeated answer head) costs one dict look-up, not a
+    lowercased copy and a regex scan (~9k instructions for a 200-byte head).
+
+    Exact, whatever the traffic: the analysis is a function of the bytes alone, and the
+    look-up compares them whole. A head seen once costs its hash and an insertion (~1k).
+    """
+
+    __slots__ = ("analyse",)
+
+    def __init__(self, analyse: Callable[[bytes], _T]) -> None:
+        super().__init__()
+        self.analyse = analyse
+
+    def __missing__(self, raw: bytes) -> _T:
+        found = self.analyse(raw)
+        if len(raw) <= KEPT_HEAD_BYTES:
+            if len(self) >= KEPT_HEADS:
+                self.clear()
+            self[raw] = found
+        return found
+
+
+RequestHead = tuple[str, int, bool, str | None, str]
+
+
+def request_head(raw: bytes) -> RequestHead:
+    """A request head's :func:`head_scan` (:data:`REQUEST_SCAN`), then its method and target
+    (latin-1; None and "" when the request line has no version, which llhttp takes as
+    HTTP/0.9)."""
+    framing, length, notable = head_scan(raw.lower(), REQUEST_SCAN)
+    parts = raw[: raw.find(b"\r\n")].split(b" ", 2)
+    if len(parts) != 3:
+        return framing, length, notable, None, ""
+    return framing, length, notable, parts[0].decode("latin-1"), parts[1].decode("latin-1")
+
+
+def response_head(raw: bytes) -> tuple[str, int, bool]:
+    """A final response head's :func:`head_scan` (:data:`RESPONSE_SCAN`)."""
+    return head_scan(raw.lower(), RESPONSE_SCAN)
+
+
+REQUEST_HEADS = HeadMemo(request_head)
+"""Request heads' :func:`request_head`, by their bytes."""
+RESPONSE_HEADS = HeadMemo(response_head)
+"""Final response heads' :func:`response_head`, by their bytes."""
+
+
 class RequestMessage:
     """One request's framing, from its head to the end of its body (kept in ``body``)."""
 
@@ -83,11 +140,13 @@ class RequestMessage:
         "framing",
         "headed",
         "keep_alive",
+        "method",
         "notable",
         "on_body",
         "on_message_complete",
         "pieces",
         "remaining",
+        "target",
         "upgrade",
     )
 
@@ -109,6 +168,8 @@ class RequestMessage:
         self.framing = "none"
         self.remaining = 0
         self.notable = False  # the head has a session, a traceparent or a hop-by-hop hint
+        self.method: str | None = None  # (set by start: None for a line without a version)
+        self.target = ""
 
     def on_headers_complete(self) -> None:
         """The parser's callback: the head is whole, read what the parser knows about it."""
@@ -117,7 +178,7 @@ class RequestMessage:
 
     # -- the forwarder's side --
     def start(
-        self, raw: bytes, lower: bytes, body: RawBody | None = None, data: bytes | None = None
+        self, raw: bytes, body: RawBody | None = None, data: bytes | None = None
     ) -> int:
         """Feed the head (of the connection's next request, whose body goes to ``body``,
         when given: :meth:`reset` in the same call); raises :data:`ParserError` when the
@@ -136,7 +197,7 @@ class RequestMessage:
         self._open.append(None)
         # The scan comes first, to know how much to feed; its findings count only once the
         # parser has accepted the head (a rejected one raises before they are used).
-        framing, remaining, notable = head_scan(lower, REQUEST_SCAN)
+        framing, remaining, notable, self.method, self.target = REQUEST_HEADS[raw]
         fed = 0
         whole = raw
         if data is not None and framing == "length" and len(data) - len(raw) <= remaining:

@@ -14,12 +14,7 @@ import structlog
 
 from mcp_tap.proxy.capture import RawBody
 from mcp_tap.proxy.splice.exchange import Exchange, parser_reason
-from mcp_tap.proxy.splice.framing import (
-    RESPONSE_SCAN,
-    ParserError,
-    ResponseMessage,
-    head_scan,
-)
+from mcp_tap.proxy.splice.framing import RESPONSE_HEADS, ParserError, ResponseMessage
 from mcp_tap.proxy.splice.head import HEAD_END, may_change, parse_head, rewrite
 
 if TYPE_CHECKING:
@@ -86,10 +81,9 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
             else:
                 client._cut(ex, "upstream-bad-response", parser_reason(exc))
             return
-        lower = raw_head.lower()
         if not response.head_done:  # an interim 1xx answer (100 Continue, 103, ...)
             out = raw_head
-            if may_change(lower):
+            if may_change(raw_head.lower()):
                 out, changes = rewrite(parse_head(raw_head), raw_head)
                 interim = str(response.status)
                 for change in changes:
@@ -101,7 +95,7 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
             continue
         ex.response_head = None
         upgrade = response.upgraded and ex.request.upgrade
-        framing, length, hop_hint = head_scan(lower, RESPONSE_SCAN)
+        framing, length, hop_hint = RESPONSE_HEADS[raw_head]
         out = raw_head
         if hop_hint:
             out, changes = rewrite(parse_head(raw_head), raw_head, upgrade=upgrade)
