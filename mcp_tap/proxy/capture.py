@@ -288,7 +288,7 @@ class RawExchange:
         when each has its usual value (:data:`RARE_USUAL`): what most exchanges hand over is
         14 objects fewer to encode and decode. A body is :meth:`RawBody.state`.
         """
-        return _STATE_OF(self)
+        return _STATE_OF(self)  # (replaced by _STATE_OF itself below)
 
     @classmethod
     def restored(cls, state: tuple[Any, ...]) -> RawExchange:
@@ -375,8 +375,10 @@ def _state_source() -> str:
 
 
 # RawExchange.state in one frame: the flat tuple, the rare ones' test (one tuple comparison,
-# in C) and both bodies' states, with no call per body.
+# in C) and both bodies' states, with no call per body; the method itself (no wrapper call).
 _STATE_OF: Callable[[RawExchange], tuple[Any, ...]] = _generated(_state_source(), "state")
+_STATE_OF.__doc__ = RawExchange.state.__doc__
+RawExchange.state = _STATE_OF  # type: ignore[method-assign,assignment]
 
 
 def _fields_source() -> str:
