@@ -3,6 +3,8 @@ bytes (whatever came before), and the memo stays bounded."""
 
 from __future__ import annotations
 
+import pytest
+
 from mcp_tap.proxy.splice import framing
 from mcp_tap.proxy.splice.framing import (
     KEPT_HEAD_BYTES,
@@ -52,3 +54,33 @@ def test_the_memo_is_bounded_and_keeps_no_long_head() -> None:
 def test_the_forwarder_reads_both_memos() -> None:
     assert framing.REQUEST_HEADS.analyse is request_head
     assert framing.RESPONSE_HEADS.analyse is response_head
+
+
+def _chunked_answer() -> framing.ResponseMessage:
+    from mcp_tap.proxy.capture import RawBody
+
+    response = framing.ResponseMessage(RawBody(1 << 20), False, lambda: 0.0)
+    response.feed_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    response.chunked = True
+    return response
+
+
+@pytest.mark.parametrize(("reads", "taken", "complete"), [
+    # the usual end of a stream: one parser call, ends exactly at the last byte
+    ([b"3\r\nabc\r\n0\r\n\r\n"], [13], True),
+    ([b"3\r\nabc\r\n", b"0\r\n\r\n"], [8, 5], True),
+    # a trailer section: the end is later than the second LF, and nothing after it is taken
+    ([b"3\r\nabc\r\n0\r\nT: x\r\n", b"\r\nHTTP/1.1 200 OK\r\n\r\n"], [17, 2], True),
+    ([b"0\r\nT: x\r\n", b"\r\n", b"stray"], [9, 2, 0], True),
+    # bytes after the end in the same read are not taken
+    ([b"3\r\nabc\r\n0\r\n\r\nstray\r\n"], [13], True),
+    # "0" at a line start inside chunk data: no end there, the rest still ends exactly
+    ([b"5\r\nx\n0\r\n\r\n", b"0\r\n\r\nzz"], [10, 5], True),
+    ([b"4\r\n\n0\r\n\r\n0\r\n\r\n"], [14], True),
+])
+def test_a_chunked_answer_is_taken_exactly_to_its_end(
+    reads: list[bytes], taken: list[int], complete: bool,
+) -> None:
+    response = _chunked_answer()
+    assert [response.feed(data) for data in reads] == taken
+    assert response.complete is complete

@@ -360,9 +360,19 @@ class ResponseMessage:
         # A chunked body can only end on the LF of a line after a last-chunk line ("0" at a
         # line start): the bytes before the first one in view go in at once (the end cannot
         # be there), then up to each LF, so the parser stops exactly at the end.
+        size = len(data)
+        if not self.careful:
+            # The end is at the second LF from that line's start, or a later one: when the
+            # second is the last byte (the usual "0\r\n\r\n" that closes a stream), it is
+            # all one parser call.
+            at = 0 if data[:1] == b"0" else data.find(b"\n0") + 1
+            if data.find(b"\n", data.find(b"\n", at) + 1) == size - 1:
+                taken = self.feed_whole(data)
+                self.careful = True  # (not ended: a trailer section may go on after these)
+                return taken
         ended = self._open
         view = memoryview(data)
-        start, size = 0, len(data)
+        start = 0
         if not self.careful and data[:1] != b"0":
             start = data.find(b"\n0") + 1
             self._parser.feed_data(view[:start])
