@@ -9,16 +9,20 @@ from mcp_tap.proxy.splice import framing
 from mcp_tap.proxy.splice.framing import (
     KEPT_HEAD_BYTES,
     KEPT_HEADS,
+    REQUEST_HEADS,
     REQUEST_SCAN,
-    HeadMemo,
+    RESPONSE_HEADS,
+    RESPONSE_SCAN,
     head_scan,
+    known_request,
+    known_response,
     request_head,
     response_head,
 )
 
 
 def test_a_remembered_head_gives_what_analysing_it_gives() -> None:
-    memo = HeadMemo(request_head)
+    REQUEST_HEADS.clear()
     heads = [
         b"POST /mcp HTTP/1.1\r\nContent-Length: 2\r\n\r\n",
         b"POST /mcp HTTP/1.1\r\ncontent-length: 2\r\nMcp-Session-Id: s\r\n\r\n",
@@ -26,34 +30,45 @@ def test_a_remembered_head_gives_what_analysing_it_gives() -> None:
         b"GET /x HTTP/1.1\r\nConnection: close\r\n\r\n",
         b"GET /\r\n\r\n",  # no version: no method
     ]
-    for _ in range(2):  # learnt, then remembered
-        for head in heads:
-            assert memo[bytes(head)] == request_head(head)
-    assert len(memo) == len(heads)
-    assert memo[heads[0]] == ("length", 2, False, "POST", "/mcp")
-    assert memo[heads[1]][2] is True  # a session is notable
-    assert memo[heads[2]][:2] == ("chunked", 0)
-    assert memo[heads[4]][3:] == (None, "")
-    assert response_head(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nKeep-Alive: x\r\n\r\n") \
-        == ("length", 7, True)
-    assert head_scan(heads[0].lower(), REQUEST_SCAN) == memo[heads[0]][:3]
+    learnt = [request_head(head) for head in heads]
+    assert len(REQUEST_HEADS) == len(heads)
+    # remembered by bytes (an equal copy finds it) and the same as analysing them again
+    assert [known_request(bytes(bytearray(head))) for head in heads] == learnt
+    assert [request_head(head) for head in heads] == learnt
+    assert learnt[0] == ("length", 2, False, "POST", "/mcp")
+    assert learnt[1][2] is True  # a session is notable
+    assert learnt[2][:2] == ("chunked", 0)
+    assert learnt[4][3:] == (None, "")
+    for head in heads[:4]:  # the inlined scan is head_scan
+        assert head_scan(head.lower(), REQUEST_SCAN) == learnt[heads.index(head)][:3]
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nKeep-Alive: x\r\n\r\n"
+    assert response_head(answer) == ("length", 7, True) == known_response(answer)
+    assert head_scan(answer.lower(), RESPONSE_SCAN) == ("length", 7, True)
+    chunked = b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nTransfer-Encoding: chunked\r\n\r\n"
+    assert response_head(chunked) == ("chunked", 0, False) == head_scan(chunked.lower(),
+                                                                        RESPONSE_SCAN)
 
 
 def test_the_memo_is_bounded_and_keeps_no_long_head() -> None:
-    memo = HeadMemo(request_head)
+    REQUEST_HEADS.clear()
     long = b"GET / HTTP/1.1\r\nX: " + b"a" * KEPT_HEAD_BYTES + b"\r\n\r\n"
-    assert memo[long] == request_head(long)
-    assert long not in memo
+    assert request_head(long) == ("none", 0, False, "GET", "/")
+    assert known_request(long) is None
     for i in range(KEPT_HEADS + 10):
-        memo[b"GET /%d HTTP/1.1\r\n\r\n" % i]
-        assert len(memo) <= KEPT_HEADS
-    assert 0 < len(memo) <= KEPT_HEADS
-    assert memo[b"GET /3 HTTP/1.1\r\n\r\n"] == ("none", 0, False, "GET", "/3")
+        request_head(b"GET /%d HTTP/1.1\r\n\r\n" % i)
+        assert len(REQUEST_HEADS) <= KEPT_HEADS
+    assert 0 < len(REQUEST_HEADS) <= KEPT_HEADS
+    assert known_request(b"GET /%d HTTP/1.1\r\n\r\n" % (KEPT_HEADS + 9)) \
+        == ("none", 0, False, "GET", f"/{KEPT_HEADS + 9}")
+    RESPONSE_HEADS.clear()
+    for i in range(KEPT_HEADS + 10):
+        response_head(b"HTTP/1.1 200 OK\r\nX: %d\r\n\r\n" % i)
+        assert len(RESPONSE_HEADS) <= KEPT_HEADS
 
 
-def test_the_forwarder_reads_both_memos() -> None:
-    assert framing.REQUEST_HEADS.analyse is request_head
-    assert framing.RESPONSE_HEADS.analyse is response_head
+def test_the_bound_look_ups_read_the_memos() -> None:
+    assert known_request.__self__ is REQUEST_HEADS  # type: ignore[attr-defined]
+    assert known_response.__self__ is RESPONSE_HEADS  # type: ignore[attr-defined]
 
 
 def _chunked_answer() -> framing.ResponseMessage:

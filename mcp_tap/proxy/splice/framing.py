@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TypeVar
 
 import httptools
 
@@ -47,7 +46,6 @@ REQUEST_SCAN = re.compile(
     rb"\r\n(?:content-length:[ \t]*(\d+)|(transfer-encoding:)|mcp-session-id:|traceparent:|"
     + _HOP + rb")").findall
 Scan = Callable[[bytes], list[tuple[bytes, bytes]]]
-_T = TypeVar("_T")
 
 
 def framing_of(lower: bytes) -> tuple[str, int]:
@@ -75,58 +73,75 @@ def head_scan(lower: bytes, scan: Scan) -> tuple[str, int, bool]:
 
 
 KEPT_HEADS = 512
-"""How many heads' analyses each :class:`HeadMemo` keeps (it starts over when full)."""
+"""How many heads' analyses each memo keeps (it starts over when full)."""
 KEPT_HEAD_BYTES = 2048
-"""A longer head is analysed each time, not kept (the memo stays under a MiB)."""
-
-
-class HeadMemo(dict[bytes, _T]):
-    """What ``analyse`` said of a head, by the head's bytes: a head seen before (a client's
-    repeated request, an origin's repeated answer head) costs one dict look-up, not a
-    lowercased copy and a regex scan (~9k instructions for a 200-byte head).
-
-    Exact, whatever the traffic: the analysis is a function of the bytes alone, and the
-    look-up compares them whole. A head seen once costs its hash and an insertion (~1k).
-    """
-
-    __slots__ = ("analyse",)
-
-    def __init__(self, analyse: Callable[[bytes], _T]) -> None:
-        super().__init__()
-        self.analyse = analyse
-
-    def __missing__(self, raw: bytes) -> _T:
-        found = self.analyse(raw)
-        if len(raw) <= KEPT_HEAD_BYTES:
-            if len(self) >= KEPT_HEADS:
-                self.clear()
-            self[raw] = found
-        return found
-
+"""A longer head is analysed each time, not kept (the memos stay under a MiB)."""
 
 RequestHead = tuple[str, int, bool, str | None, str]
+ResponseHead = tuple[str, int, bool]
+
+# What request_head / response_head said of a head, by the head's bytes: a head seen before
+# (a client's repeated request, an origin's repeated answer head) costs one dict look-up
+# (``MEMO.get(raw) or analyse(raw)``), not a lowercased copy and a regex scan (~9k
+# instructions for a 200-byte head). Exact, whatever the traffic: the analysis is a function
+# of the bytes alone, and the look-up compares them whole. A head seen once costs its hash,
+# the look-up and an insertion: the analysis is one flat function (head_scan inlined, the
+# insertion in it), the look-up no call into Python (a dict subclass's __missing__ was one
+# more interpreter entry, ~2.4k a head in all where this is ~1k).
+REQUEST_HEADS: dict[bytes, RequestHead] = {}
+"""Request heads' :func:`request_head`, by their bytes."""
+RESPONSE_HEADS: dict[bytes, ResponseHead] = {}
+"""Final response heads' :func:`response_head`, by their bytes."""
+known_request = REQUEST_HEADS.get
+"""``REQUEST_HEADS.get``, bound once (a global's call, not a method look-up each time)."""
+known_response = RESPONSE_HEADS.get
+"""``RESPONSE_HEADS.get``, bound once."""
 
 
 def request_head(raw: bytes) -> RequestHead:
     """A request head's :func:`head_scan` (:data:`REQUEST_SCAN`), then its method and target
     (latin-1; None and "" when the request line has no version, which llhttp takes as
-    HTTP/0.9)."""
-    framing, length, notable = head_scan(raw.lower(), REQUEST_SCAN)
+    HTTP/0.9); remembered in :data:`REQUEST_HEADS` (a head of at most
+    :data:`KEPT_HEAD_BYTES`)."""
+    framing, length, notable = "none", 0, False
+    for digits, te in REQUEST_SCAN(raw.lower()):  # (head_scan, inlined)
+        if te:
+            framing, length = "chunked", 0
+        elif digits:
+            if framing == "none":
+                framing, length = "length", int(digits)
+        else:
+            notable = True
     parts = raw[: raw.find(b"\r\n")].split(b" ", 2)
-    if len(parts) != 3:
-        return framing, length, notable, None, ""
-    return framing, length, notable, parts[0].decode("latin-1"), parts[1].decode("latin-1")
+    found: RequestHead = (
+        (framing, length, notable, parts[0].decode("latin-1"), parts[1].decode("latin-1"))
+        if len(parts) == 3 else (framing, length, notable, None, "")
+    )
+    if len(raw) <= KEPT_HEAD_BYTES:
+        if len(REQUEST_HEADS) >= KEPT_HEADS:
+            REQUEST_HEADS.clear()
+        REQUEST_HEADS[raw] = found
+    return found
 
 
-def response_head(raw: bytes) -> tuple[str, int, bool]:
-    """A final response head's :func:`head_scan` (:data:`RESPONSE_SCAN`)."""
-    return head_scan(raw.lower(), RESPONSE_SCAN)
-
-
-REQUEST_HEADS = HeadMemo(request_head)
-"""Request heads' :func:`request_head`, by their bytes."""
-RESPONSE_HEADS = HeadMemo(response_head)
-"""Final response heads' :func:`response_head`, by their bytes."""
+def response_head(raw: bytes) -> ResponseHead:
+    """A final response head's :func:`head_scan` (:data:`RESPONSE_SCAN`); remembered in
+    :data:`RESPONSE_HEADS` (a head of at most :data:`KEPT_HEAD_BYTES`)."""
+    framing, length, hop_hint = "none", 0, False
+    for digits, te in RESPONSE_SCAN(raw.lower()):  # (head_scan, inlined)
+        if te:
+            framing, length = "chunked", 0
+        elif digits:
+            if framing == "none":
+                framing, length = "length", int(digits)
+        else:
+            hop_hint = True
+    found = (framing, length, hop_hint)
+    if len(raw) <= KEPT_HEAD_BYTES:
+        if len(RESPONSE_HEADS) >= KEPT_HEADS:
+            RESPONSE_HEADS.clear()
+        RESPONSE_HEADS[raw] = found
+    return found
 
 
 class RequestMessage:
@@ -197,7 +212,8 @@ class RequestMessage:
         self._open.append(None)
         # The scan comes first, to know how much to feed; its findings count only once the
         # parser has accepted the head (a rejected one raises before they are used).
-        framing, remaining, notable, self.method, self.target = REQUEST_HEADS[raw]
+        framing, remaining, notable, self.method, self.target = (
+            known_request(raw) or request_head(raw))
         fed = 0
         whole = raw
         if data is not None and framing == "length" and len(data) - len(raw) <= remaining:

@@ -14,7 +14,12 @@ import structlog
 
 from mcp_tap.proxy.capture import RawBody
 from mcp_tap.proxy.splice.exchange import Exchange, parser_reason
-from mcp_tap.proxy.splice.framing import RESPONSE_HEADS, ParserError, ResponseMessage
+from mcp_tap.proxy.splice.framing import (
+    ParserError,
+    ResponseMessage,
+    known_response,
+    response_head,
+)
 from mcp_tap.proxy.splice.head import HEAD_END, may_change, parse_head, rewrite
 
 if TYPE_CHECKING:
@@ -95,7 +100,7 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
             continue
         ex.response_head = None
         upgrade = response.upgraded and ex.request.upgrade
-        framing, length, hop_hint = RESPONSE_HEADS[raw_head]
+        framing, length, hop_hint = known_response(raw_head) or response_head(raw_head)
         out = raw_head
         if hop_hint:
             out, changes = rewrite(parse_head(raw_head), raw_head, upgrade=upgrade)
