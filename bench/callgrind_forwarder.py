@@ -67,7 +67,7 @@ def _window(pid: int, out: Path, label: str, work: float | list[str]) -> tuple[i
     raise RuntimeError(f"no totals in {dump}")
 
 
-def _splice_child(kind: str, split: bool, exchanges: int) -> None:
+def _splice_child(kind: str, split: bool, exchanges: int, distinct: int) -> None:
     """(Under callgrind) splice ``exchanges`` in-process, instrumented only meanwhile."""
     import asyncio
     import os
@@ -81,8 +81,8 @@ def _splice_child(kind: str, split: bool, exchanges: int) -> None:
                             upstream="http://127.0.0.1:9001")
         hop, recorder, _ = await splice_set_up(opts)
         exchange = splice_exchanges(hop, recorder, JSON_CALL if kind == "json" else SSE_CALL,
-                                    split)
-        for _ in range(10):  # warm: parsers, pool, the adaptive interpreter
+                                    split, distinct)
+        for _ in range(max(10, distinct // 8)):  # warm: parsers, pool, the interpreter
             exchange(8)
         _control(os.getpid(), "-i", "on")
         for _ in range(exchanges // 8):
@@ -100,12 +100,16 @@ def _splice(args: argparse.Namespace) -> None:
            args.kind, "--exchanges", str(exchanges)]
     if args.split:
         cmd.append("--split")
+    if args.distinct_heads:
+        cmd += ["--distinct-heads", str(args.distinct_heads)]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stderr
     collected = re.search(r"Collected : (\d+)", out)
     if collected is None:
         raise RuntimeError(out[-2000:])
     shape = " (one event per read)" if args.split else ""
+    if args.distinct_heads:
+        shape += f" (heads cycled through {args.distinct_heads} distinct)"
     print(f"{args.kind}{shape} in-process: {exchanges} exchanges; "
           f"{int(collected[1]) / exchanges / 1000:.1f}k instructions per exchange")
 
@@ -123,10 +127,14 @@ def main() -> None:
     p.add_argument("--split", action="store_true",
                    help="with --splice --kind sse: one event per read")
     p.add_argument("--exchanges", type=int, default=2000, help="with --splice")
+    p.add_argument("--distinct-heads", type=int, default=0, metavar="N",
+                   help="with --splice: cycle through N exchanges whose heads all differ "
+                        "(e.g. 1024, more than the forwarder's head memos keep); default: "
+                        "one exchange repeated")
     p.add_argument("--splice-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.splice_child:
-        _splice_child(args.kind, args.split, args.exchanges)
+        _splice_child(args.kind, args.split, args.exchanges, args.distinct_heads)
         return
     if args.splice:
         _splice(args)

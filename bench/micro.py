@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import functools
 import io
+import itertools
 import sys
 import tempfile
 import time
@@ -292,16 +293,33 @@ def _connections(
 
 
 def splice_exchanges(
-    hop: HopCore, recorder: ProcessRecorder, call: Call, split: bool = False
+    hop: HopCore, recorder: ProcessRecorder, call: Call, split: bool = False,
+    distinct: int = 0,
 ) -> Callable[[int], None]:
     """A client connection and a pooled upstream connection of ``hop`` (fake transports)
     and a function that splices ``batch`` exchanges of ``call`` through them, then flushes
-    the hand-off (what the loop does once per iteration)."""
-    request, reads = _request_bytes(call), _response_reads(call, split)
+    the hand-off (what the loop does once per iteration). ``distinct``: cycle through that
+    many exchanges whose request and response heads each carry their own ``X-Request-Id``
+    (no head seen again before ``distinct`` others: what a client whose every head
+    differs costs), instead of one exchange repeated."""
+    if distinct:
+        exchanges = []
+        for i in range(distinct):
+            tag = f"{i:08x}".encode()
+            reads = _response_reads(call, split)
+            exchanges.append((
+                _request_bytes(call).replace(b"\r\n\r\n", b"\r\nX-Request-Id: " + tag
+                                             + b"\r\n\r\n", 1),
+                [reads[0].replace(b"\r\n\r\n", b"\r\nX-Request-Id: " + tag + b"\r\n\r\n", 1),
+                 *reads[1:]]))
+    else:
+        exchanges = [(_request_bytes(call), _response_reads(call, split))]
     client, down, conn, up = _connections(hop)
+    turn = itertools.cycle(exchanges)
 
     def exchange(batch: int) -> None:
         for _ in range(batch):
+            request, reads = next(turn)
             client.data_received(request)
             for data in reads:
                 conn.data_received(data)

@@ -278,7 +278,7 @@ def check_request_bytes(data: bytes, max_head: int = 65536) -> str:
             requests.reset(RawBody(0))
         first = False
         try:
-            requests.start(raw, raw.lower())
+            requests.start(raw)
         except (ParserError, ValueError):
             return "rejected"
         assert requests.headed or requests.upgrade, "a head the parser did not read passed"
@@ -292,6 +292,9 @@ def check_request_bytes(data: bytes, max_head: int = 65536) -> str:
                 may_change(lower) or lower.find(b"\r\nmcp-session-id:") >= 0
                 or lower.find(b"\r\ntraceparent:") >= 0), "head_scan notable differs"
         parts = head.start.split(b" ", 2)
+        assert (requests.method, requests.target) == (
+            (parts[0].decode("latin-1"), parts[1].decode("latin-1")) if len(parts) == 3
+            else (None, "")), "the remembered request line differs"
         if len(parts) != 3:  # the client refuses it as 400 (an HTTP/0.9 line)
             return "rejected"
         method = parts[0]

@@ -70,7 +70,7 @@ class TestSansIO:
         instead of passing it on as a request (found by the long run, input 3485)."""
         raw = b"PRI * HTTP/2.0\r\n\r\n"
         with pytest.raises(ParserError, match="HTTP/2 connection preface"):
-            RequestMessage(RawBody(0)).start(raw, raw.lower())
+            RequestMessage(RawBody(0)).start(raw)
         assert check_request_bytes(raw + b"SM\r\n\r\n") == "rejected"
 
     @pytest.mark.parametrize("data", [
@@ -91,7 +91,7 @@ class TestSansIO:
         for whole in (True, False):
             body = RawBody(1 << 20)
             request = RequestMessage(body)
-            fed = request.start(raw, raw.lower(), body, data if whole else None)
+            fed = request.start(raw, body, data if whole else None)
             taken = fed or (request.feed(data[cut:]) if not request.complete else 0)
             states.append((taken, request.complete, request.remaining, request.framing,
                            request.keep_alive, request.notable, b"".join(body.chunks),

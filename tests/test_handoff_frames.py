@@ -9,7 +9,14 @@ from fractions import Fraction
 import pytest
 
 from mcp_tap.proxy import handoff
-from mcp_tap.proxy.capture import FLAT_NAMES, RawBody, RawExchange
+from mcp_tap.proxy.capture import (
+    COMMON_NAMES,
+    FLAT_NAMES,
+    RARE_NAMES,
+    RawBody,
+    RawExchange,
+    flat_fields,
+)
 from mcp_tap.proxy.handoff import HEADER, PICKLED, FrameDecoder, encode
 
 
@@ -44,13 +51,42 @@ def test_plain_values_go_as_marshal_and_come_back_equal() -> None:
     assert decoder.frames == 1 and decoder.bad == 0 and decoder.pending == 0
 
 
-def test_the_flat_state_holds_every_flat_field_in_flat_names_order() -> None:
-    raw = _exchange()
+def test_the_flat_state_holds_every_flat_field_and_restores_it() -> None:
+    raw = _exchange()  # rare fields set: they go as a tuple
     flat = raw.state()[0]
-    assert flat == tuple(getattr(raw, name) for name in FLAT_NAMES)
-    assert len(flat) == len(RawExchange.__slots__) - 3  # all but the three bodies' fields
+    assert len(flat) == len(COMMON_NAMES) + 1 and flat[-1] is not None
+    assert flat[:-1] == tuple(getattr(raw, name) for name in COMMON_NAMES)
+    assert flat[-1] == tuple(getattr(raw, name) for name in RARE_NAMES)
+    assert set(COMMON_NAMES) | set(RARE_NAMES) == set(FLAT_NAMES)
+    assert len(FLAT_NAMES) == len(RawExchange.__slots__) - 3  # all but the bodies' fields
+    assert list(flat_fields(flat)) == list(FLAT_NAMES)
     restored = RawExchange.restored(raw.state())
     assert all(getattr(restored, n) == getattr(raw, n) for n in FLAT_NAMES)
+
+
+def test_rare_fields_at_their_usual_values_go_as_none_and_come_back_equal() -> None:
+    body = RawBody(64)
+    raw = RawExchange("tap", "http://127.0.0.1:1", "127.0.0.1", "GET", "/", b"GET / HTTP/1.1"
+                      b"\r\n\r\n", body, 1.0)
+    raw.status = raw.egress_status = 200
+    raw.end_at = 2.5
+    raw.egress_end_at = 2.5  # equal, another object
+    flat = raw.state()[0]
+    assert flat[-1] is None
+    fields = flat_fields(flat)
+    assert fields == {n: getattr(raw, n) for n in FLAT_NAMES}
+    assert fields["egress_status"] == 200 and fields["egress_end_at"] == 2.5
+    # Built fresh per exchange: one capture's list is never another's.
+    assert fields["interim"] is not flat_fields(flat)["interim"]
+    # Any one rare field away from its usual value sends them all.
+    for name, value in (("egress_status", 502), ("egress_end_at", 3.0), ("interim", [100]),
+                        ("client_gone", True), ("trace_id", "ab"), ("session", ""),
+                        ("session_version", "v"), ("head_changes", [{"change": "x"}])):
+        other = RawExchange.restored(raw.state())
+        setattr(other, name, value)
+        rare = other.state()[0][-1]
+        assert rare is not None and rare[RARE_NAMES.index(name)] == value
+        assert flat_fields(other.state()[0])[name] == value
 
 
 def test_what_marshal_cannot_encode_goes_as_a_flagged_pickle() -> None:

@@ -90,7 +90,7 @@ async def test_a_capture_goes_as_its_plain_values(tmp_path: Path) -> None:
     assert recorder._sent == 1  # counted as handed over when recorded, not when flushed
     recorder._flush()
     [batch] = FrameDecoder().feed(pipe.frames[0])
-    assert batch == [("begin", raw.handover_key, "tap", None),
+    assert batch == [("begun", raw.handover_key, raw.handover_key + 1),
                      ("record", raw.handover_key, raw.state())]
     back = RawExchange.restored(batch[1][2])
     assert back.request.chunks == raw.request.chunks and back.request.ended

@@ -230,14 +230,23 @@ def _flat_reader() -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
 
     Made from one unpacking and one display (what ``dict(zip(FLAT_NAMES, flat))`` and a pop
     per raw field do, at a third of the cost); a tuple of another length raises ValueError
-    as the strict zip did. The names are the slot names of RawExchange, nothing from outside.
+    as the strict zip did. The flat tuple is :data:`COMMON_NAMES`, then the
+    :data:`RARE_NAMES` fields as one tuple, or None for their usual values
+    (:data:`RARE_USUAL`, built fresh here). The names are the slot names of RawExchange,
+    nothing from outside.
     """
-    local = {name: f"v{i}" for i, name in enumerate(FLAT_NAMES)}
+    from mcp_tap.proxy.capture import COMMON_NAMES, RARE_NAMES, RARE_USUAL  # the layout
+
+    rare = ", ".join(RARE_NAMES)
     source = (
         "def read(flat):\n"
-        f"    ({', '.join(local[n] for n in FLAT_NAMES)},) = flat\n"
-        f"    return ({{{', '.join(f'{n!r}: {local[n]}' for n in _SAME_FIELDS)}}}, "
-        f"{', '.join(local[n] for n in _RAW_ONLY)})\n"
+        f"    ({', '.join(COMMON_NAMES)}, rare) = flat\n"
+        "    if rare is None:\n"
+        f"        ({rare},) = ({', '.join(RARE_USUAL.values())},)\n"
+        "    else:\n"
+        f"        ({rare},) = rare\n"
+        f"    return ({{{', '.join(f'{n!r}: {n}' for n in _SAME_FIELDS)}}}, "
+        f"{', '.join(_RAW_ONLY)})\n"
     )
     namespace: dict[str, Any] = {}
     exec(source, namespace)

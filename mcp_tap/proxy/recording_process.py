@@ -180,8 +180,16 @@ class _Handover:
             if kind == "record":
                 taken += 1
                 self._record(message[1], message[2])
+            elif kind == "begun":
+                # The exchanges begun since the last frame, by key range: each stays here
+                # until recorded (the in-flight count), with no session version unless a
+                # "begin" (one that names a session, in its place in the frame) says one.
+                sessions = self.sessions
+                for key in range(message[1], message[2]):
+                    sessions[key] = None
+                while len(sessions) > _MAX_PENDING_BEGINS:  # lost records leave theirs
+                    sessions.pop(next(iter(sessions)))
             elif kind == "begin":
-                # Every begun exchange stays here until recorded: the in-flight count.
                 _, key, hop, session = message
                 known = self.recorder.session_version(hop, session) if session else None
                 self.sessions[key] = known

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import multiprocessing
 import os
 import threading
@@ -108,14 +107,18 @@ class ProcessRecorder:
         self._low = self.queue_size * 3 // 8
         self._held_base = (0, 0.0)  # the hold-back totals when this recording process began
         self._writer_counters: dict[str, int] = {}
-        # Hand-off messages of this loop iteration; a capture ("record") is kept as the
-        # RawExchange until the flush turns it into plain values.
-        self._batch: list[tuple[Any, ...]] = []
+        # Hand-off messages of this loop iteration; a capture is kept as the RawExchange
+        # until the flush turns it into a ("record", key, plain values) message.
+        self._batch: list[tuple[Any, ...] | RawExchange] = []
+        self._scheduled = False  # a flush is scheduled
+        # Exchanges are keyed in the order they begin; keys below _announced have been
+        # announced to the recording process (as one ("begun", first, end) range per flush).
+        self._next_key = 0
+        self._announced = 0
         self._transport: asyncio.WriteTransport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reader: threading.Thread | None = None
         self._last_lost_log = 0.0
-        self._keys = itertools.count()
         self._closing = False
         self._watcher: asyncio.TimerHandle | None = None
         self._restarting: asyncio.Task[None] | None = None
@@ -184,6 +187,7 @@ class ProcessRecorder:
             self._watch()
             return
         self._batch = []  # its captures were counted as handed over: see _restart
+        self._announced = self._next_key  # (and its begun exchanges are nobody's now)
         self.holdback.caught_up()  # nobody to wait for: read the clients again at once
         self._died_with = self._process.exitcode
         log.error("recorder.died", exitcode=self._died_with)
@@ -332,10 +336,18 @@ class ProcessRecorder:
         """Tell the recording process an exchange began (and snapshot its legacy session).
 
         Every exchange is announced, so a recording process whose forwarder dies knows how
-        many were in flight (begun, never handed over) and states them lost.
+        many were in flight (begun, never handed over) and states them lost: by its key,
+        in the range of keys the next flush announces (one message for all the exchanges
+        begun meanwhile). One that names a session also gets a ``("begin", key, hop,
+        session)`` message, in its place among the records, where the recording process
+        takes the session's version as known at that point.
         """
-        cap.handover_key = next(self._keys)
-        self._queue(("begin", cap.handover_key, cap.hop, cap.session))
+        key = cap.handover_key = self._next_key
+        self._next_key = key + 1
+        if cap.session is not None:
+            self._queue(("begin", key, cap.hop, cap.session))
+        elif not self._scheduled:
+            self._schedule()  # the flush announces it, even if nothing else is handed over
 
     def record(self, cap: RawExchange) -> None:
         """Hand the finished capture to the recording process (counted lost if it is full)."""
@@ -355,7 +367,9 @@ class ProcessRecorder:
         self._sent += 1
         # The capture itself for now; its plain values (RawExchange.state, decoded in
         # _Handover.handle) are taken at the flush, off the path of the next request.
-        self._queue(("record", cap.handover_key, cap))
+        self._batch.append(cap)
+        if not self._scheduled:
+            self._schedule()
         if self._sent - self._taken >= self._high and not self.holdback.held:
             self._hold()
 
@@ -371,9 +385,14 @@ class ProcessRecorder:
             self._queue(("hold",))  # answered with a report as soon as it is reached
 
     def _queue(self, message: tuple[Any, ...]) -> None:
-        if not self._batch and self._loop is not None:
-            self._loop.call_soon(self._flush_after_reads)
         self._batch.append(message)
+        if not self._scheduled:
+            self._schedule()
+
+    def _schedule(self) -> None:
+        if self._loop is not None:
+            self._scheduled = True
+            self._loop.call_soon(self._flush_after_reads)
 
     def _flush_after_reads(self) -> None:
         """Flush after the reads of this loop iteration, not before them.
@@ -388,13 +407,21 @@ class ProcessRecorder:
             self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
+        self._scheduled = False
         batch, self._batch = self._batch, []
-        if not batch or self._transport is None or self._transport.is_closing():
+        first, end = self._announced, self._next_key
+        self._announced = end  # (announced or, with no recording process, nobody's)
+        if (not batch and first == end) or self._transport is None \
+                or self._transport.is_closing():
             return
-        # Rebound, so that the old list and the captures go before the encoding: marshal
-        # indexes every object referenced elsewhere (a reference count above one).
-        batch = [("record", m[1], m[2].state()) if m[0] == "record" else m for m in batch]
-        self._transport.write(handoff.encode(batch))
+        # The range first, so that every record of the frame finds its key begun.
+        messages: handoff.Batch = [("begun", first, end)] if first != end else []
+        messages += [("record", m.handover_key, m.state()) if type(m) is RawExchange
+                     else m for m in batch]  # type: ignore[misc]  # (m is a message then)
+        # The old list and the captures go before the encoding: marshal indexes every
+        # object referenced elsewhere (a reference count above one).
+        del batch
+        self._transport.write(handoff.encode(messages))
 
     # -- what the admin listener shows ---------------------------------------------------
 

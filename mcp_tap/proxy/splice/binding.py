@@ -85,7 +85,8 @@ def attach(client: ClientConnection, ex: Exchange, conn: UpstreamConnection) -> 
     ex.replay = waiting if conn.reused and ex.waiting_size <= REPLAY_MAX else None
     ex.waiting = []
     ex.waiting_size = 0
-    conn.write(data)
+    if conn.transport is not None and not conn.closed:  # (conn.write, without the call)
+        conn.transport.write(data)
     if client._paused:
         client._resume("connecting")
     ex.idle = client.idle_timer

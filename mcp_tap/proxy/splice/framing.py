@@ -72,6 +72,78 @@ def head_scan(lower: bytes, scan: Scan) -> tuple[str, int, bool]:
     return framing, length, other
 
 
+KEPT_HEADS = 512
+"""How many heads' analyses each memo keeps (it starts over when full)."""
+KEPT_HEAD_BYTES = 2048
+"""A longer head is analysed each time, not kept (the memos stay under a MiB)."""
+
+RequestHead = tuple[str, int, bool, str | None, str]
+ResponseHead = tuple[str, int, bool]
+
+# What request_head / response_head said of a head, by the head's bytes: a head seen before
+# (a client's repeated request, an origin's repeated answer head) costs one dict look-up
+# (``MEMO.get(raw) or analyse(raw)``), not a lowercased copy and a regex scan (~9k
+# instructions for a 200-byte head). Exact, whatever the traffic: the analysis is a function
+# of the bytes alone, and the look-up compares them whole. A head seen once costs its hash,
+# the look-up and an insertion: the analysis is one flat function (head_scan inlined, the
+# insertion in it), the look-up no call into Python (a dict subclass's __missing__ was one
+# more interpreter entry, ~2.4k a head in all where this is ~1k).
+REQUEST_HEADS: dict[bytes, RequestHead] = {}
+"""Request heads' :func:`request_head`, by their bytes."""
+RESPONSE_HEADS: dict[bytes, ResponseHead] = {}
+"""Final response heads' :func:`response_head`, by their bytes."""
+known_request = REQUEST_HEADS.get
+"""``REQUEST_HEADS.get``, bound once (a global's call, not a method look-up each time)."""
+known_response = RESPONSE_HEADS.get
+"""``RESPONSE_HEADS.get``, bound once."""
+
+
+def request_head(raw: bytes) -> RequestHead:
+    """A request head's :func:`head_scan` (:data:`REQUEST_SCAN`), then its method and target
+    (latin-1; None and "" when the request line has no version, which llhttp takes as
+    HTTP/0.9); remembered in :data:`REQUEST_HEADS` (a head of at most
+    :data:`KEPT_HEAD_BYTES`)."""
+    framing, length, notable = "none", 0, False
+    for digits, te in REQUEST_SCAN(raw.lower()):  # (head_scan, inlined)
+        if te:
+            framing, length = "chunked", 0
+        elif digits:
+            if framing == "none":
+                framing, length = "length", int(digits)
+        else:
+            notable = True
+    parts = raw[: raw.find(b"\r\n")].split(b" ", 2)
+    found: RequestHead = (
+        (framing, length, notable, parts[0].decode("latin-1"), parts[1].decode("latin-1"))
+        if len(parts) == 3 else (framing, length, notable, None, "")
+    )
+    if len(raw) <= KEPT_HEAD_BYTES:
+        if len(REQUEST_HEADS) >= KEPT_HEADS:
+            REQUEST_HEADS.clear()
+        REQUEST_HEADS[raw] = found
+    return found
+
+
+def response_head(raw: bytes) -> ResponseHead:
+    """A final response head's :func:`head_scan` (:data:`RESPONSE_SCAN`); remembered in
+    :data:`RESPONSE_HEADS` (a head of at most :data:`KEPT_HEAD_BYTES`)."""
+    framing, length, hop_hint = "none", 0, False
+    for digits, te in RESPONSE_SCAN(raw.lower()):  # (head_scan, inlined)
+        if te:
+            framing, length = "chunked", 0
+        elif digits:
+            if framing == "none":
+                framing, length = "length", int(digits)
+        else:
+            hop_hint = True
+    found = (framing, length, hop_hint)
+    if len(raw) <= KEPT_HEAD_BYTES:
+        if len(RESPONSE_HEADS) >= KEPT_HEADS:
+            RESPONSE_HEADS.clear()
+        RESPONSE_HEADS[raw] = found
+    return found
+
+
 class RequestMessage:
     """One request's framing, from its head to the end of its body (kept in ``body``)."""
 
@@ -83,11 +155,13 @@ class RequestMessage:
         "framing",
         "headed",
         "keep_alive",
+        "method",
         "notable",
         "on_body",
         "on_message_complete",
         "pieces",
         "remaining",
+        "target",
         "upgrade",
     )
 
@@ -109,6 +183,8 @@ class RequestMessage:
         self.framing = "none"
         self.remaining = 0
         self.notable = False  # the head has a session, a traceparent or a hop-by-hop hint
+        self.method: str | None = None  # (set by start: None for a line without a version)
+        self.target = ""
 
     def on_headers_complete(self) -> None:
         """The parser's callback: the head is whole, read what the parser knows about it."""
@@ -117,7 +193,7 @@ class RequestMessage:
 
     # -- the forwarder's side --
     def start(
-        self, raw: bytes, lower: bytes, body: RawBody | None = None, data: bytes | None = None
+        self, raw: bytes, body: RawBody | None = None, data: bytes | None = None
     ) -> int:
         """Feed the head (of the connection's next request, whose body goes to ``body``,
         when given: :meth:`reset` in the same call); raises :data:`ParserError` when the
@@ -136,7 +212,8 @@ class RequestMessage:
         self._open.append(None)
         # The scan comes first, to know how much to feed; its findings count only once the
         # parser has accepted the head (a rejected one raises before they are used).
-        framing, remaining, notable = head_scan(lower, REQUEST_SCAN)
+        framing, remaining, notable, self.method, self.target = (
+            known_request(raw) or request_head(raw))
         fed = 0
         whole = raw
         if data is not None and framing == "length" and len(data) - len(raw) <= remaining:
@@ -299,9 +376,19 @@ class ResponseMessage:
         # A chunked body can only end on the LF of a line after a last-chunk line ("0" at a
         # line start): the bytes before the first one in view go in at once (the end cannot
         # be there), then up to each LF, so the parser stops exactly at the end.
+        size = len(data)
+        if not self.careful:
+            # The end is at the second LF from that line's start, or a later one: when the
+            # second is the last byte (the usual "0\r\n\r\n" that closes a stream), it is
+            # all one parser call.
+            at = 0 if data[:1] == b"0" else data.find(b"\n0") + 1
+            if data.find(b"\n", data.find(b"\n", at) + 1) == size - 1:
+                taken = self.feed_whole(data)
+                self.careful = True  # (not ended: a trailer section may go on after these)
+                return taken
         ended = self._open
         view = memoryview(data)
-        start, size = 0, len(data)
+        start = 0
         if not self.careful and data[:1] != b"0":
             start = data.find(b"\n0") + 1
             self._parser.feed_data(view[:start])

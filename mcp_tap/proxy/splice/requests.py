@@ -66,33 +66,32 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
     client.head_timer.active = False  # (Timer.stop, without the call)
     cut = end + 4  # (+ len(HEAD_END))
     raw_head = data[:cut] if len(data) > cut else data
-    lower = raw_head.lower()
     body = RawBody(hop.max_body_bytes)
     request = client._requests
     if request is None:
         request = client._requests = RequestMessage(body)
     try:
         # With the bytes after the head, when they are all its body: one parser call.
-        fed = request.start(raw_head, lower, body, None if raw_head is data else data)
+        fed = request.start(raw_head, body, None if raw_head is data else data)
     except (ParserError, ValueError) as exc:
         client._refuse(400, "bad-request", parser_reason(exc))
         return
-    parts = raw_head[: raw_head.find(b"\r\n")].split(b" ", 2)
-    if len(parts) != 3:  # llhttp takes an HTTP/0.9 line (no version): not forwardable
+    method = request.method
+    if method is None:  # llhttp takes an HTTP/0.9 line (no version): not forwardable
         client._refuse(400, "bad-request", "a request line without an HTTP version")
         return
-    method, target, _ = parts
-    if method == b"CONNECT":
+    if method == "CONNECT":
         client._refuse(400, "connect-not-supported", "a reverse proxy does not tunnel CONNECT")
         return
     raw = RawExchange(
-        hop.name, hop.target.url, client.peer, method.decode("latin-1"),
-        target.decode("latin-1"), raw_head, body, client.clock(),
+        hop.name, hop.target.url, client.peer, method, request.target, raw_head, body,
+        client.clock(),
     )
     raw.request_framing = "upgrade" if request.upgrade else request.framing
     # The parser's scan of the head says whether it needs a closer look (a session, a
     # traceparent or a hop-by-hop field); most heads have none.
     notable = request.notable
+    lower = raw_head.lower() if notable else b""  # (only a notable head is looked at)
     if notable and lower.find(_SESSION) >= 0:
         session = field(raw_head, lower, _SESSION)
         if session is not None:
@@ -119,7 +118,7 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
             raw.head_changes = changes
             raw.forwarded_pairs = forward
     ex = Exchange(raw, request)
-    ex.skip_body = method == b"HEAD"
+    ex.skip_body = method == "HEAD"
     client.exchange = ex
     hop.began += 1
     try:

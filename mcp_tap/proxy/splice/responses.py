@@ -15,10 +15,10 @@ import structlog
 from mcp_tap.proxy.capture import RawBody
 from mcp_tap.proxy.splice.exchange import Exchange, parser_reason
 from mcp_tap.proxy.splice.framing import (
-    RESPONSE_SCAN,
     ParserError,
     ResponseMessage,
-    head_scan,
+    known_response,
+    response_head,
 )
 from mcp_tap.proxy.splice.head import HEAD_END, may_change, parse_head, rewrite
 
@@ -86,10 +86,9 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
             else:
                 client._cut(ex, "upstream-bad-response", parser_reason(exc))
             return
-        lower = raw_head.lower()
         if not response.head_done:  # an interim 1xx answer (100 Continue, 103, ...)
             out = raw_head
-            if may_change(lower):
+            if may_change(raw_head.lower()):
                 out, changes = rewrite(parse_head(raw_head), raw_head)
                 interim = str(response.status)
                 for change in changes:
@@ -101,7 +100,7 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
             continue
         ex.response_head = None
         upgrade = response.upgraded and ex.request.upgrade
-        framing, length, hop_hint = head_scan(lower, RESPONSE_SCAN)
+        framing, length, hop_hint = known_response(raw_head) or response_head(raw_head)
         out = raw_head
         if hop_hint:
             out, changes = rewrite(parse_head(raw_head), raw_head, upgrade=upgrade)
@@ -140,7 +139,14 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
             client.transport.write(data if out is raw_head else out + rest)
             raw.sent_at = at = client.clock()
             ex.remaining = length - len(rest)
-            _body_copy(client, ex, response, rest, at)
+            try:  # (_body_copy, without the call)
+                response.feed_body(rest, at)
+            except (ParserError, ValueError) as exc:
+                client._abort_upstream(ex)
+                client._cut(ex, "upstream-bad-response", parser_reason(exc))
+                return
+            if response.complete:
+                client._response_complete(ex)
             return
         client._body_out(ex, rest, out, data if out is raw_head else None)
         return
