@@ -79,6 +79,7 @@ _MAX_MEMBER: Final = 256 * 1024
 _MAX_MEMBER_BYTES: Final = 4 * 1024 * 1024
 # What a header name (as spelt) asks of its value, decided once per spelling.
 _PLAIN, _SESSION, _AUTH, _SECRET, _CHALLENGE = range(5)
+_new = object.__new__
 
 
 def _shaped(text: str) -> bool:
@@ -163,7 +164,9 @@ class Redactor:
             if depth is None:
                 depth = self._clean_json.depth(text)
             if depth is not None:
-                return Redacted(msg, 0, depth)
+                done: Redacted = _new(Redacted)  # Redacted(msg, 0, depth) without type.__call__
+                done.value, done.hits, done.depth = msg, 0, depth
+                return done
         return self.walk(msg, targets)
 
     def _clean_member(self, msg: dict[Any, Any]) -> int | None:
@@ -227,8 +230,10 @@ class Redactor:
         if not isinstance(value, _CONTAINERS):
             return Redacted(value, 0, 0)
         acc = [0, 0]  # hits, depth
-        result = self._node(value, 1, targets, found, acc)
-        return Redacted(result, acc[0], acc[1])
+        done: Redacted = _new(Redacted)  # Redacted(...) without type.__call__ (per message)
+        done.value = self._node(value, 1, targets, found, acc)
+        done.hits, done.depth = acc
+        return done
 
     def _node(
         self,
