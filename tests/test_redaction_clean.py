@@ -130,3 +130,54 @@ def test_deep_text_is_walked() -> None:
     assert CleanJson(KeyMatcher()).depth(deep) is None
     wide = b"[" + b",".join([b"[[]]"] * 200) + b"]"
     assert CleanJson(KeyMatcher()).depth(wide) == 3
+
+
+# -- a message's one container member, judged by its JSON and remembered ------------------
+
+_ENVELOPE_KEYS = st.sampled_from(["jsonrpc", "id", "result", "error", "token", "a:b", "method"])
+_PAD_MEMBER = {"description": "x" * CLEAN_CHECK_MIN}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_ENVELOPE_KEYS, _SCALARS, max_size=3), _ENVELOPE_KEYS,
+       st.lists(_JSON, min_size=1, max_size=3))
+def test_member_verdicts_agree_with_the_walk(scalars: dict[str, Any], key: str,
+                                             members: list[Any]) -> None:
+    # One redactor for every message: the second time a member is seen its verdict comes
+    # from memory, and must still be the walk's.
+    redactor = Redactor()
+    for _ in range(2):
+        for member in members:
+            message = {**scalars, key: [_PAD_MEMBER, member]}
+            for text in _texts(message):
+                _agrees(redactor, text)
+                value = orjson.loads(text)
+                fast = redactor.walk_message_text(value, text)
+                walked = redactor.walk_message(value)
+                if fast.value is value:
+                    assert walked.value is value and walked.depth <= fast.depth
+
+
+def test_a_list_answer_is_checked_once_whatever_its_id() -> None:
+    redactor = Redactor()
+    result = {"tools": [{"name": "a token counter", "description": "x" * CLEAN_CHECK_MIN}]}
+    for rpc_id in range(3):
+        text = orjson.dumps({"jsonrpc": "2.0", "id": rpc_id, "result": result})
+        value = orjson.loads(text)
+        done = redactor.walk_message_text(value, text)
+        assert done.value is value and done.hits == 0
+    assert list(redactor._clean_members.values()) == [3]  # one member remembered
+
+
+@pytest.mark.parametrize("message", [
+    {"jsonrpc": "2.0", "id": "https://h/x?token=s3cr3t", "result": {"d": "x" * 400}},
+    {"jsonrpc": "2.0", "id": 1, "token": "s3cr3t", "result": {"d": "x" * 400}},
+    {"jsonrpc": "2.0", "id": 1, "result": {"d": "x" * 400, "api_key": "s3cr3t"}},
+    {"jsonrpc": "2.0", "id": 1, "result": {"d": "x" * 400, "note": "Bearer s3cr3t"}},
+])
+def test_secrets_around_and_in_a_remembered_member_are_redacted(message: Any) -> None:
+    redactor = Redactor()
+    for _ in range(2):  # the second time from the remembered verdict
+        text = orjson.dumps(message)
+        done = redactor.walk_message_text(orjson.loads(text), text)
+        assert "s3cr3t" not in orjson.dumps(done.value).decode()

@@ -297,3 +297,48 @@ class TestEncodeEvent:
         """Field values a decoder would split, ignore or reject raise ValueError."""
         with pytest.raises(ValueError):
             encode_event("x", event=event, id=id_, retry=retry)
+
+
+# Lines of every kind the decoder tells apart, bytes that are not UTF-8 included.
+_RAW_LINES = st.lists(
+    st.sampled_from([b"", b"data: x", b"data:y", b"data", b"event: e", b"event:", b"id: 7",
+                     b"id:", b"id: a\x00b", b"retry: 12", b"retry: x", b": note", b":",
+                     b"other: z", b"data: \xff", BOM + b"data: b", b"data: \xc3\xa9"])
+    | st.binary(max_size=8).filter(lambda b: b"\n" not in b and b"\r" not in b),
+    max_size=30,
+)
+
+
+class TestSSEDecoderWholeEventChunks:
+    """Chunks made of whole events (the decoder's per-block path) decode exactly as the
+    line-by-line path does: the same events, counters and state."""
+
+    @settings(deadline=None, max_examples=400)
+    @given(_RAW_LINES, st.data())
+    def test_chunks_ending_in_blank_lines_agree_with_byte_by_byte(
+        self, lines: list[bytes], data: st.DataObject
+    ) -> None:
+        stream = b"".join(line + b"\n" for line in lines) + data.draw(st.sampled_from(
+            [b"", b"\n", b"data: tail", b"data: tail\n"]))
+        # Cut after blank lines (where a chunk holds whole events) and sometimes elsewhere.
+        ends = [i + 2 for i in range(len(stream) - 1) if stream[i:i + 2] == b"\n\n"]
+        cuts = sorted(set(data.draw(st.lists(st.sampled_from(ends), max_size=8)) if ends
+                          else []) | set(data.draw(st.lists(st.integers(0, len(stream)),
+                                                            max_size=2))))
+        chunks = [stream[a:b] for a, b in pairwise([0, *cuts, len(stream)])]
+        fast, slow = SSEDecoder(), SSEDecoder()
+        got = [e for chunk in chunks for e in fast.feed(chunk)]
+        want = [e for i in range(len(stream)) for e in slow.feed(stream[i:i + 1])]
+        assert got == want
+        fast.close()
+        slow.close()
+        for name in ("comments", "invalid_utf8", "pending_incomplete", "last_event_id",
+                     "retry"):
+            assert getattr(fast, name) == getattr(slow, name), name
+
+    def test_a_chunk_of_whole_events_takes_the_block_path(self) -> None:
+        decoder = SSEDecoder()
+        decoder._line = None  # type: ignore[assignment,method-assign]  # never called
+        events = decoder.feed(b"event: message\ndata: a\nid: 1\n\n: keep\ndata: b\n\n")
+        assert events == [SSEEvent("a", "message", "1"), SSEEvent("b")]
+        assert decoder.comments == 1 and decoder.last_event_id == "1"

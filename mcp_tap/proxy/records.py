@@ -118,7 +118,7 @@ class RecordBuilder:
                     data, note = self._recordable(done, 4)
             except orjson.JSONDecodeError:
                 data = red.redact_text(text)
-            shown = {"at": t.at, "id": event.id, "event": event.event, "data": data}
+            shown = {"at": t.at, "data": data, "event": event.event, "id": event.id}  # sorted
             if note is not None:
                 shown["data"], shown["note"] = data["raw"], note
             out.append(shown)
@@ -157,21 +157,22 @@ class RecordBuilder:
             body, note = (None, None) if is_sse else self._body_json(
                 response, j.response_messages[0] if len(j.response_messages) == 1 else None
             )
+            # Keys in the order the chain digest sorts them (sorting sorted keys is cheaper).
             origin = {
-                "status": cap.status,
-                "headers": response_headers,
+                "body": body,
                 "bodyDigest": origin_digest,
                 "bodySize": response.size,
-                "truncated": not response.complete,
-                "ended": response.ended,
                 "contentType": content_type,
-                "body": body,
-                "sse": self._sse_json(cap, j) if is_sse else None,
-                "firstByteAt": cap.first_byte_at,
                 "endAt": cap.end_at,
+                "ended": response.ended,
+                "firstByteAt": cap.first_byte_at,
                 "framing": cap.response_framing or None,
                 # What the origin received differs from what the client sent only by these.
                 "headChanges": cap.head_changes,
+                "headers": response_headers,
+                "sse": self._sse_json(cap, j) if is_sse else None,
+                "status": cap.status,
+                "truncated": not response.complete,
             }
             if note is not None:
                 origin["bodyNote"] = note
@@ -183,51 +184,52 @@ class RecordBuilder:
             # A library's reason may quote the upstream URL: no query, no userinfo.
             tap_error = {**tap_error, "reason": red.redact_reason(str(tap_error["reason"]))}
         kind = j.kind
+        # Keys in the order the chain digest sorts them (sorting sorted keys is cheaper).
         record = {
-            "kind": "exchange",
-            "hop": cap.hop,
-            "exchangeId": self.exchange_id(),
-            "traceId": cap.trace_id,
             "client": cap.client,
-            "era": str(j.era),
-            "method": j.method,
-            "rpcId": j.rpc_id,
-            "messageKind": str(kind) if kind else None,
-            "ingress": {
-                "httpMethod": cap.http_method,
-                "path": red.redact_url(cap.path),
-                "headers": request_headers,
-                "forwardedHeaders": request_headers
-                if cap.forwarded_headers is cap.request_headers
-                else self.header_lists(cap.forwarded_headers),
-                "bodyDigest": seal_hex(key, cap.request.digest),
-                "bodySize": cap.request.size,
-                "truncated": not cap.request.complete,
-                "ended": cap.request.ended,
-                "body": request_body,
-                "receivedAt": cap.received_at,
-                "forwardedAt": cap.forwarded_at,
-                "framing": cap.request_framing or None,
-            },
-            "origin": origin,
+            "digests": self.digests,
             "egress": {
-                "status": cap.egress_status,
+                "bodyDigest": origin_digest if same_bytes else seal_hex(key, cap.egress_digest),
+                "bodySize": cap.egress_bytes,
+                "clientGone": cap.client_gone,
+                "endAt": cap.egress_end_at,
+                "headChanges": cap.egress_changes,
                 "headers": response_headers
                 if cap.egress_headers is cap.response_headers
                 else self.header_lists(cap.egress_headers),
-                "bodyDigest": origin_digest if same_bytes else seal_hex(key, cap.egress_digest),
-                "bodySize": cap.egress_bytes,
-                "sentAt": cap.sent_at,
-                "endAt": cap.egress_end_at,
-                "clientGone": cap.client_gone,
-                "headChanges": cap.egress_changes,
                 # Same bytes and status as the origin view: the origin's findings hold here too.
                 "sameAsOrigin": same_bytes and cap.egress_status == cap.status,
+                "sentAt": cap.sent_at,
+                "status": cap.egress_status,
             },
-            "tapError": tap_error,
-            "upgraded": cap.upgraded,
+            "era": str(j.era),
+            "exchangeId": self.exchange_id(),
             "findings": self.findings_json(found, self.secrets(cap, j) if found else []),
-            "digests": self.digests,
+            "hop": cap.hop,
+            "ingress": {
+                "body": request_body,
+                "bodyDigest": seal_hex(key, cap.request.digest),
+                "bodySize": cap.request.size,
+                "ended": cap.request.ended,
+                "forwardedAt": cap.forwarded_at,
+                "forwardedHeaders": request_headers
+                if cap.forwarded_headers is cap.request_headers
+                else self.header_lists(cap.forwarded_headers),
+                "framing": cap.request_framing or None,
+                "headers": request_headers,
+                "httpMethod": cap.http_method,
+                "path": red.redact_url(cap.path),
+                "receivedAt": cap.received_at,
+                "truncated": not cap.request.complete,
+            },
+            "kind": "exchange",
+            "messageKind": str(kind) if kind else None,
+            "method": j.method,
+            "origin": origin,
+            "rpcId": j.rpc_id,
+            "tapError": tap_error,
+            "traceId": cap.trace_id,
+            "upgraded": cap.upgraded,
         }
         if request_note is not None:
             record["ingress"]["bodyNote"] = request_note

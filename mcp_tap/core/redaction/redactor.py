@@ -73,8 +73,13 @@ _MAX_CACHED_KEYS: Final = 8192  # attacker-chosen keys must not grow memory
 # one answer to the next); longer ones are not worth holding, and a full cache starts over.
 _MAX_CACHED_TEXTS: Final = 4096
 _MAX_CACHED_TEXT_CHARS: Final = 2048
+# Messages whose member verdict is remembered (see Redactor._clean_member): up to this long,
+# and at most this many bytes of members remembered (then the memory starts over).
+_MAX_MEMBER: Final = 256 * 1024
+_MAX_MEMBER_BYTES: Final = 4 * 1024 * 1024
 # What a header name (as spelt) asks of its value, decided once per spelling.
 _PLAIN, _SESSION, _AUTH, _SECRET, _CHALLENGE = range(5)
+_new = object.__new__
 
 
 def _shaped(text: str) -> bool:
@@ -114,6 +119,9 @@ class Redactor:
         self._texts: dict[str, str] = {}  # string value -> its text pass (found=None only)
         self._header_kinds: dict[str, int] = {}
         self._clean_json = CleanJson(self.matcher)
+        # The clean check's verdict on a message member's JSON (see _clean_member), bounded.
+        self._clean_members: dict[bytes, int | None] = {}
+        self._member_bytes = 0
         self._pseudonym_key = (
             pseudonym_key if pseudonym_key is not None else _secrets.token_bytes(32)
         )
@@ -146,15 +154,62 @@ class Redactor:
         When the text shows nothing redaction could change (see
         :class:`~mcp_tap.core.redaction.clean.CleanJson`), ``msg`` itself comes back with no
         walk (``depth`` then a bound: at least the walk's, at most
-        ``clean.MAX_CLEAN_DEPTH``). A text shorter than :data:`CLEAN_CHECK_MIN` is walked
-        (a small message walks faster than its text is checked).
+        ``clean.MAX_CLEAN_DEPTH`` + 1). A text shorter than :data:`CLEAN_CHECK_MIN` is
+        walked (a small message walks faster than its text is checked).
         """
         targets = self._policy_targets(msg) if self.policy.argument_policies else None
         if targets is None and len(text) >= CLEAN_CHECK_MIN:
-            depth = self._clean_json.depth(text)
+            depth = (self._clean_member(msg) if type(msg) is dict and len(text) <= _MAX_MEMBER
+                     else None)
+            if depth is None:
+                depth = self._clean_json.depth(text)
             if depth is not None:
-                return Redacted(msg, 0, depth)
+                done: Redacted = _new(Redacted)  # Redacted(msg, 0, depth) without type.__call__
+                done.value, done.hits, done.depth = msg, 0, depth
+                return done
         return self.walk(msg, targets)
+
+    def _clean_member(self, msg: dict[Any, Any]) -> int | None:
+        """A bound of the walk's depth of a message whose one container member (a response's
+        ``result``) is known clean by its JSON, scalar members needing nothing; else None.
+
+        The walk of a member depends on the member's value alone, and list answers
+        (``tools/list`` and the like) repeat their ``result`` under every new id: the
+        verdict on the member's JSON is remembered (bounded), so such an answer is checked
+        once, not per exchange. A miss costs the member's serialisation and a look-up.
+        """
+        plain = self._plain_keys
+        member: Any = None
+        for key, value in msg.items():
+            kind = type(value)
+            if key not in plain and (type(key) is not str or self._secret_key(key)):
+                return None  # a key the walk would hide (or one not yet known plain)
+            if kind is str:
+                if "=" in value or ":" in value or "earer" in value or "EARER" in value:
+                    return None
+            elif kind is dict or kind is list:
+                if member is not None or not value:
+                    return None  # two containers, or an empty one: the text check decides
+                member = value
+            elif not (kind is int or kind is float or kind is bool or value is None):
+                return None
+        if member is None:
+            return None
+        try:
+            written = orjson.dumps(member)
+        except TypeError:  # nested past orjson's limit
+            return None
+        known = self._clean_members
+        if written in known:
+            depth = known[written]
+        else:
+            depth = self._clean_json.depth(written)
+            self._member_bytes += len(written)
+            if self._member_bytes > _MAX_MEMBER_BYTES:
+                known.clear()
+                self._member_bytes = len(written)
+            known[written] = depth
+        return None if depth is None else depth + 1  # the member sits one level down
 
     def walk(
         self,
@@ -175,8 +230,10 @@ class Redactor:
         if not isinstance(value, _CONTAINERS):
             return Redacted(value, 0, 0)
         acc = [0, 0]  # hits, depth
-        result = self._node(value, 1, targets, found, acc)
-        return Redacted(result, acc[0], acc[1])
+        done: Redacted = _new(Redacted)  # Redacted(...) without type.__call__ (per message)
+        done.value = self._node(value, 1, targets, found, acc)
+        done.hits, done.depth = acc
+        return done
 
     def _node(
         self,
