@@ -57,11 +57,30 @@ def test_the_flat_state_holds_every_flat_field_and_restores_it() -> None:
     assert len(flat) == len(COMMON_NAMES) + 1 and flat[-1] is not None
     assert flat[:-1] == tuple(getattr(raw, name) for name in COMMON_NAMES)
     assert flat[-1] == tuple(getattr(raw, name) for name in RARE_NAMES)
-    assert set(COMMON_NAMES) | set(RARE_NAMES) == set(FLAT_NAMES)
+    # every flat field but the key, which the hand-off message carries (not twice)
+    assert set(COMMON_NAMES) | set(RARE_NAMES) | {"handover_key"} == set(FLAT_NAMES)
+    assert "handover_key" not in COMMON_NAMES + RARE_NAMES
     assert len(FLAT_NAMES) == len(RawExchange.__slots__) - 3  # all but the bodies' fields
     assert list(flat_fields(flat)) == list(FLAT_NAMES)
+    raw.handover_key = 41
     restored = RawExchange.restored(raw.state())
-    assert all(getattr(restored, n) == getattr(raw, n) for n in FLAT_NAMES)
+    assert restored.handover_key is None
+    assert all(getattr(restored, n) == getattr(raw, n) for n in FLAT_NAMES
+               if n != "handover_key")
+
+
+def test_a_request_body_goes_without_its_times_and_an_answer_with_them() -> None:
+    raw = _exchange()
+    answer = RawBody(64)
+    answer.take([b"data: 1\n\n", b"data: 2\n\n"], 5.5)
+    raw.response = answer
+    raw.request.times[:] = [0.0] * len(raw.request.times)  # (as the splice core stamps them)
+    _, request, response, _ = raw.state()
+    assert request[2] is None and request[1] == raw.request.chunks
+    assert response[2] == [5.5, 5.5]
+    restored = RawExchange.restored(raw.state())
+    assert restored.request.times == raw.request.times == [0.0, 0.0]
+    assert restored.response is not None and restored.response.times == [5.5, 5.5]
 
 
 def test_rare_fields_at_their_usual_values_go_as_none_and_come_back_equal() -> None:

@@ -112,9 +112,12 @@ class RawBody:
 
 
 def _raw_restored(
-    cap: int, chunks: list[bytes], times: list[float], size: int, ended: bool, digest: str
+    cap: int, chunks: list[bytes], times: list[float] | None, size: int, ended: bool,
+    digest: str,
 ) -> RawBody:
     body = RawBody(cap)
+    if times is None:  # a request body's state: every chunk arrived "at" 0.0
+        times = [0.0] * len(chunks)
     body.chunks, body.times, body.size, body.ended, body.digest = (
         chunks, times, size, ended, digest)
     body.kept = sum(len(c) for c in chunks)
@@ -286,7 +289,9 @@ class RawExchange:
         ``(flat, request body, response body, tunnel)``: ``flat`` is the
         :data:`COMMON_NAMES` fields, then the :data:`RARE_NAMES` ones as a tuple, or None
         when each has its usual value (:data:`RARE_USUAL`): what most exchanges hand over is
-        14 objects fewer to encode and decode. A body is :meth:`RawBody.state`.
+        14 objects fewer to encode and decode. A body is :meth:`RawBody.state`, the
+        request's without its arrival times (None: each of its chunks is stamped 0.0, and
+        only an answer's times are read, for its SSE events). ``handover_key`` is not in it.
         """
         return _STATE_OF(self)  # (replaced by _STATE_OF itself below)
 
@@ -296,7 +301,7 @@ class RawExchange:
         flat, request, response, tunnel = state
         raw = cls.__new__(cls)
         for name, value in flat_fields(flat).items():
-            setattr(raw, name, value)
+            setattr(raw, name, value)  # (handover_key: None, the message carries it)
         raw.request = _raw_restored(*request)
         raw.response = None if response is None else _raw_restored(*response)
         raw.tunnel = None if tunnel is None else (_raw_restored(*tunnel[0]),
@@ -309,10 +314,12 @@ _STATE = operator.attrgetter(*RawExchange.__slots__)  # every field at once, in 
 FLAT_NAMES = tuple(n for n in RawExchange.__slots__ if n not in ("request", "response", "tunnel"))
 COMMON_NAMES = (
     "hop", "upstream", "client", "http_method", "path", "received_at", "forwarded_at",
-    "first_byte_at", "sent_at", "end_at", "status", "egress_bytes", "handover_key",
+    "first_byte_at", "sent_at", "end_at", "status", "egress_bytes",
     "request_framing", "response_framing", "request_pairs", "response_pairs",
 )
-"""The flat fields handed over one by one, in this order (every exchange sets most)."""
+"""The flat fields handed over one by one, in this order (every exchange sets most). Not
+``handover_key``: the hand-off message carries it (``("record", key, state)``), and marshal
+would index an int that appears twice."""
 RARE_USUAL = {
     "client_gone": "False",
     "egress_body": "None",
@@ -333,7 +340,7 @@ RARE_USUAL = {
 ``status``: the values of those fields): handed over as one tuple, or None when every one
 has its usual value."""
 RARE_NAMES = tuple(RARE_USUAL)
-assert sorted(COMMON_NAMES + RARE_NAMES) == sorted(FLAT_NAMES)
+assert sorted((*COMMON_NAMES, *RARE_NAMES, "handover_key")) == sorted(FLAT_NAMES)
 
 
 def _generated(source: str, name: str) -> Any:
@@ -370,7 +377,8 @@ def _state_source() -> str:
         "    if tunnel is not None:\n"
         "        tunnel = (tunnel[0].state(), tunnel[1].state())\n"
         f"    return (({common}, rare), "
-        f"({', '.join(f'request.{n}' for n in body.split(', '))}), response, tunnel)\n"
+        f"({', '.join('None' if n == 'times' else f'request.{n}' for n in body.split(', '))}),"
+        " response, tunnel)\n"
     )
 
 
@@ -383,6 +391,7 @@ RawExchange.state = _STATE_OF  # type: ignore[method-assign,assignment]
 
 def _fields_source() -> str:
     rare = ", ".join(RARE_NAMES)
+    value = {n: n for n in (*COMMON_NAMES, *RARE_NAMES)}  # handover_key: None
     return (
         "def fields(flat):\n"
         f"    ({', '.join(COMMON_NAMES)}, rare) = flat\n"
@@ -390,7 +399,7 @@ def _fields_source() -> str:
         f"        ({rare},) = ({', '.join(RARE_USUAL.values())},)\n"
         "    else:\n"
         f"        ({rare},) = rare\n"
-        f"    return {{{', '.join(f'{n!r}: {n}' for n in FLAT_NAMES)}}}\n"
+        f"    return {{{', '.join(f'{n!r}: {value.get(n)}' for n in FLAT_NAMES)}}}\n"
     )
 
 

@@ -238,6 +238,8 @@ def _flat_reader() -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
     from mcp_tap.proxy.capture import COMMON_NAMES, RARE_NAMES, RARE_USUAL  # the layout
 
     rare = ", ".join(RARE_NAMES)
+    # handover_key is not in the flat tuple (the message carries it: _Handover._record).
+    value = {n: n for n in (*COMMON_NAMES, *RARE_NAMES)}
     source = (
         "def read(flat):\n"
         f"    ({', '.join(COMMON_NAMES)}, rare) = flat\n"
@@ -245,7 +247,7 @@ def _flat_reader() -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
         f"        ({rare},) = ({', '.join(RARE_USUAL.values())},)\n"
         "    else:\n"
         f"        ({rare},) = rare\n"
-        f"    return ({{{', '.join(f'{n!r}: {n}' for n in _SAME_FIELDS)}}}, "
+        f"    return ({{{', '.join(f'{n!r}: {value.get(n)}' for n in _SAME_FIELDS)}}}, "
         f"{', '.join(_RAW_ONLY)})\n"
     )
     namespace: dict[str, Any] = {}
