@@ -111,6 +111,11 @@ class RawBody:
         return (_raw_restored, self.state())
 
 
+SPENT = RawBody(0)
+"""What a parser holds in place of its finished message's body, until its next message's
+(nothing is fed to it: a test checks it stays empty)."""
+
+
 def _raw_restored(
     cap: int, chunks: list[bytes], times: list[float] | None, size: int, ended: bool,
     digest: str,
