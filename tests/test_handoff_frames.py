@@ -12,6 +12,7 @@ from mcp_tap.proxy import handoff
 from mcp_tap.proxy.capture import (
     COMMON_NAMES,
     FLAT_NAMES,
+    LISTED,
     RARE_NAMES,
     RawBody,
     RawExchange,
@@ -33,6 +34,12 @@ def _exchange() -> RawExchange:
     raw.interim = [100]
     raw.egress_status = 200
     return raw
+
+
+def _read(raw: RawExchange, name: str) -> object:
+    """A field as the readers of the hand-off give it (a list field's None as [])."""
+    value = getattr(raw, name)
+    return [] if value is None and name in LISTED else value
 
 
 def test_plain_values_go_as_marshal_and_come_back_equal() -> None:
@@ -57,11 +64,31 @@ def test_the_flat_state_holds_every_flat_field_and_restores_it() -> None:
     assert len(flat) == len(COMMON_NAMES) + 1 and flat[-1] is not None
     assert flat[:-1] == tuple(getattr(raw, name) for name in COMMON_NAMES)
     assert flat[-1] == tuple(getattr(raw, name) for name in RARE_NAMES)
-    assert set(COMMON_NAMES) | set(RARE_NAMES) == set(FLAT_NAMES)
+    # every flat field but the key, which the hand-off message carries (not twice)
+    assert set(COMMON_NAMES) | set(RARE_NAMES) | {"handover_key"} == set(FLAT_NAMES)
+    assert "handover_key" not in COMMON_NAMES + RARE_NAMES
     assert len(FLAT_NAMES) == len(RawExchange.__slots__) - 3  # all but the bodies' fields
     assert list(flat_fields(flat)) == list(FLAT_NAMES)
+    raw.handover_key = 41
     restored = RawExchange.restored(raw.state())
-    assert all(getattr(restored, n) == getattr(raw, n) for n in FLAT_NAMES)
+    assert restored.handover_key is None
+    assert all(getattr(restored, n) == _read(raw, n) for n in FLAT_NAMES
+               if n != "handover_key")
+    assert raw.egress_changes is None and restored.egress_changes == []  # (read as a list)
+
+
+def test_a_request_body_goes_without_its_times_and_an_answer_with_them() -> None:
+    raw = _exchange()
+    answer = RawBody(64)
+    answer.take([b"data: 1\n\n", b"data: 2\n\n"], 5.5)
+    raw.response = answer
+    raw.request.times[:] = [0.0] * len(raw.request.times)  # (as the splice core stamps them)
+    _, request, response, _ = raw.state()
+    assert request[2] is None and request[1] == raw.request.chunks
+    assert response[2] == [5.5, 5.5]
+    restored = RawExchange.restored(raw.state())
+    assert restored.request.times == raw.request.times == [0.0, 0.0]
+    assert restored.response is not None and restored.response.times == [5.5, 5.5]
 
 
 def test_rare_fields_at_their_usual_values_go_as_none_and_come_back_equal() -> None:
@@ -74,7 +101,8 @@ def test_rare_fields_at_their_usual_values_go_as_none_and_come_back_equal() -> N
     flat = raw.state()[0]
     assert flat[-1] is None
     fields = flat_fields(flat)
-    assert fields == {n: getattr(raw, n) for n in FLAT_NAMES}
+    assert fields == {n: _read(raw, n) for n in FLAT_NAMES}
+    assert raw.interim is None and fields["interim"] == []
     assert fields["egress_status"] == 200 and fields["egress_end_at"] == 2.5
     # Built fresh per exchange: one capture's list is never another's.
     assert fields["interim"] is not flat_fields(flat)["interim"]
@@ -133,3 +161,30 @@ def test_a_batch_too_big_for_one_frame_goes_as_several(monkeypatch: pytest.Monke
     decoder = FrameDecoder()
     got = decoder.feed(data)
     assert decoder.frames > 1 and [m for b in got for m in b] == batch
+
+
+def test_a_list_field_is_none_until_it_holds_something() -> None:
+    raw = _exchange()
+    raw.egress_changed([])
+    assert raw.egress_changes is None  # nothing to add: still the usual value
+    raw.egress_changed([{"change": "removed"}])
+    raw.egress_changed([{"change": "dropped"}])
+    assert raw.egress_changes == [{"change": "removed"}, {"change": "dropped"}]
+    fresh = RawExchange("tap", "u", "c", "GET", "/", b"", RawBody(1), 0.0)
+    assert fresh.interim is None
+    fresh.interim_sent(100)
+    fresh.interim_sent(103)
+    assert fresh.interim == [100, 103]
+    assert flat_fields(fresh.state()[0])["interim"] == [100, 103]
+
+
+def test_the_recording_side_reads_a_list_field_never_set_as_a_fresh_list() -> None:
+    from mcp_tap.proxy.captured import materialize
+
+    raw = RawExchange("tap", "u", "c", "GET", "/", b"GET / HTTP/1.1\r\n\r\n", RawBody(1), 0.0)
+    for trace_id in ("", "ab"):  # the rare fields as None, then as a tuple
+        raw.trace_id = trace_id
+        first, second = materialize(raw, 10), materialize(raw, 10)
+        assert first.head_changes == first.egress_changes == first.interim == []
+        assert first.interim is not second.interim
+        assert first.trace_id == trace_id

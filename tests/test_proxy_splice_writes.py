@@ -8,7 +8,7 @@ import asyncio
 import time
 from typing import Any
 
-from mcp_tap.proxy.capture import RawExchange
+from mcp_tap.proxy.capture import SPENT, RawExchange
 from mcp_tap.proxy.options import load_options
 from mcp_tap.proxy.splice.client import ClientConnection
 from mcp_tap.proxy.splice.hop import HopCore
@@ -171,3 +171,24 @@ async def test_a_chunked_answer_ends_exactly_wherever_the_reads_split_it() -> No
     splice.conn.data_received(answer)
     assert len(splice.down.writes) == 1 and splice.down.writes[0] is answer
     splice.close()
+
+
+async def test_finished_bodies_are_let_go_and_nothing_feeds_the_stand_in() -> None:
+    """Once an exchange is recorded its parsers hold the stand-in body, not its bodies
+    (so the hand-off meets those only once); the next exchange's bodies are its own."""
+    splice = _Splice()
+    for n in range(3):
+        splice.client.data_received(bytes(REQUEST))
+        assert splice.client._requests is not None
+        ex = splice.client.exchange
+        assert ex is not None and splice.client._requests.body is ex.raw.request
+        assert len(splice.recorder.records) == n
+        splice.conn.data_received(bytes(ANSWER))
+        raw = splice.recorder.records[-1]
+        assert splice.client._requests.body is SPENT
+        assert splice.conn.response is not None and splice.conn.response.body is SPENT
+        assert raw.request.chunks == [BODY] and raw.response is not None
+        assert raw.response.chunks == [ANSWER_BODY] and raw.response.ended
+    assert len(splice.recorder.records) == 3
+    splice.close()
+    assert SPENT.size == 0 and SPENT.chunks == [] and SPENT.times == []

@@ -210,7 +210,8 @@ class _Handover:
 
     def _record(self, key: int | None, state: tuple[Any, ...]) -> None:
         cap = materialize_state(state, self.max_sse_events)
-        if key is not None:
+        if key is not None:  # (the message's key: the flat state does not repeat it)
+            cap.handover_key = key
             cap.session_version = self.sessions.pop(key, None)
         try:
             self.recorder.record(cap)

@@ -93,9 +93,9 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
                 interim = str(response.status)
                 for change in changes:
                     change["interim"] = interim
-                raw.egress_changes.extend(changes)
+                raw.egress_changed(changes)
             client.transport.write(out)
-            raw.interim.append(response.status)
+            raw.interim_sent(response.status)
             data = rest
             continue
         ex.response_head = None
@@ -105,7 +105,7 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
         if hop_hint:
             out, changes = rewrite(parse_head(raw_head), raw_head, upgrade=upgrade)
             if changes:
-                raw.egress_changes.extend(changes)
+                raw.egress_changed(changes)
                 raw.egress_pairs = out
         raw.status = raw.egress_status = response.status
         raw.response_pairs = raw_head
@@ -261,11 +261,11 @@ def stray(client: ClientConnection, ex: Exchange, size: int) -> None:
     is closed (it no longer frames answers), and the exchange says so."""
     ex.stray = True
     client.hop.count("stray_upstream_bytes")
-    ex.raw.egress_changes.append({
+    ex.raw.egress_changed([{
         "change": "dropped", "bytes": str(size),
         "why": "bytes after the end of the answer belong to no response; "
                "the upstream connection was closed",
-    })
+    }])
 
 
 def response_complete(client: ClientConnection, ex: Exchange) -> None:
