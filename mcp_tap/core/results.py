@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from mcp_tap.core import schema
+from mcp_tap.core import deepjson, schema
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import (
     ERA_LEGACY,
@@ -122,6 +122,9 @@ def result_findings(
             written: bytes | None = orjson.dumps(result)
         except TypeError:  # orjson.JSONEncodeError: nested past 254 levels
             written = None
+        else:  # for the recorder's redaction of the same result (see deepjson.LAST_WRITTEN)
+            last = deepjson.LAST_WRITTEN
+            last[0], last[1] = result, written
         if written is None or len(written) > schema.MAX_KEY_BYTES:
             return _complete_rules(method, result, era, schema_version, where, written)
         key = (_COMPLETE_KIND[era], method or "", schema_version, written)
