@@ -43,6 +43,8 @@ CACHEABLE_METHODS = frozenset(
 TASK_STATUSES = frozenset({"working", "input_required", "completed", "cancelled", "failed"})
 MAX_COMPLETION_VALUES = 100
 
+_LAST_WRITTEN = deepjson.LAST_WRITTEN
+
 # ISO 8601 date-time as the schema's `date-time` format (RFC 3339 profile).
 _ISO8601 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 
@@ -123,8 +125,8 @@ def result_findings(
         except TypeError:  # orjson.JSONEncodeError: nested past 254 levels
             written = None
         else:  # for the recorder's redaction of the same result (see deepjson.LAST_WRITTEN)
-            last = deepjson.LAST_WRITTEN
-            last[0], last[1] = result, written
+            _LAST_WRITTEN[0] = result
+            _LAST_WRITTEN[1] = written
         if written is None or len(written) > schema.MAX_KEY_BYTES:
             return _complete_rules(method, result, era, schema_version, where, written)
         key = (_COMPLETE_KIND[era], method or "", schema_version, written)
