@@ -52,10 +52,10 @@ def redaction_is_noop(
     """
     if not _CLEAN_KEYS.issuperset(event_dict) and not _clean_keys(event_dict, skip):
         return False
-    # One pass over the items, vouched keys skipped (not a set difference built per line).
-    for key, value in event_dict.items():
-        if key == skip or key in vouched:
+    for key in event_dict.keys() - vouched if vouched else event_dict:
+        if key == skip:
             continue
+        value = event_dict[key]
         if isinstance(value, str):
             # _suspect, inline (a call per field costs more than the test)
             if "=" in value or ":" in value or "earer" in value or "EARER" in value:

@@ -181,3 +181,21 @@ def test_secrets_around_and_in_a_remembered_member_are_redacted(message: Any) ->
         text = orjson.dumps(message)
         done = redactor.walk_message_text(orjson.loads(text), text)
         assert "s3cr3t" not in orjson.dumps(done.value).decode()
+
+
+def test_the_judges_json_of_a_result_is_used_only_for_that_very_result() -> None:
+    from mcp_tap.core import deepjson
+
+    redactor = Redactor()
+    clean = {"tools": [{"name": "n", "description": "x" * CLEAN_CHECK_MIN}]}
+    secret = {"api_key": "s3cr3t", "description": "x" * CLEAN_CHECK_MIN}
+    # A JSON text left for another (clean) value must not vouch for this one.
+    deepjson.LAST_WRITTEN[:] = [clean, orjson.dumps(clean)]
+    text = orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": secret})
+    done = redactor.walk_message_text(orjson.loads(text), text)
+    assert "s3cr3t" not in orjson.dumps(done.value).decode()
+    # The judge's JSON of this very result is what the check reads.
+    message = {"jsonrpc": "2.0", "id": 2, "result": clean}
+    deepjson.LAST_WRITTEN[:] = [clean, orjson.dumps(clean)]
+    done = redactor.walk_message_text(message, orjson.dumps(message))
+    assert done.value is message and orjson.dumps(clean) in redactor._clean_members

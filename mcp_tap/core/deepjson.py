@@ -20,6 +20,12 @@ ORJSON_MAX_DEPTH: Final = 254
 
 _ENCODE_STRING = json.encoder.encode_basestring_ascii  # the C implementation when present
 
+#: The last complete result the judge wrote as JSON and that JSON (``orjson.dumps``), by
+#: identity: the recorder redacts the same parsed result right after judging it, and its
+#: clean check is keyed by the same bytes (their hash already computed). Parsed values are
+#: never mutated, and the entry holds its value, so an identical id means the same value.
+LAST_WRITTEN: list[Any] = [None, b""]
+
 
 def dumps(value: Any) -> str:
     """Return compact ASCII JSON text for a JSON-shaped ``value`` (tuples as arrays).

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from mcp_tap.core import schema
+from mcp_tap.core import deepjson, schema
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import (
     ERA_LEGACY,
@@ -42,6 +42,8 @@ CACHEABLE_METHODS = frozenset(
 )
 TASK_STATUSES = frozenset({"working", "input_required", "completed", "cancelled", "failed"})
 MAX_COMPLETION_VALUES = 100
+
+_LAST_WRITTEN = deepjson.LAST_WRITTEN
 
 # ISO 8601 date-time as the schema's `date-time` format (RFC 3339 profile).
 _ISO8601 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
@@ -122,6 +124,9 @@ def result_findings(
             written: bytes | None = orjson.dumps(result)
         except TypeError:  # orjson.JSONEncodeError: nested past 254 levels
             written = None
+        else:  # for the recorder's redaction of the same result (see deepjson.LAST_WRITTEN)
+            _LAST_WRITTEN[0] = result
+            _LAST_WRITTEN[1] = written
         if written is None or len(written) > schema.MAX_KEY_BYTES:
             return _complete_rules(method, result, era, schema_version, where, written)
         key = (_COMPLETE_KIND[era], method or "", schema_version, written)

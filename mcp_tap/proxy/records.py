@@ -70,15 +70,18 @@ class RecordBuilder:
 
     def _body_json(self, capture: BodyCapture | None, messages: Any) -> tuple[Any, str | None]:
         """The redacted body for a view, and a note when it is stored as text."""
-        if capture is None or not capture.complete or not capture.body:
+        if capture is None or not capture.complete:
+            return None, None
+        body = capture.body  # a property: read once
+        if not body:
             return None, None
         if messages is None:
             try:
-                messages = orjson.loads(capture.body)
+                messages = orjson.loads(body)
             except orjson.JSONDecodeError:
-                text = capture.body[:_RAW_TEXT_CHARS].decode("utf-8", "replace")
+                text = body[:_RAW_TEXT_CHARS].decode("utf-8", "replace")
                 return {"raw": self.redactor.redact_text(text)}, None
-        done = self.redactor.walk_message_text(messages, capture.body)
+        done = self.redactor.walk_message_text(messages, body)
         if done.depth + 2 + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
             return done.value, None  # _recordable's usual answer, without its call
         return self._recordable(done, 2)
@@ -101,6 +104,8 @@ class RecordBuilder:
                 len(texts) - texts.count("")):
             parsed = iter(j.response_messages)
         red = self.redactor
+        # walk_message without its call per event when no argument policy picks targets.
+        walk = red.walk_message if red.policy.argument_policies else red.walk
         out = []
         for t, event, text in zip(cap.sse, events, texts, strict=True):
             data: Any
@@ -109,7 +114,7 @@ class RecordBuilder:
                 message = (next(parsed) if parsed is not None and text != ""
                            else orjson.loads(text))
                 if len(text) < CLEAN_CHECK_MIN:
-                    done = red.walk_message(message)
+                    done = walk(message)
                 else:
                     done = red.walk_message_text(message, text.encode("utf-8", "surrogatepass"))
                 if done.depth + 4 + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
