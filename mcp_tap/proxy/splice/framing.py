@@ -103,15 +103,7 @@ def request_head(raw: bytes) -> RequestHead:
     (latin-1; None and "" when the request line has no version, which llhttp takes as
     HTTP/0.9); remembered in :data:`REQUEST_HEADS` (a head of at most
     :data:`KEPT_HEAD_BYTES`)."""
-    framing, length, notable = "none", 0, False
-    for digits, te in REQUEST_SCAN(raw.lower()):  # (head_scan, inlined)
-        if te:
-            framing, length = "chunked", 0
-        elif digits:
-            if framing == "none":
-                framing, length = "length", int(digits)
-        else:
-            notable = True
+    framing, length, notable = head_scan(raw.lower(), REQUEST_SCAN)
     parts = raw[: raw.find(b"\r\n")].split(b" ", 2)
     found: RequestHead = (
         (framing, length, notable, parts[0].decode("latin-1"), parts[1].decode("latin-1"))
@@ -127,16 +119,7 @@ def request_head(raw: bytes) -> RequestHead:
 def response_head(raw: bytes) -> ResponseHead:
     """A final response head's :func:`head_scan` (:data:`RESPONSE_SCAN`); remembered in
     :data:`RESPONSE_HEADS` (a head of at most :data:`KEPT_HEAD_BYTES`)."""
-    framing, length, hop_hint = "none", 0, False
-    for digits, te in RESPONSE_SCAN(raw.lower()):  # (head_scan, inlined)
-        if te:
-            framing, length = "chunked", 0
-        elif digits:
-            if framing == "none":
-                framing, length = "length", int(digits)
-        else:
-            hop_hint = True
-    found = (framing, length, hop_hint)
+    found = head_scan(raw.lower(), RESPONSE_SCAN)
     if len(raw) <= KEPT_HEAD_BYTES:
         if len(RESPONSE_HEADS) >= KEPT_HEADS:
             RESPONSE_HEADS.clear()
