@@ -413,19 +413,28 @@ _STATE_OF.__doc__ = RawExchange.state.__doc__
 RawExchange.state = _STATE_OF  # type: ignore[method-assign,assignment]
 
 
-def _fields_source() -> str:
+def flat_unpacking_source() -> str:
+    """Source lines (a function body's, for :func:`_generated`) that unpack the flat tuple
+    named ``flat`` into one local per field: :data:`COMMON_NAMES`, then the
+    :data:`RARE_NAMES` fields from their tuple, or their usual values (:data:`RARE_READ`)
+    when it is None; a :data:`LISTED` field the forwarder left None is read as a new list."""
     rare = ", ".join(RARE_NAMES)
-    value = {n: n for n in (*COMMON_NAMES, *RARE_NAMES)}  # handover_key: None
     return (
-        "def fields(flat):\n"
         f"    ({', '.join(COMMON_NAMES)}, rare) = flat\n"
         "    if rare is None:\n"
         f"        ({rare},) = ({', '.join(RARE_READ.values())},)\n"
         "    else:\n"
         f"        ({rare},) = rare\n"
         + "".join(f"        if {n} is None:\n            {n} = []\n" for n in LISTED)
-        +
-        f"    return {{{', '.join(f'{n!r}: {value.get(n)}' for n in FLAT_NAMES)}}}\n"
+    )
+
+
+def _fields_source() -> str:
+    value = {n: n for n in (*COMMON_NAMES, *RARE_NAMES)}  # handover_key: None
+    return (
+        "def fields(flat):\n"
+        + flat_unpacking_source()
+        + f"    return {{{', '.join(f'{n!r}: {value.get(n)}' for n in FLAT_NAMES)}}}\n"
     )
 
 

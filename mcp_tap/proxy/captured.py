@@ -235,22 +235,18 @@ def _flat_reader() -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
     (:data:`RARE_USUAL`, built fresh here). The names are the slot names of RawExchange,
     nothing from outside.
     """
-    from mcp_tap.proxy.capture import COMMON_NAMES, LISTED, RARE_NAMES, RARE_READ  # layout
+    from mcp_tap.proxy.capture import (  # the layout
+        COMMON_NAMES,
+        RARE_NAMES,
+        flat_unpacking_source,
+    )
 
-    rare = ", ".join(RARE_NAMES)
     # handover_key is not in the flat tuple (the message carries it: _Handover._record).
     value = {n: n for n in (*COMMON_NAMES, *RARE_NAMES)}
     source = (
         "def read(flat):\n"
-        f"    ({', '.join(COMMON_NAMES)}, rare) = flat\n"
-        "    if rare is None:\n"
-        f"        ({rare},) = ({', '.join(RARE_READ.values())},)\n"
-        "    else:\n"
-        f"        ({rare},) = rare\n"
-        # (the forwarder's None for a list it never needed: read as a list)
-        + "".join(f"        if {n} is None:\n            {n} = []\n" for n in LISTED)
-        +
-        f"    return ({{{', '.join(f'{n!r}: {value.get(n)}' for n in _SAME_FIELDS)}}}, "
+        + flat_unpacking_source()
+        + f"    return ({{{', '.join(f'{n!r}: {value.get(n)}' for n in _SAME_FIELDS)}}}, "
         f"{', '.join(_RAW_ONLY)})\n"
     )
     namespace: dict[str, Any] = {}
