@@ -319,15 +319,19 @@ class ResponseMessage:
             if self.skip_body:
                 self.complete = True
 
+    def _upgraded(self, exc: Upgrade) -> None:
+        """The parser stopped at a 101's end: the bytes after it are the tunnel's."""
+        self.upgraded = True
+        self.complete = True
+        self.tunnel_offset = int(exc.args[0]) if exc.args else 0
+
     def feed_head(self, head: bytes) -> None:
         """:meth:`feed_whole` of one whole head (interim or final: nothing of a body yet,
         or an upgrade's tunnel). Raises :data:`ParserError` on bytes that are not HTTP."""
         try:
             self._parser.feed_data(head)
         except Upgrade as exc:
-            self.upgraded = True
-            self.complete = True
-            self.tunnel_offset = int(exc.args[0]) if exc.args else 0
+            self._upgraded(exc)
             return
         if not self._open and not self.complete:  # a bodiless answer, or a 1xx one ended
             if self.status >= 200:
@@ -392,9 +396,7 @@ class ResponseMessage:
         try:
             self._parser.feed_data(data)
         except Upgrade as exc:
-            self.upgraded = True
-            self.complete = True
-            self.tunnel_offset = int(exc.args[0]) if exc.args else 0
+            self._upgraded(exc)
             return len(data)
         self._took()
         return len(data)

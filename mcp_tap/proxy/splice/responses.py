@@ -139,14 +139,7 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
             client.transport.write(data if out is raw_head else out + rest)
             raw.sent_at = at = client.clock()
             ex.remaining = length - len(rest)
-            try:  # (_body_copy, without the call)
-                response.feed_body(rest, at)
-            except (ParserError, ValueError) as exc:
-                client._abort_upstream(ex)
-                client._cut(ex, "upstream-bad-response", parser_reason(exc))
-                return
-            if response.complete:
-                client._response_complete(ex)
+            _body_copy(client, ex, response, rest, at)
             return
         client._body_out(ex, rest, out, data if out is raw_head else None)
         return
