@@ -310,8 +310,8 @@ _RAW_LINES = st.lists(
 
 
 class TestSSEDecoderWholeEventChunks:
-    """Chunks made of whole events (the decoder's per-block path) decode exactly as the
-    line-by-line path does: the same events, counters and state."""
+    """Chunks made of whole events decode exactly as the stream fed byte by byte does: the
+    same events, counters and state."""
 
     @settings(deadline=None, max_examples=400)
     @given(_RAW_LINES, st.data())
@@ -336,9 +336,10 @@ class TestSSEDecoderWholeEventChunks:
                      "retry"):
             assert getattr(fast, name) == getattr(slow, name), name
 
-    def test_a_chunk_of_whole_events_takes_the_block_path(self) -> None:
+    def test_a_chunk_of_whole_events_decodes_every_event_and_comment(self) -> None:
+        """A chunk of two whole events and a comment gives both events, counts the comment
+        and keeps the last id."""
         decoder = SSEDecoder()
-        decoder._line = None  # type: ignore[assignment,method-assign]  # never called
         events = decoder.feed(b"event: message\ndata: a\nid: 1\n\n: keep\ndata: b\n\n")
         assert events == [SSEEvent("a", "message", "1"), SSEEvent("b")]
         assert decoder.comments == 1 and decoder.last_event_id == "1"

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from mcp_tap.core.fastinit import fast_init, maker
+from mcp_tap.core.fastinit import fast_init
 
 _MIB: Final = 1024 * 1024
 _BOM: Final = b"\xef\xbb\xbf"
@@ -49,9 +49,6 @@ class SSEEvent:
     event: str | None = None
     id: str | None = None
     retry: int | None = None
-
-
-_make_event = maker(SSEEvent)
 
 
 class SSEDecoder:
@@ -118,13 +115,9 @@ class SSEDecoder:
             self._after_cr = False
             if chunk[0] == _LF:
                 start = 1
-        # 13 (CR) as an int, and find() for longer needles: ``b"\r" in chunk`` first tries
-        # its operand as an int and builds and drops a TypeError per test.
+        # 13 (CR) as an int: ``b"\r" in chunk`` first tries its operand as an int and
+        # builds and drops a TypeError per test.
         if not self._partial and 13 not in chunk and len(chunk) <= self.max_line:
-            if (not start and not self._block_open and chunk.endswith(b"\n\n")
-                    and 2 * len(chunk) <= self.max_event and chunk.find(b"\n\n\n") < 0
-                    and self._whole_events(chunk, out)):
-                return out
             # The common chunk: LF line ends only, no line carried over, no line over the
             # limit possible. One split in C instead of a regex match per line.
             lines = (chunk[start:] if start else chunk).split(b"\n")
@@ -153,55 +146,6 @@ class SSEDecoder:
         # (the second half of a CRLF split across chunks) does not end an empty line too.
         self._after_cr = chunk.endswith(b"\r")
         return out
-
-    def _whole_events(self, chunk: bytes, out: list[SSEEvent]) -> bool:
-        """The usual chunk, whole events and nothing else, decoded event by event; False
-        (nothing done) when it is not valid UTF-8 or the stream's first line has a BOM.
-
-        The caller made sure of the rest: LF line ends only, nothing carried over, no block
-        open, the chunk ending in a blank line and holding no two in a row (so each piece
-        between blank lines is one block of field lines), no data limit reachable. Then this
-        is :meth:`_line` and :meth:`_dispatch` per block, without a call per line.
-        """
-        if self._at_start and chunk.startswith(_BOM):
-            return False
-        try:
-            text = chunk.decode("utf-8")
-        except UnicodeDecodeError:
-            return False  # the line-by-line path marks and replaces the bad bytes
-        self._at_start = False
-        for block in text[:-2].split("\n\n"):
-            if not block:
-                continue  # the chunk is one blank line: nothing open, nothing to dispatch
-            data: list[str] = []
-            event: str | None = None
-            event_id: str | None = None
-            self._block_retry = None
-            for line in block.split("\n"):
-                if not line:
-                    continue  # the chunk opened with a blank line: nothing was open
-                if line[0] == ":":
-                    self.comments += 1
-                    continue
-                name, colon, value = line.partition(":")
-                if colon and value[:1] == " ":
-                    value = value[1:]
-                if name == "data":
-                    data.append(value)
-                elif name == "event":
-                    event = value
-                elif name == "id":
-                    if "\0" not in value:
-                        event_id = value
-                elif name == "retry":
-                    self._set_retry(value)
-            if event_id is not None:
-                self.last_event_id = event_id
-            if data or event_id is not None:
-                out.append(_make_event("\n".join(data), event or None, event_id,
-                                       self._block_retry))
-        self._block_retry = None
-        return True
 
     def close(self) -> list[SSEEvent]:
         """End the stream: discard an incomplete event (per spec) and return ``[]``.
