@@ -146,16 +146,21 @@ class Service:
         The children count: with ``[recording] mode = "process"`` the recording runs in one.
         ``children=False``: the process alone (the tap's forwarding process).
         """
-        total = 0.0
+        return sum(self.cpu_times(children))
+
+    def cpu_times(self, children: bool = True) -> tuple[float, float]:
+        """:meth:`cpu_s` as (user, system) seconds: the kernel's share is the sockets' cost."""
+        user = system = 0.0
         for pid in process_tree(self.proc.pid) if children else [self.proc.pid]:
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 if pid == self.proc.pid:
-                    return float("nan")
+                    return float("nan"), float("nan")
                 continue
-            total += (int(fields[11]) + int(fields[12])) / CLK_TCK
-        return total
+            user += int(fields[11]) / CLK_TCK
+            system += int(fields[12]) / CLK_TCK
+        return user, system
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM (the tap drains and closes its bundle), then SIGKILL if it hangs."""
@@ -385,10 +390,15 @@ def throughput(
                 for target in order(args.targets, r):
                     s = services[target]
                     origin = services["direct"]
+                    sys0 = (s.cpu_times()[1], s.cpu_times(children=False)[1])
                     cpu0 = (s.cpu_s(), origin.cpu_s(), s.cpu_s(children=False))
                     res = run_load(args, s.url, s.port, call, conns, args.seconds, tmp)
                     cpu1 = (s.cpu_s(), origin.cpu_s(), s.cpu_s(children=False))
+                    sys1 = (s.cpu_times()[1], s.cpu_times(children=False)[1])
                     n = max(1.0, res["rps"] * args.seconds)
+                    # The system (kernel) share of the proxy's and forwarder's CPU per request.
+                    res["proxy_sys_us"] = (sys1[0] - sys0[0]) / n * 1e6
+                    res["forward_sys_us"] = (sys1[1] - sys0[1]) / n * 1e6
                     # CPU per request: robust to a noisy machine where req/s is not.
                     res["origin_cpu_us"] = (cpu1[1] - cpu0[1]) / n * 1e6
                     res["proxy_cpu_us"] = (
@@ -606,6 +616,8 @@ def summarise_cells(cells: list[Cell]) -> list[dict[str, Any]]:
                     "errors": sum(r["errors"] for r in rounds),
                     "proxy_cpu_us": med([r["proxy_cpu_us"] for r in rounds]),
                     "forward_cpu_us": med([r["forward_cpu_us"] for r in rounds]),
+                    "proxy_sys_us": med([r.get("proxy_sys_us", 0.0) for r in rounds]),
+                    "forward_sys_us": med([r.get("forward_sys_us", 0.0) for r in rounds]),
                     "origin_cpu_us": med([r["origin_cpu_us"] for r in rounds]),
                     "rounds": rounds,
                 }
@@ -643,6 +655,27 @@ def markdown(report: dict[str, Any]) -> str:
             f"{r['p50_ms']:.3f} | {added} | {r['p99_ms']:.2f} | {proxy_cpu} | {forward_cpu} | "
             f"{record_cpu} | {r['origin_cpu_us']:.0f} |"
         )
+    split = [r for r in report["throughput"]
+             if r["target"] != "direct" and r["conns"] == max(args_conns(report))]
+    if split:
+        out.append("")
+        out.append("Of that CPU per request, the system (kernel) part, at the highest "
+                   "concurrency (µs, user + system):")
+        out.append("")
+        out.append("| answer | via | forwarding process | recording process |")
+        out.append("|---|---|---:|---:|")
+        for r in split:
+            recording = r["target"].startswith("tap") and r["target"] != "tap-inline"
+            # Only the tap splits its work over two processes; any other proxy's whole
+            # process tree is its forwarding.
+            fwd_cpu, fwd_sys = ((r["forward_cpu_us"], r.get("forward_sys_us", 0.0))
+                                if recording else (r["proxy_cpu_us"], r.get("proxy_sys_us", 0.0)))
+            rec_sys = r.get("proxy_sys_us", 0.0) - fwd_sys
+            rec_user = r["proxy_cpu_us"] - fwd_cpu - rec_sys
+            out.append(
+                f"| {r['kind']} | {r['target']} | {fwd_cpu - fwd_sys:.0f} + {fwd_sys:.0f} | "
+                + (f"{rec_user:.0f} + {rec_sys:.0f} |" if recording else " |")
+            )
     errors = sum(r["errors"] for r in report["throughput"])
     out.append("")
     out.append(f"Load-generator errors (socket errors + non-2xx) over all rounds: {errors}.")
@@ -704,6 +737,11 @@ def markdown(report: dict[str, Any]) -> str:
     for line in report["verdicts"]:
         out.append(f"- {line}")
     return "\n".join(out) + "\n"
+
+
+def args_conns(report: dict[str, Any]) -> list[int]:
+    """The concurrencies the throughput rows were measured at."""
+    return sorted({r["conns"] for r in report["throughput"]}) or [0]
 
 
 def verdicts(report: dict[str, Any]) -> list[str]:
