@@ -72,6 +72,7 @@ def hop_url(server: TapServer, hop: str | None = None, path: str = "/mcp") -> st
 def records(server: TapServer) -> list[dict[str, Any]]:
     """Every record of the tap's bundle (call after the tap stopped, or after a flush)."""
     if server.writer is not None:  # inline recording; the recording process flushes on stop
+        server.flush_inline()  # this loop iteration's batch (a test calls this on the loop)
         server.writer.flush(timeout=10)
     return read_bundle(server.bundle_dir, lenient=True).records
 

@@ -197,6 +197,7 @@ class TestEndpoint:
             for _ in range(3):
                 await sdk_list_tools(hop_url(tap), Era.MODERN)
             assert tap.writer is not None
+            tap.flush_inline()
             assert tap.writer.flush(timeout=30)
             assert tap.admin_address is not None
             host, port = tap.admin_address

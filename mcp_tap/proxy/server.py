@@ -23,6 +23,7 @@ from mcp_tap.evidence import EvidenceWriter
 from mcp_tap.evidence.signing import load_signing_key
 from mcp_tap.proxy.admin import admin_app
 from mcp_tap.proxy.metrics import Metrics
+from mcp_tap.proxy.inline import BatchSink, InlineRecording
 from mcp_tap.proxy.options import TapOptions, parse_listen
 from mcp_tap.proxy.recorder import Recorder
 from mcp_tap.proxy.splice.hop import COUNTED, HopCore
@@ -63,10 +64,11 @@ class TapServer:
     ) -> None:
         """Set up (nothing listens and nothing is written before :meth:`start`).
 
-        Inline recording (the default) judges and writes in this process: ``writer`` and
-        ``recorder`` are the evidence writer and :class:`Recorder`. With ``[recording] mode =
-        "process"`` both live in a recording process and ``recorder`` is its
-        :class:`ProcessRecorder` (``writer`` is None); ``log_level`` is passed on to it.
+        With ``[recording] mode = "process"`` (the default) the recorder and the evidence
+        writer live in a recording process: ``recorder`` is its :class:`ProcessRecorder`
+        (``writer`` is None) and ``log_level`` is passed on to it. Inline, this process
+        judges and writes: ``writer`` and ``recorder`` are the evidence writer and
+        :class:`Recorder`, fed one batch per loop iteration (:class:`InlineRecording`).
         """
         self.options = options
         self.clock = clock
@@ -75,6 +77,7 @@ class TapServer:
         ev = options.evidence
         self.writer: EvidenceWriter | None = None
         self.recorder: Recorder | ProcessRecorder
+        self.inline: InlineRecording | None = None
         if options.recording.mode == "process":
             self.recorder = ProcessRecorder(
                 options, self.bundle_dir, self.metrics, log_level,
@@ -89,7 +92,9 @@ class TapServer:
                 clock=clock,
                 signing_key=load_signing_key(ev.signing_key_file, ev.signing_key_env, os.environ),
             )
-            self.recorder = Recorder(options, self.writer, self.metrics, clock)
+            sink = BatchSink(self.writer)
+            self.recorder = Recorder(options, sink, self.metrics, clock)
+            self.inline = InlineRecording(self.recorder, sink)
         self.addresses: dict[str, tuple[str, int]] = {}
         self.admin_address: tuple[str, int] | None = None
         self._admin_runner: web.AppRunner | None = None
@@ -151,7 +156,8 @@ class TapServer:
         elif self.writer is not None:
             self.writer.start()
         for hop in self.options.hops:
-            core = HopCore(hop.name, hop.upstream, self.options, self.recorder, tls, self.clock)
+            core = HopCore(hop.name, hop.upstream, self.options, self.inline or self.recorder,
+                           tls, self.clock)
             self.hops.append(core)
             if isinstance(self.recorder, ProcessRecorder):
                 self.recorder.holdback.hops.append(core)
@@ -260,7 +266,14 @@ class TapServer:
         if isinstance(self.recorder, ProcessRecorder):
             await self.recorder.aclose()
         elif self.writer is not None:
+            self.flush_inline()
             await self.writer.aclose()
+
+    def flush_inline(self) -> None:
+        """Inline recording: record now what waits for this loop iteration's batch (call
+        on the loop's thread; nothing to do in the recording process's mode)."""
+        if self.inline is not None:
+            self.inline.flush()
 
     async def run_until_signalled(self, ready: Callable[[TapServer], None] | None = None) -> None:
         """Start, wait for SIGTERM or SIGINT, then drain and stop."""
