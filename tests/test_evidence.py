@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import hashlib
 import io
 import itertools
 import threading
@@ -264,6 +265,25 @@ class TestEvidenceWriter:
         assert manifest["chainHead"] == records[-1]["digest"]
         assert manifest["prevSegmentChainHead"] == ""
         assert (manifest["createdAt"], manifest["closedAt"]) == (7.0, 7.0)
+
+    def test_manifest_attests_what_the_writer_wrote(self, tmp_path: Path) -> None:
+        """A segment someone else appended to while it was open does not match its
+        manifest (size and SHA-256 of the writer's own bytes), and verify says so."""
+        bundle = tmp_path / "b"
+        with capture_logs() as logs, EvidenceWriter(bundle) as writer:
+            for i in range(3):
+                assert writer.submit(exchange(i))
+            assert writer.flush(timeout=10)
+            written = segment(bundle).read_bytes()
+            with segment(bundle).open("ab") as other:
+                other.write(b'{"kind":"exchange","seq":3}\n')
+        manifest = load_json(bundle / manifest_name(1))
+        assert manifest["bytes"] == len(written)
+        assert manifest["fileSha256"] == hashlib.sha256(written).hexdigest()
+        assert [e["event"] for e in logs if e["event"] == "evidence.segment_changed"] == [
+            "evidence.segment_changed"]
+        report = verify_bundle(bundle)
+        assert ("manifest", "error") in [(p.kind, p.severity) for p in report.problems]
 
     def test_refuses_existing_bundle(self, tmp_path: Path) -> None:
         """A directory that already holds a bundle is not written into again."""
