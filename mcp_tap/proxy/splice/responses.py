@@ -17,6 +17,7 @@ from mcp_tap.proxy.splice.exchange import Exchange, parser_reason
 from mcp_tap.proxy.splice.framing import (
     ParserError,
     ResponseMessage,
+    accepted_response,
     known_response,
     response_head,
 )
@@ -77,15 +78,23 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
         response = ex.response
         if response is None:
             response = ex.response = client._response_message(ex)
-        try:
-            response.feed_head(raw_head)
-        except (ParserError, ValueError) as exc:
-            client._abort_upstream(ex)
-            if raw.sent_at is None and not raw.interim:
-                client._answer(ex, 502, "upstream-bad-response", parser_reason(exc))
-            else:
-                client._cut(ex, "upstream-bad-response", parser_reason(exc))
-            return
+        # A final head the parser accepted before, with its whole body here: not parsed
+        # again (see framing.ACCEPTED_RESPONSES).
+        scanned = known_response(raw_head)
+        known = accepted_response(raw_head) if scanned is not None else None
+        if known is not None and len(rest) == known[2] and not response.skip_body:
+            response.accepted(known)
+        else:
+            known = None
+            try:
+                response.feed_head(raw_head)
+            except (ParserError, ValueError) as exc:
+                client._abort_upstream(ex)
+                if raw.sent_at is None and not raw.interim:
+                    client._answer(ex, 502, "upstream-bad-response", parser_reason(exc))
+                else:
+                    client._cut(ex, "upstream-bad-response", parser_reason(exc))
+                return
         if not response.head_done:  # an interim 1xx answer (100 Continue, 103, ...)
             out = raw_head
             if may_change(raw_head.lower()):
@@ -100,7 +109,9 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
             continue
         ex.response_head = None
         upgrade = response.upgraded and ex.request.upgrade
-        framing, length, hop_hint = known_response(raw_head) or response_head(raw_head)
+        framing, length, hop_hint = scanned or response_head(raw_head)
+        if known is None and scanned is not None and framing == "length":
+            response.remember(raw_head, length)  # (seen before: it may well come again)
         out = raw_head
         if hop_hint:
             out, changes = rewrite(parse_head(raw_head), raw_head, upgrade=upgrade)
@@ -139,6 +150,10 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
             client.transport.write(data if out is raw_head else out + rest)
             raw.sent_at = at = client.clock()
             ex.remaining = length - len(rest)
+            if known is not None:  # the whole body of an accepted head (see above)
+                response.accepted_body(rest, at)
+                client._response_complete(ex)
+                return
             _body_copy(client, ex, response, rest, at)
             return
         client._body_out(ex, rest, out, data if out is raw_head else None)
