@@ -153,3 +153,31 @@ async def test_a_buffered_protocol_is_read_as_asyncio_reads_it() -> None:
     transport.close()
     await plain.lost
     theirs.close()
+
+
+async def test_the_selector_reports_what_asyncios_reports() -> None:
+    import selectors
+
+    from mcp_tap.proxy.splice.loop import TapSelector
+
+    ours, theirs = socket.socketpair()
+    tap, std = TapSelector(), selectors.DefaultSelector()
+    try:
+        for selector in (tap, std):
+            selector.register(ours, selectors.EVENT_READ | selectors.EVENT_WRITE, "data")
+        assert [(k.data, m) for k, m in tap.select(0)] == [("data", selectors.EVENT_WRITE)]
+        theirs.send(b"x")
+        both = selectors.EVENT_READ | selectors.EVENT_WRITE
+        assert [(k.data, m) for k, m in tap.select(0)] == [("data", both)]
+        for selector in (tap, std):
+            selector.modify(ours, selectors.EVENT_READ, "read")
+        assert [(k.data, m) for k, m in tap.select(0.001)] \
+            == [(k.data, m) for k, m in std.select(0.001)] == [("read", selectors.EVENT_READ)]
+        ours.recv(1)
+        assert tap.select(0) == [] == std.select(0)
+        theirs.close()  # the peer's close: readable (EOF), as asyncio's selector says
+        assert [m for _, m in tap.select(0)] == [m for _, m in std.select(0)]
+    finally:
+        tap.close()
+        std.close()
+        ours.close()
