@@ -57,7 +57,7 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
         client.buffer = bytearray()
     else:
         end = data.find(HEAD_END)
-        if end < 0 or end + len(HEAD_END) > limit:
+        if end < 0 or end + 4 > limit:  # (+ len(HEAD_END))
             if len(data) > limit:
                 client._refuse(431, "head-too-large", "the request head exceeds max_head_bytes")
             else:

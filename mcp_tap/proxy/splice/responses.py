@@ -70,7 +70,7 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
                 return
             ex.response_head = data
             return
-        cut = end + len(HEAD_END)
+        cut = end + 4  # (+ len(HEAD_END))
         raw_head = data[:cut] if len(data) > cut else data
         rest = data[cut:]
         if raw.first_byte_at is None:
