@@ -28,12 +28,15 @@ def bind(client: ClientConnection, ex: Exchange) -> None:
     if hop.stopping:
         client._answer(ex, 503, "draining", "the tap is shutting down")
         return
-    if not hop.pool.reserve():
+    pool = hop.pool
+    if pool.bound >= pool.max_connections:  # (pool.reserve, without the call)
+        pool.saturated += 1
         hop.count("saturated")
         client._answer(ex, 503, "saturated", "upstream connections are at max_connections")
         return
+    pool.bound += 1
     ex.reserved = True
-    conn = hop.pool.take_idle()
+    conn = pool.take_idle()
     if conn is not None:
         client._attach(ex, conn)
     else:

@@ -217,9 +217,11 @@ class RequestMessage:
         framing, remaining, notable, self.method, self.target = seen or request_head(raw)
         fed = 0
         whole = raw
-        if data is not None and framing == "length" and len(data) - len(raw) <= remaining:
-            fed = len(data) - len(raw)
-            whole = data
+        if data is not None and framing == "length":
+            after = len(data) - len(raw)  # (bytes after the head)
+            if after <= remaining:
+                fed = after
+                whole = data
         # (The whole message is in view: no body, or all of a Content-Length one.)
         keep_alive = accepted_request(raw) \
             if fed == remaining and framing != "chunked" and seen is not None else None
