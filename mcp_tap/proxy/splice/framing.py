@@ -229,7 +229,7 @@ class RequestMessage:
             self.headed = True
             self.keep_alive = keep_alive
             if fed:
-                self.body.take((whole[len(raw):],), 0.0)  # the payload is the bytes themselves
+                self.body.feed(whole[len(raw):])  # the payload is the bytes themselves
         else:
             self._open.append(None)
             try:
@@ -382,7 +382,7 @@ class ResponseMessage:
     def accepted_body(self, data: bytes, at: float) -> None:
         """:meth:`feed_body` of the whole body after an :meth:`accepted` head: kept as it
         is (its payload is its bytes), and the answer is complete."""
-        self.body.take((data,), at)
+        self.body.feed(data, at)
         self._open.clear()
         self.complete = True
 
