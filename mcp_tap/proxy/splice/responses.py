@@ -164,10 +164,17 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
             ex.remaining = length - len(rest)
             if known is not None:  # the whole body of an accepted head (see above)
                 # (response.accepted_body(rest, at), without the call)
-                response.body.feed(rest, at)
+                body = response.body  # (raw.response: see response_message)
+                body.feed(rest, at)
                 response.on_message_complete()
                 response.complete = True
-                client._response_complete(ex)
+                # (response_complete, without the call)
+                body.ended = True
+                raw.end_at = raw.egress_end_at = client.clock()
+                ex.response_done = True
+                if ex.request.upgrade or not ex.request_done:  # (see response_complete)
+                    ex.close_client = True
+                client._finish(ex)
                 return
             _body_copy(client, ex, response, rest, at)
             return
