@@ -36,11 +36,14 @@ def bind(client: ClientConnection, ex: Exchange) -> None:
         return
     pool.bound += 1
     ex.reserved = True
-    conn = pool.take_idle()
-    if conn is not None:
-        client._attach(ex, conn)
-    else:
-        ex.connecting = client.loop.create_task(client._connect(ex))
+    idle = pool.idle
+    while idle:  # (pool.take_idle, without the call)
+        conn = idle.pop()
+        if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
+            conn.reused = True
+            client._attach(ex, conn)
+            return
+    ex.connecting = client.loop.create_task(client._connect(ex))
 
 
 async def connect(client: ClientConnection, ex: Exchange) -> None:
