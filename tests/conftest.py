@@ -12,6 +12,14 @@ import pytest
 from aiohttp import web
 from peers import run_origin
 
+from mcp_tap.proxy.splice.loop import TapLoop
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, object]:
+    """Every async test runs on the tap's own event loop (``mcp-tap proxy``'s default), so
+    the forwarding core is tested on the transports it runs on."""
+    return {"tap_loop": TapLoop}
+
 
 @pytest.fixture(scope="session")
 def origin_url() -> Iterator[str]:

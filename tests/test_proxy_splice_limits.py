@@ -173,7 +173,7 @@ class TestIdlePool:
         async with running_tap(opts) as tap:
             got = await _exchange_raw(tap, sent, len(answer))
             await asyncio.wait_for(ended[0].wait(), _TIMEOUT)  # closed while idle
-            idle_after = len(tap.hops[0].pool._idle)
+            idle_after = len(tap.hops[0].pool.idle)
             again = await _exchange_raw(tap, sent, len(answer))
         server.close()
         assert got == again == answer

@@ -7,6 +7,7 @@ import asyncio
 import gc
 import importlib
 import sys
+from collections.abc import Callable
 
 import structlog
 
@@ -14,6 +15,7 @@ from mcp_tap.core.redaction import strip_url_secrets
 from mcp_tap.logs import add_log_level_option, configure_logging
 from mcp_tap.proxy.options import load_options
 from mcp_tap.proxy.server import TapServer
+from mcp_tap.proxy.splice.loop import new_loop
 
 NAME = "proxy"
 HELP = "run the recording proxy in front of an MCP server or gateway"
@@ -65,10 +67,13 @@ def run(args: argparse.Namespace) -> int:
     )
     configure_logging(args.log_level)
     server = TapServer(options, log_level=args.log_level)
+    # asyncio's selector loop, with a shorter path per socket event (uvloop: its own)
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = new_loop
     if args.uvloop:
         try:
             # An optional extra: imported by name so type checking works with or without it.
             importlib.import_module("uvloop").install()
+            loop_factory = None  # the policy uvloop installed makes its loop
         except ImportError:
             structlog.get_logger("mcp_tap.proxy").warning(
                 "proxy.uvloop_missing", detail="uvloop is not installed; using asyncio's loop"
@@ -76,5 +81,6 @@ def run(args: argparse.Namespace) -> int:
     # Start-up leaves ~75,000 long-lived objects (schema models, aiohttp); without this, every
     # full collection walks them all and stalls every stream in flight for tens of ms.
     gc.freeze()
-    asyncio.run(server.run_until_signalled(_announce))
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(server.run_until_signalled(_announce))
     return 0

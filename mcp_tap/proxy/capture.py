@@ -380,15 +380,21 @@ def _state_source() -> str:
     common = ", ".join("end_at" if n == "end_at" else "status" if n == "status"
                        else f"self.{n}" for n in COMMON_NAMES)
     rare = ", ".join(f"self.{n}" for n in RARE_NAMES)
-    usual = ", ".join(RARE_USUAL.values())
+    # One test per field, the first unusual one ending it (no tuple of the fields and of
+    # their usual values built to compare them): ``is`` for None and False (what the
+    # tuple comparison's identity test finds for them), ``==`` for the rest.
+    usual = " and ".join(
+        f"self.{n} is {v}" if v in ("None", "False") else f"self.{n} == {v}"
+        for n, v in RARE_USUAL.items())
     body = "cap, chunks, times, size, ended, digest"
     return (
         "def state(self):\n"
         "    end_at = self.end_at\n"
         "    status = self.status\n"
-        f"    rare = ({rare},)\n"
-        f"    if rare == ({usual},):\n"
+        f"    if {usual}:\n"
         "        rare = None\n"
+        "    else:\n"
+        f"        rare = ({rare},)\n"
         "    request = self.request\n"
         "    if request._hash is not None:\n"
         "        request.finish()\n"
@@ -406,8 +412,9 @@ def _state_source() -> str:
     )
 
 
-# RawExchange.state in one frame: the flat tuple, the rare ones' test (one tuple comparison,
-# in C) and both bodies' states, with no call per body; the method itself (no wrapper call).
+# RawExchange.state in one frame: the flat tuple, the rare ones' test (a chain of one test per
+# field, no tuple built) and both bodies' states, with no call per body; the method itself (no
+# wrapper call).
 _STATE_OF: Callable[[RawExchange], tuple[Any, ...]] = _generated(_state_source(), "state")
 _STATE_OF.__doc__ = RawExchange.state.__doc__
 RawExchange.state = _STATE_OF  # type: ignore[method-assign,assignment]

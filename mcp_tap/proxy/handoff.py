@@ -36,6 +36,12 @@ Batch = list[tuple[Any, ...]]
 
 def encode(batch: Batch) -> bytes:
     """One frame: the length prefix and the batch (marshal, else pickle)."""
+    return b"".join(frame_parts(batch))
+
+
+def frame_parts(batch: Batch) -> list[bytes]:
+    """:func:`encode`'s bytes in pieces (each frame's prefix, then its payload): written
+    with one ``writev``, the payload is not copied behind its prefix first."""
     try:
         payload = marshal.dumps(batch)
         flag = 0
@@ -46,8 +52,8 @@ def encode(batch: Batch) -> bytes:
         if len(batch) < 2:
             raise ValueError(f"a hand-off message of {len(payload)} bytes exceeds {MAX_FRAME}")
         half = len(batch) // 2  # frames are taken in order: two frames, same messages
-        return encode(batch[:half]) + encode(batch[half:])
-    return (len(payload) | flag).to_bytes(HEADER, "big") + payload
+        return frame_parts(batch[:half]) + frame_parts(batch[half:])
+    return [(len(payload) | flag).to_bytes(HEADER, "big"), payload]
 
 
 class FrameDecoder:

@@ -116,6 +116,7 @@ class ProcessRecorder:
         self._next_key = 0
         self._announced = 0
         self._transport: asyncio.WriteTransport | None = None
+        self._pipe_fd: int | None = None  # the transport's pipe (a frame goes by writev)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reader: threading.Thread | None = None
         self._last_lost_log = 0.0
@@ -166,6 +167,7 @@ class ProcessRecorder:
         os.set_blocking(fd, False)
         pipe = os.fdopen(fd, "wb", buffering=0)
         self._transport, _ = await loop.connect_write_pipe(asyncio.Protocol, pipe)
+        self._pipe_fd = fd
         self._reader = threading.Thread(
             target=self._read_reports, args=(self._reports,), name="mcp-tap-recorder-reports",
             daemon=True,
@@ -421,7 +423,27 @@ class ProcessRecorder:
         # The old list and the captures go before the encoding: marshal indexes every
         # object referenced elsewhere (a reference count above one).
         del batch
-        self._transport.write(handoff.encode(messages))
+        parts = handoff.frame_parts(messages)
+        del messages
+        transport = self._transport
+        fd = self._pipe_fd
+        if fd is not None and not transport.get_write_buffer_size():
+            # Nothing queued before it: prefix and payload in one writev, the payload not
+            # copied behind its prefix (what transport.write of the joined frame would do
+            # next: one write). Anything else (the rest of a partial write, an error) goes
+            # to the transport, which buffers or reports it as its own write would.
+            try:
+                sent = os.writev(fd, parts)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                sent = -1  # (the transport's write meets it again and closes, asyncio's way)
+            if sent == sum(map(len, parts)):
+                return
+            if sent > 0:
+                transport.write(b"".join(parts)[sent:])
+                return
+        transport.write(b"".join(parts))
 
     # -- what the admin listener shows ---------------------------------------------------
 

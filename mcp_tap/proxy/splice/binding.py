@@ -8,6 +8,7 @@ there as a method of the same name (``client`` is the connection).
 from __future__ import annotations
 
 import asyncio
+from time import monotonic as _now
 from typing import TYPE_CHECKING
 
 import structlog
@@ -27,16 +28,22 @@ def bind(client: ClientConnection, ex: Exchange) -> None:
     if hop.stopping:
         client._answer(ex, 503, "draining", "the tap is shutting down")
         return
-    if not hop.pool.reserve():
+    pool = hop.pool
+    if pool.bound >= pool.max_connections:  # (pool.reserve, without the call)
+        pool.saturated += 1
         hop.count("saturated")
         client._answer(ex, 503, "saturated", "upstream connections are at max_connections")
         return
+    pool.bound += 1
     ex.reserved = True
-    conn = hop.pool.take_idle()
-    if conn is not None:
-        client._attach(ex, conn)
-    else:
-        ex.connecting = client.loop.create_task(client._connect(ex))
+    idle = pool.idle
+    while idle:  # (pool.take_idle, without the call)
+        conn = idle.pop()
+        if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
+            conn.reused = True
+            client._attach(ex, conn)
+            return
+    ex.connecting = client.loop.create_task(client._connect(ex))
 
 
 async def connect(client: ClientConnection, ex: Exchange) -> None:
@@ -89,8 +96,12 @@ def attach(client: ClientConnection, ex: Exchange, conn: UpstreamConnection) -> 
         conn.transport.write(data)
     if client._paused:
         client._resume("connecting")
-    ex.idle = client.idle_timer
-    ex.idle.start()
+    ex.idle = timer = client.idle_timer
+    if timer.handle is not None:  # (Timer.start, without the call)
+        timer.active = True
+        timer.deadline = _now() + timer.seconds
+    else:
+        timer.start()
 
 
 def retry(client: ClientConnection, ex: Exchange) -> None:

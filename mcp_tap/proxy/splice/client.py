@@ -24,7 +24,7 @@ import structlog
 
 from mcp_tap.proxy.holdback import REASON as HELD
 from mcp_tap.proxy.splice import binding, endings, requests, responses
-from mcp_tap.proxy.splice.exchange import HIGH_WATER, Exchange
+from mcp_tap.proxy.splice.exchange import Exchange
 from mcp_tap.proxy.splice.framing import RequestMessage
 from mcp_tap.proxy.splice.timeouts import Timer
 
@@ -66,26 +66,6 @@ class ClientConnection(asyncio.Protocol):
         if self.hop.held:  # the recording process is behind: wait in the kernel's buffer
             self._pause(HELD)
         self.head_timer.start()
-
-    def data_received(self, data: bytes) -> None:
-        """Client bytes: part of the request in flight, or of the next one."""
-        ex = self.exchange
-        if ex is not None and not ex.finished:
-            if ex.tunnel or (ex.request.upgrade and not self.buffer):
-                self._tunnel_up(ex, data)
-                return
-            if not ex.request_done and not self.buffer:
-                self._request_body(ex, data)
-                return
-            self.buffer += data
-            if len(self.buffer) > HIGH_WATER:
-                self._pause("pipelined")
-            return
-        if self.buffer:
-            self.buffer += data
-            self._next_request()
-        else:
-            self._next_request(data)  # the usual case: read in place, not via the buffer
 
     def eof_received(self) -> bool:
         """The client half-closed: answer a whole request not yet answered, then close."""
@@ -184,6 +164,7 @@ class ClientConnection(asyncio.Protocol):
             self.transport.resume_reading()
 
     # The exchange's parts, one module each, bound here as methods (no wrapper call).
+    data_received = requests.next_request  # client bytes (asyncio.Protocol's callback)
     _next_request = requests.next_request
     _request_body = requests.request_body
     _request_ended = requests.request_ended

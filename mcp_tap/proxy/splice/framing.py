@@ -97,6 +97,25 @@ known_request = REQUEST_HEADS.get
 known_response = RESPONSE_HEADS.get
 """``RESPONSE_HEADS.get``, bound once."""
 
+# The parser's verdict on a head, by the head's bytes: llhttp starts every message from the
+# same state (a connection's parser is fed whole messages, a message's bytes only), so
+# whether it accepts a head, and what it says of it, is a function of the head's bytes. A
+# head it accepted before is not parsed again when its whole message is in view: a head
+# without a body, or with a Content-Length body all there (whose payload is its bytes, so
+# the parser would only count them). The parser is left at the message's end, as parsing
+# would have left it. ~5k instructions a message (the parse and its Python callback). A
+# verdict is kept from a head's second sighting on (when the scan's memo knew it): heads
+# that never repeat cost no more than before.
+ACCEPTED_REQUESTS: dict[bytes, bool] = {}
+"""Request heads the parser accepted (not an upgrade), by their bytes: their keep-alive."""
+ACCEPTED_RESPONSES: dict[bytes, tuple[int, bool, int]] = {}
+"""Final length-framed response heads the parser accepted (with a body: not 204 or 304, not
+an answer to a HEAD), by their bytes: status, keep-alive and Content-Length."""
+accepted_request = ACCEPTED_REQUESTS.get
+"""``ACCEPTED_REQUESTS.get``, bound once."""
+accepted_response = ACCEPTED_RESPONSES.get
+"""``ACCEPTED_RESPONSES.get``, bound once."""
+
 
 def request_head(raw: bytes) -> RequestHead:
     """A request head's :func:`head_scan` (:data:`REQUEST_SCAN`), then its method and target
@@ -192,34 +211,49 @@ class RequestMessage:
             self.keep_alive = True
             self.framing = "none"
             self.remaining = 0
-        self._open.append(None)
         # The scan comes first, to know how much to feed; its findings count only once the
         # parser has accepted the head (a rejected one raises before they are used).
-        framing, remaining, notable, self.method, self.target = (
-            known_request(raw) or request_head(raw))
+        seen = known_request(raw)
+        framing, remaining, notable, self.method, self.target = seen or request_head(raw)
         fed = 0
         whole = raw
-        if data is not None and framing == "length" and len(data) - len(raw) <= remaining:
-            fed = len(data) - len(raw)
-            whole = data
-        try:
-            self._parser.feed_data(whole)
-        except Upgrade:
-            self.upgrade = True
-            self.complete = True  # what follows is the tunnel's, not HTTP
-            self.pieces.clear()
-            return 0
-        if not self.headed:  # llhttp pauses on PRI (an HTTP/2 preface), silently: no head
-            raise ParserError("an HTTP/2 connection preface")
+        if data is not None and framing == "length":
+            after = len(data) - len(raw)  # (bytes after the head)
+            if after <= remaining:
+                fed = after
+                whole = data
+        # (The whole message is in view: no body, or all of a Content-Length one.)
+        keep_alive = accepted_request(raw) \
+            if fed == remaining and framing != "chunked" and seen is not None else None
+        if keep_alive is not None:  # accepted before: its verdict stands (ACCEPTED_REQUESTS)
+            self.headed = True
+            self.keep_alive = keep_alive
+            if fed:
+                self.body.feed(whole[len(raw):])  # the payload is the bytes themselves
+        else:
+            self._open.append(None)
+            try:
+                self._parser.feed_data(whole)
+            except Upgrade:
+                self.upgrade = True
+                self.complete = True  # what follows is the tunnel's, not HTTP
+                self.pieces.clear()
+                return 0
+            if not self.headed:  # llhttp pauses on PRI (an HTTP/2 preface), silently: no head
+                raise ParserError("an HTTP/2 connection preface")
+            if seen is not None:  # (a head seen once is not: see ACCEPTED_REQUESTS)
+                if len(ACCEPTED_REQUESTS) >= KEPT_HEADS:
+                    ACCEPTED_REQUESTS.clear()
+                ACCEPTED_REQUESTS[raw] = self.keep_alive
+            if fed:
+                pieces = self.pieces
+                self.body.take(pieces, 0.0)  # the payload is the bytes themselves
+                pieces.clear()
         self.notable = notable
         if framing == "length" and not remaining:
             framing = "none"  # Content-Length: 0 is no body, as none at all
         self.framing = framing
-        if fed:
-            remaining -= fed
-            pieces = self.pieces
-            self.body.take(pieces, 0.0)  # the payload is the bytes themselves
-            pieces.clear()
+        remaining -= fed
         self.remaining = remaining
         if framing == "none" or (fed and not remaining):
             self.complete = True
@@ -338,6 +372,29 @@ class ResponseMessage:
                 self.complete = True
             else:  # an interim 1xx answer ended: the final one follows
                 self._open.append(None)
+
+    def accepted(self, verdict: tuple[int, bool, int]) -> None:
+        """:meth:`feed_head` of a final head the parser accepted before, whose whole body
+        follows (:data:`ACCEPTED_RESPONSES`' ``verdict``): not parsed again."""
+        self.status, self.keep_alive, _ = verdict
+        self.head_done = True
+
+    def accepted_body(self, data: bytes, at: float) -> None:
+        """:meth:`feed_body` of the whole body after an :meth:`accepted` head: kept as it
+        is (its payload is its bytes), and the answer is complete."""
+        self.body.feed(data, at)
+        self._open.clear()
+        self.complete = True
+
+    def remember(self, raw: bytes, length: int) -> None:
+        """Keep the parser's verdict on the final head ``raw`` it just accepted (see
+        :data:`ACCEPTED_RESPONSES`; ``length``: its Content-Length, when length-framed; a
+        head :data:`RESPONSE_HEADS` keeps, so at most :data:`KEPT_HEAD_BYTES`)."""
+        if length and not self.skip_body and self.status not in (204, 304) \
+                and not self.upgraded:
+            if len(ACCEPTED_RESPONSES) >= KEPT_HEADS:
+                ACCEPTED_RESPONSES.clear()
+            ACCEPTED_RESPONSES[raw] = (self.status, self.keep_alive, length)
 
     def feed_body(self, data: bytes, at: float) -> None:
         """Body bytes of the final answer that do not run past its end (length-framed ones

@@ -31,8 +31,26 @@ _TRACEPARENT = b"\r\ntraceparent:"
 
 
 def next_request(client: ClientConnection, data: bytes | None = None) -> None:
-    """Start the exchange of the next whole request head, if any: in ``data`` (bytes just
-    received, nothing buffered before them: read in place, no copy) or in the buffer."""
+    """Client bytes (``data``; the connection's ``data_received``), or None when called to
+    look at the buffer: part of the request in flight, or the start of the next exchange
+    once its head is whole (in ``data`` when nothing was buffered before it: read in
+    place, no copy; else in the buffer)."""
+    if data is not None:  # (data_received: one call fewer per request than a dispatcher)
+        ex = client.exchange
+        if ex is not None and not ex.finished:
+            if ex.tunnel or (ex.request.upgrade and not client.buffer):
+                client._tunnel_up(ex, data)
+                return
+            if not ex.request_done and not client.buffer:
+                client._request_body(ex, data)
+                return
+            client.buffer += data
+            if len(client.buffer) > HIGH_WATER:
+                client._pause("pipelined")
+            return
+        if client.buffer:
+            client.buffer += data
+            data = None
     client._scheduled = False
     if client.closed or client.exchange is not None:
         if data:
@@ -57,7 +75,7 @@ def next_request(client: ClientConnection, data: bytes | None = None) -> None:
         client.buffer = bytearray()
     else:
         end = data.find(HEAD_END)
-        if end < 0 or end + len(HEAD_END) > limit:
+        if end < 0 or end + 4 > limit:  # (+ len(HEAD_END))
             if len(data) > limit:
                 client._refuse(431, "head-too-large", "the request head exceeds max_head_bytes")
             else:

@@ -23,7 +23,7 @@ _now = time.monotonic
 class Timer:
     """Calls ``fire`` once ``seconds`` passed without a :meth:`touch` (while started)."""
 
-    __slots__ = ("_handle", "active", "deadline", "fire", "loop", "seconds")
+    __slots__ = ("active", "deadline", "fire", "handle", "loop", "seconds")
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, seconds: float, fire: Callable[[], None]
@@ -33,7 +33,9 @@ class Timer:
         self.fire = fire
         self.deadline = 0.0
         self.active = False
-        self._handle: asyncio.TimerHandle | None = None
+        # The loop timer, while one is set. When it is, (re)starting is two stores (the
+        # forwarder does that without a call, once per request, for the head and idle timers).
+        self.handle: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
         """(Re)start the countdown from now."""
@@ -41,8 +43,8 @@ class Timer:
             return
         self.active = True
         self.deadline = _now() + self.seconds
-        if self._handle is None:
-            self._handle = self.loop.call_later(self.seconds, self._check)
+        if self.handle is None:
+            self.handle = self.loop.call_later(self.seconds, self._check)
 
     def touch(self) -> None:
         """Activity: push the deadline forward (starts the timer if it is not running)."""
@@ -58,9 +60,9 @@ class Timer:
     def cancel(self) -> None:
         """Stop the countdown and drop the loop timer now (the owner is going away)."""
         self.active = False
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
 
     @property
     def running(self) -> bool:
@@ -68,12 +70,12 @@ class Timer:
         return self.active
 
     def _check(self) -> None:
-        self._handle = None
+        self.handle = None
         if not self.active:
             return
         left = self.deadline - _now()
         if left > 0:
-            self._handle = self.loop.call_later(left, self._check)
+            self.handle = self.loop.call_later(left, self._check)
             return
         self.active = False
         self.fire()

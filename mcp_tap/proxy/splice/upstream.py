@@ -156,7 +156,7 @@ class UpstreamPool:
         self.connect_timeout_s = connect_timeout_s
         self.bound = 0  # connections bound to an exchange (or being opened for one)
         self.saturated = 0  # requests answered 503 because the cap was reached
-        self._idle: list[UpstreamConnection] = []  # oldest first
+        self.idle: list[UpstreamConnection] = []  # oldest first (binding.bind takes the newest)
         # One coarse sweep closes idle connections past keepalive_s (no timer per release).
         self._sweep: asyncio.TimerHandle | None = None
 
@@ -179,8 +179,8 @@ class UpstreamPool:
 
     def take_idle(self) -> UpstreamConnection | None:
         """The most recently used idle connection, if one is still open."""
-        while self._idle:
-            conn = self._idle.pop()
+        while self.idle:
+            conn = self.idle.pop()
             if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
                 conn.reused = True
                 return conn
@@ -207,13 +207,13 @@ class UpstreamPool:
         """Unbind a connection: back to the idle list if its last answer ended cleanly."""
         self.bound -= 1
         conn.owner = None
-        if not reusable or conn.closed or len(self._idle) >= self.max_idle:
+        if not reusable or conn.closed or len(self.idle) >= self.max_idle:
             conn.close()
             return
         # time.monotonic, not the running loop's clock: asyncio.get_running_loop() costs a
         # getpid() system call per call on Python 3.11, and this runs once per request.
         conn.idle_since = time.monotonic()
-        self._idle.append(conn)
+        self.idle.append(conn)
         if self.keepalive_s and self._sweep is None:
             self._sweep = asyncio.get_running_loop().call_later(self.keepalive_s, self._expire)
 
@@ -221,7 +221,7 @@ class UpstreamPool:
         """Close the idle connections unused for ``keepalive_s``; come back for the next."""
         self._sweep = None
         now = time.monotonic()
-        idle = self._idle
+        idle = self.idle
         while idle and idle[0].idle_since + self.keepalive_s <= now:
             idle.pop(0).close()
         if idle:  # the oldest left decides (reuse takes the newest: the order holds)
@@ -230,12 +230,12 @@ class UpstreamPool:
 
     def forget(self, conn: UpstreamConnection) -> None:
         """Drop a connection from the idle list (it closed)."""
-        if conn in self._idle:
-            self._idle.remove(conn)
+        if conn in self.idle:
+            self.idle.remove(conn)
 
     def close(self) -> None:
         """Close every idle connection."""
-        idle, self._idle = self._idle, []
+        idle, self.idle = self.idle, []
         if self._sweep is not None:
             self._sweep.cancel()
             self._sweep = None
