@@ -29,20 +29,15 @@ def bind(client: ClientConnection, ex: Exchange) -> None:
         client._answer(ex, 503, "draining", "the tap is shutting down")
         return
     pool = hop.pool
-    if pool.bound >= pool.max_connections:  # (pool.reserve, without the call)
-        pool.saturated += 1
+    if not pool.reserve():
         hop.count("saturated")
         client._answer(ex, 503, "saturated", "upstream connections are at max_connections")
         return
-    pool.bound += 1
     ex.reserved = True
-    idle = pool.idle
-    while idle:  # (pool.take_idle, without the call)
-        conn = idle.pop()
-        if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
-            conn.reused = True
-            client._attach(ex, conn)
-            return
+    conn = pool.take_idle()
+    if conn is not None:
+        client._attach(ex, conn)
+        return
     ex.connecting = client.loop.create_task(client._connect(ex))
 
 
