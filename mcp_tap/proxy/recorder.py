@@ -43,6 +43,7 @@ _MAX_STATE = 10000  # sessions, tools, clients remembered per hop
 # ids, numbers, the tap's phases and exchange ids): nothing from the wire to redact there.
 _VOUCHED = frozenset({"hop", "era", "status", "ms", "findings", "hop_findings", "tap_error",
                       "exchange_id"})
+_ERA_TEXT = {era: str(era) for era in Era}
 
 
 class RecordSink(Protocol):
@@ -157,6 +158,7 @@ class Recorder:
             else raw
         )
         state = self._state(cap.hop)
+        method: str | None = None  # the judged request's (Judgement.method, read once)
         try:
             if cap.tap_error is not None and cap.tap_error["status"] in (400, 431):
                 raise _Unparsed  # nothing was parsed, so nothing is judged
@@ -172,7 +174,9 @@ class Recorder:
         except _Unparsed:
             judgement = Judgement(Era.UNKNOWN, None, (), None, ())
             found = []
+            method = None
         except Exception as exc:  # noqa: BLE001 - a check must never break the proxy
+            method = None
             self.metrics.check_errors.inc(hop=cap.hop)
             log.warning("check.failed", hop=cap.hop, error=type(exc).__name__)
             judgement = Judgement(Era.UNKNOWN, None, (), None, ())
@@ -194,7 +198,7 @@ class Recorder:
         self.sink.submit(record)
         if pair is not None:
             self.sink.submit(pair)
-        self._account(cap, judgement, found, pair, ids)
+        self._account(cap, judgement, method, found, pair, ids)
         return record
 
     # -- judging ------------------------------------------------------------------------
@@ -370,6 +374,7 @@ class Recorder:
         self,
         cap: Captured,
         j: Judgement,
+        method: str | None,
         found: list[Finding],
         pair: dict[str, Any] | None,
         ids: dict[str, str],
@@ -377,7 +382,7 @@ class Recorder:
         at = cap.received_at
         rules = [f.rule for f in found] if found else []
         hop_rules = [f["rule"] for f in pair["findings"]] if pair is not None else []
-        era = str(j.era)
+        era = _ERA_TEXT.get(j.era) or str(j.era)  # str() of a StrEnum member, looked up
         tally: ExchangeTally = (
             cap.hop,
             era,
@@ -395,7 +400,7 @@ class Recorder:
         self.lines.info("exchange", {
             "hop": cap.hop,
             "era": era,
-            "method": j.method,
+            "method": method,
             "http_method": cap.http_method,
             "status": cap.egress_status,
             "ms": round(
