@@ -22,10 +22,10 @@ from mcp_tap.core.exchange import Exchange, Judgement, judge
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.hashing import DigestKey
 from mcp_tap.core.hops import HopView
-from mcp_tap.core.jsonrpc import Kind
+from mcp_tap.core.jsonrpc import KIND_NOTIFICATION, KIND_REQUEST, Kind
 from mcp_tap.core.redaction import Redactor
 from mcp_tap.core.resume import Parked, ResumeTracker, last_event_id, resumable
-from mcp_tap.core.selection import ClientEvent, ClientTracker
+from mcp_tap.core.selection import ClientTracker
 from mcp_tap.logs import LineBatch
 from mcp_tap.proxy.capture import RawExchange
 from mcp_tap.proxy.captured import Captured, materialize
@@ -44,6 +44,7 @@ _MAX_STATE = 10000  # sessions, tools, clients remembered per hop
 _VOUCHED = frozenset({"hop", "era", "status", "ms", "findings", "hop_findings", "tap_error",
                       "exchange_id"})
 _ERA_TEXT = {era: str(era) for era in Era}
+_SESSION_KEY = HEADER_SESSION_ID.lower()  # the header index's keys are lower-case
 
 
 class RecordSink(Protocol):
@@ -162,15 +163,21 @@ class Recorder:
         try:
             if cap.tap_error is not None and cap.tap_error["status"] in (400, 431):
                 raise _Unparsed  # nothing was parsed, so nothing is judged
-            judgement = self._judge(cap, state)
-            found = self._follow(cap, judgement, list(judgement.findings), state)
+            # The session header, looked up once for the judge, the streams and the learning.
+            sessions = cap.request_headers.by_name().get(_SESSION_KEY)
+            session = sessions[0] if sessions else None
+            judgement = self._judge(cap, state, session)
+            found = self._follow(cap, judgement, list(judgement.findings), state, session or "")
             result = _result(judgement.response_messages)
             # The request's kind and method, read once (each is a chain of properties).
             request = judgement.request
             kind = request.kind if request is not None else None
             method = request.method if request is not None else None
-            self._learn(cap, kind, method, state, result)
-            found += self._client(cap, judgement, kind, method, state, result)
+            self._learn(cap, kind, method, state, result, session)
+            if kind is KIND_REQUEST or kind is KIND_NOTIFICATION:
+                client = self._client(cap, judgement, method, state, result)
+                if client:
+                    found += client
         except _Unparsed:
             judgement = Judgement(Era.UNKNOWN, None, (), None, ())
             found = []
@@ -203,8 +210,7 @@ class Recorder:
 
     # -- judging ------------------------------------------------------------------------
 
-    def _judge(self, cap: Captured, state: _HopState) -> Judgement:
-        session = cap.request_headers.get(HEADER_SESSION_ID)
+    def _judge(self, cap: Captured, state: _HopState, session: str | None) -> Judgement:
         negotiated = cap.session_version or (state.sessions.get(session) if session else None)
         response = cap.response
         sse_events = [t.event for t in cap.sse] if cap.sse or cap.sse_incomplete else None
@@ -227,27 +233,31 @@ class Recorder:
         return judge(exchange, where="origin")
 
     def _follow(
-        self, cap: Captured, j: Judgement, found: list[Finding], state: _HopState
+        self, cap: Captured, j: Judgement, found: list[Finding], state: _HopState, session: str
     ) -> list[Finding]:
-        """Follow resumable legacy streams across connections (see core/resume.py)."""
+        """Follow resumable legacy streams across connections (see core/resume.py);
+        ``found`` is the caller's to give up (returned, extended, when nothing else ends)."""
         if state.streams is None:
             state.streams = ResumeTracker(self.options.upstream.idle_timeout_s)
         tracker, now = state.streams, cap.end_at or self.clock()
-        session = cap.request_headers.get(HEADER_SESSION_ID) or ""
-        ended = tracker.expire(now)
+        ended = tracker.expire(now) if tracker.parked else []
         if session and (cap.http_method == "DELETE" or cap.status == 404):
             return found + ended + tracker.end_session(session)
-        cursor = cap.request_headers.get("last-event-id")
-        stream = tracker.resume(session, cursor) if cursor and cap.http_method == "GET" else None
-        if stream is not None and cap.status is not None:
-            events = [t.event for t in cap.sse]
-            return found + ended + tracker.judge_resumed(stream, cap.status, events, now)
-        cursor = last_event_id(t.event for t in cap.sse) if cap.sse else None
-        if j.request and j.context and cursor and not cap.client_gone and resumable(
-                j.request, found):
-            ended += tracker.park(Parked(session, cursor, j.request, j.context, now, "origin"))
-            found = [f for f in found if f.rule != "sse.unterminated"]
-        return found + ended
+        if cap.http_method == "GET":  # only a GET resumes (by its Last-Event-ID)
+            cursor = cap.request_headers.get("last-event-id")
+            stream = tracker.resume(session, cursor) if cursor else None
+            if stream is not None and cap.status is not None:
+                events = [t.event for t in cap.sse]
+                return found + ended + tracker.judge_resumed(stream, cap.status, events, now)
+        if cap.sse:
+            cursor = last_event_id(t.event for t in cap.sse)
+            if j.request and j.context and cursor and not cap.client_gone and resumable(
+                    j.request, found):
+                ended += tracker.park(Parked(session, cursor, j.request, j.context, now, "origin"))
+                found = [f for f in found if f.rule != "sse.unterminated"]
+        if ended:
+            found += ended
+        return found
 
     def _learn(
         self,
@@ -256,14 +266,14 @@ class Recorder:
         method: str | None,
         state: _HopState,
         result: dict[str, Any] | None,
+        session: str | None,
     ) -> None:
         """Remember sessions, tools and advertised extensions from successful answers
-        (``kind`` and ``method``: the judged request's, None without one)."""
-        if kind is not Kind.REQUEST:
-            if cap.http_method == "DELETE":
-                session = cap.request_headers.get(HEADER_SESSION_ID)
-                if session:
-                    state.sessions.pop(session, None)
+        (``kind`` and ``method``: the judged request's, None without one; ``session``: the
+        request's session header)."""
+        if kind is not KIND_REQUEST:
+            if cap.http_method == "DELETE" and session:
+                state.sessions.pop(session, None)
             return
         if result is None:
             return
@@ -294,23 +304,18 @@ class Recorder:
         self,
         cap: Captured,
         j: Judgement,
-        kind: Kind | None,
         method: str | None,
         state: _HopState,
         result: dict[str, Any] | None,
     ) -> list[Finding]:
-        if kind is not Kind.REQUEST and kind is not Kind.NOTIFICATION:
-            return []
+        """The client's era choices (a request's or notification's exchange)."""
         key = f"{cap.client}|{cap.user_agent}"
         tracker = state.clients.get(key)
         if tracker is None:
             tracker = ClientTracker(legacy_allowed=self.options.eras.legacy_allowed)
             state.clients.remember(key, tracker)
-        code = _error_code(j.response_messages)
-        found: list[Finding] = tracker.observe(
-            ClientEvent(method, j.era, code, result)
-        )
-        return found
+        messages = j.response_messages
+        return tracker.see(method, j.era, _error_code(messages) if messages else None, result)
 
     def _tap_findings(self, cap: Captured) -> list[Finding]:
         found: list[Finding] = []
