@@ -32,7 +32,7 @@ from mcp_tap.proxy.captured import Captured, materialize
 from mcp_tap.proxy.correlate import Correlator, Pending
 from mcp_tap.proxy.metrics import ExchangeTally, Metrics
 from mcp_tap.proxy.options import TapOptions
-from mcp_tap.proxy.records import RecordBuilder
+from mcp_tap.proxy.records import RecordBuilder, request_parts
 from mcp_tap.proxy.splice.answers import tap_error_rule
 from mcp_tap.proxy.tracing import tracing_for
 
@@ -44,6 +44,7 @@ _MAX_STATE = 10000  # sessions, tools, clients remembered per hop
 _VOUCHED = frozenset({"hop", "era", "status", "ms", "findings", "hop_findings", "tap_error",
                       "exchange_id"})
 _ERA_TEXT = {era: str(era) for era in Era}
+_NO_PARTS = (None, None, None)  # request_parts of a judgement without a request
 _SESSION_KEY = HEADER_SESSION_ID.lower()  # the header index's keys are lower-case
 
 
@@ -159,7 +160,7 @@ class Recorder:
             else raw
         )
         state = self._state(cap.hop)
-        method: str | None = None  # the judged request's (Judgement.method, read once)
+        parts: tuple[Any, str | None, Any] = _NO_PARTS  # the judged request's kind, method, id
         try:
             if cap.tap_error is not None and cap.tap_error["status"] in (400, 431):
                 raise _Unparsed  # nothing was parsed, so nothing is judged
@@ -169,10 +170,9 @@ class Recorder:
             judgement = self._judge(cap, state, session)
             found = self._follow(cap, judgement, list(judgement.findings), state, session or "")
             result = _result(judgement.response_messages)
-            # The request's kind and method, read once (each is a chain of properties).
-            request = judgement.request
-            kind = request.kind if request is not None else None
-            method = request.method if request is not None else None
+            # The request's kind, method and id, read once (each is a chain of properties).
+            parts = request_parts(judgement)
+            kind, method, _ = parts
             self._learn(cap, kind, method, state, result, session)
             if kind is KIND_REQUEST or kind is KIND_NOTIFICATION:
                 client = self._client(cap, judgement, method, state, result)
@@ -181,9 +181,9 @@ class Recorder:
         except _Unparsed:
             judgement = Judgement(Era.UNKNOWN, None, (), None, ())
             found = []
-            method = None
+            parts = _NO_PARTS
         except Exception as exc:  # noqa: BLE001 - a check must never break the proxy
-            method = None
+            parts = _NO_PARTS
             self.metrics.check_errors.inc(hop=cap.hop)
             log.warning("check.failed", hop=cap.hop, error=type(exc).__name__)
             judgement = Judgement(Era.UNKNOWN, None, (), None, ())
@@ -199,13 +199,13 @@ class Recorder:
             # unterminated, so that is no finding against it.
             found = [f for f in found if f.rule != "sse.unterminated"]
         found += self._tap_findings(cap)
-        record = self.records.build(cap, judgement, found)
+        record = self.records.build(cap, judgement, found, parts)
         ids = self.tracing.export(cap, judgement, record)
         pair = self._correlate(cap, judgement, record["exchangeId"])
         self.sink.submit(record)
         if pair is not None:
             self.sink.submit(pair)
-        self._account(cap, judgement, method, found, pair, ids)
+        self._account(cap, judgement, parts[1], found, pair, ids)
         return record
 
     # -- judging ------------------------------------------------------------------------
