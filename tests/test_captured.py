@@ -59,13 +59,35 @@ def test_materialize_sets_every_field_of_captured() -> None:
     raw = RawExchange("tap", "http://o", "127.0.0.1", "POST", "/mcp", head, body, time.time())
     cap = materialize(raw, 10)
     names = {f.name for f in dataclasses.fields(Captured)}
-    assert set(vars(cap)) == names
+    assert not hasattr(cap, "__dict__")  # slots: nothing extra can be set
+    assert {name for name in names if hasattr(cap, name)} == names
     assert (cap.user_agent, cap.response, cap.sse, cap.egress_digest, cap.tunnel) == (
         "ua", None, [], "", None)
     assert cap.forwarded_headers is cap.request_headers
     other = materialize(raw, 10)
     assert other.sse is not cap.sse  # no list shared between captures
     assert cap == other
+
+
+def test_a_capture_pickles_to_an_equal_one() -> None:
+    """Captured (slotted) survives a pickle round trip: every field equal, SSE events and
+    header maps included."""
+    import pickle
+
+    body = RawBody(1024)
+    body.feed(b"{}")
+    body.ended = True
+    head = b"POST /mcp HTTP/1.1\r\nHost: h\r\nUser-Agent: ua\r\n\r\n"
+    raw = RawExchange("tap", "http://o", "127.0.0.1", "POST", "/mcp", head, body, time.time())
+    raw.status = 200
+    raw.response_pairs = ((b"Content-Type", b"text/event-stream"),)
+    raw.response = RawBody(1024)
+    raw.response.feed(b"id: 1\ndata: {}\n\n")
+    raw.response.ended = True
+    cap = materialize(raw, 10)
+    assert len(cap.sse) == 1
+    back = pickle.loads(pickle.dumps(cap))
+    assert back == cap and back is not cap
 
 
 def test_header_pairs_map_like_headermap() -> None:
