@@ -19,6 +19,7 @@ import structlog
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import HEADER_SESSION_ID, Era
 from mcp_tap.core.exchange import Exchange, Judgement, judge
+from mcp_tap.core.fastinit import maker
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.hashing import DigestKey
 from mcp_tap.core.hops import HopView
@@ -34,7 +35,7 @@ from mcp_tap.proxy.metrics import ExchangeTally, Metrics
 from mcp_tap.proxy.options import TapOptions
 from mcp_tap.proxy.records import RecordBuilder, request_parts
 from mcp_tap.proxy.splice.answers import tap_error_rule
-from mcp_tap.proxy.tracing import tracing_for
+from mcp_tap.proxy.tracing import ExchangeTracing, tracing_for
 
 log = structlog.get_logger("mcp_tap.proxy")
 
@@ -44,6 +45,7 @@ _MAX_STATE = 10000  # sessions, tools, clients remembered per hop
 _VOUCHED = frozenset({"hop", "era", "status", "ms", "findings", "hop_findings", "tap_error",
                       "exchange_id"})
 _ERA_TEXT = {era: str(era) for era in Era}
+_make_exchange = maker(Exchange)  # Exchange(...) by position, without type.__call__
 _NO_PARTS = (None, None, None)  # request_parts of a judgement without a request
 _SESSION_KEY = HEADER_SESSION_ID.lower()  # the header index's keys are lower-case
 
@@ -95,6 +97,7 @@ class Recorder:
         self, options: TapOptions, sink: RecordSink, metrics: Metrics, clock: Callable[[], float]
     ) -> None:
         self.options = options
+        self._supported_versions = options.eras.supported_versions
         self.sink = sink
         self.metrics = metrics
         self.clock = clock
@@ -104,6 +107,8 @@ class Recorder:
         self.redactor = Redactor(options.redaction, pseudonym_key=self.digest_key.secret)
         self.records = RecordBuilder(self.redactor, self.digest_key)
         self.tracing = tracing_for(options)
+        self._spans = type(self.tracing) is not ExchangeTracing  # spans made per exchange
+        self._correlating = len(options.hops) >= 2  # (_correlate: nothing for one hop)
         self._hops: dict[str, _HopState] = {h.name: _HopState() for h in options.hops}
         self.lines = LineBatch("mcp_tap.proxy")  # the exchange lines
         self._tallies: list[ExchangeTally] | None = None  # metrics held for a batch
@@ -159,7 +164,7 @@ class Recorder:
             if isinstance(raw, RawExchange)
             else raw
         )
-        state = self._state(cap.hop)
+        state = self._hops.get(cap.hop) or self._state(cap.hop)
         parts: tuple[Any, str | None, Any] = _NO_PARTS  # the judged request's kind, method, id
         try:
             if cap.tap_error is not None and cap.tap_error["status"] in (400, 431):
@@ -198,10 +203,18 @@ class Recorder:
             # The tap cut the stream because the client left: the origin did not leave it
             # unterminated, so that is no finding against it.
             found = [f for f in found if f.rule != "sse.unterminated"]
-        found += self._tap_findings(cap)
+        request_body, response = cap.request, cap.response
+        if (cap.tap_error is not None or cap.sse_dropped
+                or (request_body is not None and request_body.truncated)
+                or (response is not None and response.truncated)):
+            found += self._tap_findings(cap)  # (it has nothing to say otherwise)
         record = self.records.build(cap, judgement, found, parts)
-        ids = self.tracing.export(cap, judgement, record)
-        pair = self._correlate(cap, judgement, record["exchangeId"])
+        if self._spans:
+            ids = self.tracing.export(cap, judgement, record)
+        else:  # ExchangeTracing.export, without the call
+            ids = {"exchange_id": record["exchangeId"], "trace_id": cap.trace_id}
+        pair = (self._correlate(cap, judgement, record["exchangeId"])
+                if self._correlating else None)
         self.sink.submit(record)
         if pair is not None:
             self.sink.submit(pair)
@@ -213,24 +226,27 @@ class Recorder:
     def _judge(self, cap: Captured, state: _HopState, session: str | None) -> Judgement:
         negotiated = cap.session_version or (state.sessions.get(session) if session else None)
         response = cap.response
-        sse_events = [t.event for t in cap.sse] if cap.sse or cap.sse_incomplete else None
-        exchange = Exchange(
-            request_headers=cap.request_headers,
-            request_body=cap.request.body,
-            response_status=cap.status if cap.tap_error is None else None,
-            response_headers=cap.response_headers,
-            response_body=response.body if response else b"",
-            http_method=cap.http_method,
-            capabilities=state.frozen_capabilities,
-            tool_schemas=state.tools,  # read only while judging: no copy
-            legacy_session=negotiated is not None,
-            negotiated_version=negotiated,
-            supported_versions=self.options.eras.supported_versions,
-            request_truncated=not cap.request.complete,
-            response_truncated=_response_unjudgeable(cap),
-            sse_events=sse_events if not cap.sse_incomplete else None,
+        request = cap.request
+        # Exchange(...) by position, without type.__call__ and the keywords (per exchange).
+        exchange = _make_exchange(
+            cap.request_headers,  # request_headers
+            request.body,  # request_body
+            cap.status if cap.tap_error is None else None,  # response_status
+            cap.response_headers,  # response_headers
+            response.body if response else b"",  # response_body
+            cap.http_method,  # http_method
+            None,  # era
+            state.frozen_capabilities,  # capabilities
+            state.tools,  # tool_schemas (read only while judging: no copy)
+            negotiated is not None,  # legacy_session
+            negotiated,  # negotiated_version
+            self._supported_versions,  # supported_versions
+            not (request.ended and not request.truncated and not request.decode_failed),
+            _response_unjudgeable(cap),  # response_truncated
+            [t.event for t in cap.sse] if cap.sse and not cap.sse_incomplete else None,
+            None,  # allowed_origins
         )
-        return judge(exchange, where="origin")
+        return judge(exchange)
 
     def _follow(
         self, cap: Captured, j: Judgement, found: list[Finding], state: _HopState, session: str
