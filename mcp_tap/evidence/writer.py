@@ -84,7 +84,7 @@ from mcp_tap.evidence.format import (
     FORMAT_VERSION,
     SIGNING,
     TOOL_NAME,
-    encode_record,
+    encode_record_into,
     manifest_name,
     manifest_number,
     segment_name,
@@ -611,31 +611,32 @@ class EvidenceWriter:
         A record orjson cannot encode is counted and skipped; the caller counts the records
         the disk refused (a gap record the disk refused is retried, not lost).
         """
-        lines: list[bytes] = []
+        pieces: list[bytes | memoryview] = []  # of every line, joined once (encode_record_into)
         seq, prev = self._seq, self._prev
+        lines = 0
         for record in records:
             full = {**record, "seq": seq, "prev": prev}
             full.pop("digest", None)
             try:
-                line, record_hash = encode_record(full)
+                record_hash = encode_record_into(full, pieces)
             except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
                 log.error("evidence.invalid_record", kind=record.get("kind"), error=str(exc))
                 self._lose(REASON_INVALID)
                 continue
-            lines.append(line)
+            lines += 1
             seq, prev = seq + 1, record_hash
         if not lines:
             return 0
-        data = b"".join(lines)
+        data = b"".join(pieces)
         segment = self._segment or self._open_segment()
         if segment is None:
-            return len(lines)
+            return lines
         try:
             write_all(segment.file, data)
         except OSError as exc:
             self._disk_failed("write", exc)
             self._repair(segment)
-            return len(lines)
+            return lines
         self.failing = False
         self._seq, self._prev = seq, prev
         gaps = [r for r in records if r.get("kind") == "gap"]
@@ -646,8 +647,8 @@ class EvidenceWriter:
             self._gap_records += len(gaps)
             self._stated += stated
         segment.offset += len(data)
-        segment.count += len(lines)
-        self.written += len(lines)
+        segment.count += lines
+        self.written += lines
         self.bytes_written += len(data)
         if segment.offset >= self._max_bytes:
             self._close_segment()
