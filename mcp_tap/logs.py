@@ -175,7 +175,7 @@ class LineBatch:
             vouched = mine
         if not redaction_is_noop(stamped, skip="timestamp", vouched=vouched):
             stamped = redact_event(None, "info", stamped)
-        line = _dumps(stamped)
+        line = orjson.dumps(stamped, default=str).decode()  # _dumps, without the call
         if self._held is not None:
             self._held.append(line)
         else:

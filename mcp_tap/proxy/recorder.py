@@ -174,7 +174,13 @@ class Recorder:
             session = sessions[0] if sessions else None
             judgement = self._judge(cap, state, session)
             found = self._follow(cap, judgement, list(judgement.findings), state, session or "")
-            result = _result(judgement.response_messages)
+            result = None  # _result(judgement.response_messages), its usual case inline
+            for m in judgement.response_messages:
+                if isinstance(m, dict) and "result" in m and "method" not in m:
+                    result = m["result"]
+                    if not isinstance(result, dict):
+                        result = None
+                    break
             # The request's kind, method and id, read once (each is a chain of properties).
             parts = request_parts(judgement)
             kind, method, _ = parts
@@ -447,14 +453,6 @@ def _response_unjudgeable(cap: Captured) -> bool:
     if response is None or response.truncated or response.decode_failed or cap.sse_dropped:
         return True
     return not response.ended and not cap.sse
-
-
-def _result(messages: tuple[Any, ...]) -> dict[str, Any] | None:
-    for m in messages:
-        if isinstance(m, dict) and "result" in m and "method" not in m:
-            r = m["result"]
-            return r if isinstance(r, dict) else None
-    return None
 
 
 def _error_code(messages: tuple[Any, ...]) -> int | None:

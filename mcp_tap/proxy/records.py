@@ -93,7 +93,9 @@ class RecordBuilder:
 
     def _body_json(self, capture: BodyCapture | None, messages: Any) -> tuple[Any, str | None]:
         """The redacted body for a view, and a note when it is stored as text."""
-        if capture is None or not capture.complete:
+        # not capture.complete, without the property call
+        if (capture is None or not capture.ended or capture.truncated
+                or capture.decode_failed):
             return None, None
         body = capture.body  # a property: read once
         if not body:
@@ -186,8 +188,16 @@ class RecordBuilder:
         kind, method, rpc_id = request_parts(j) if parts is None else parts
         # A head that passed as it came is one header map for both views: redacted once
         # (the record holds the same list twice; nothing mutates a record's lists).
-        response_headers = self.header_lists(cap.response_headers)
-        request_headers = self.header_lists(cap.request_headers)
+        # header_lists' remembered case inline (two look-ups per exchange)
+        heads = self._heads
+        headers = cap.response_headers
+        known = heads.get(id(headers))
+        response_headers = (known[1] if known is not None and known[0] is headers
+                            else self.header_lists(headers))
+        headers = cap.request_headers
+        known = heads.get(id(headers))
+        request_headers = (known[1] if known is not None and known[0] is headers
+                           else self.header_lists(headers))
         origin: dict[str, Any] | None = None
         # Spliced, the client got the origin's bytes: one sealed digest for both views.
         same_bytes = response is not None and cap.egress_digest == response.digest
@@ -256,7 +266,7 @@ class RecordBuilder:
                 "framing": cap.request_framing or None,
                 "headers": request_headers,
                 "httpMethod": cap.http_method,
-                "path": red.redact_url(cap.path),
+                "path": red.redact_url(path) if "=" in (path := cap.path) else path,
                 "receivedAt": cap.received_at,
                 "truncated": not cap.request.complete,
             },
