@@ -130,7 +130,7 @@ class RecordBuilder:
             parsed = iter(j.response_messages)
         red = self.redactor
         # walk_message without its call per event when no argument policy picks targets.
-        walk = red.walk_message if red.policy.argument_policies else red.walk
+        walk = red.walk_message if red.policy.argument_policies else red.walk_plain
         out = []
         for t, event, text in zip(cap.sse, events, texts, strict=True):
             data: Any
