@@ -80,6 +80,7 @@ _MAX_MEMBER_BYTES: Final = 4 * 1024 * 1024
 # What a header name (as spelt) asks of its value, decided once per spelling.
 _PLAIN, _SESSION, _AUTH, _SECRET, _CHALLENGE = range(5)
 _new = object.__new__
+_UNSEEN: Final[Any] = object()  # no verdict remembered (a verdict may be None)
 
 
 def _shaped(text: str) -> bool:
@@ -229,7 +230,8 @@ class Redactor:
             if key not in plain and (type(key) is not str or self._secret_key(key)):
                 return None  # a key the walk would hide (or one not yet known plain)
             if kind is str:
-                if _shaped(value):  # the text pass might change it: the walk decides
+                # _shaped(value), inline: the text pass might change it: the walk decides
+                if "=" in value or ":" in value or "earer" in value or "EARER" in value:
                     return None
             elif kind is dict or kind is list:
                 if member is not None or not value:
@@ -248,9 +250,8 @@ class Redactor:
             except TypeError:  # nested past orjson's limit
                 return None
         known = self._clean_members
-        if written in known:
-            depth = known[written]
-        else:
+        depth = known.get(written, _UNSEEN)
+        if depth is _UNSEEN:
             depth = self._clean_json.depth(written)
             self._member_bytes += len(written)
             if self._member_bytes > _MAX_MEMBER_BYTES:
