@@ -160,8 +160,11 @@ class LineBatch:
         if mode == _SILENT:
             return
         fields["event"] = event
-        for key, value in bound.items():
-            fields.setdefault(key, value)
+        if fields.keys().isdisjoint(bound):
+            fields.update(bound)  # what setdefault per key does when no key is taken
+        else:
+            for key, value in bound.items():
+                fields.setdefault(key, value)
         if len(_copy_context()):  # an empty context merges nothing (the usual case)
             structlog.contextvars.merge_contextvars(None, "info", fields)
         fields["level"] = "info"

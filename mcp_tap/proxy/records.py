@@ -251,7 +251,7 @@ class RecordBuilder:
                 "status": cap.egress_status,
             },
             "era": _ERA_TEXT.get(j.era) or str(j.era),
-            "exchangeId": self.exchange_id(),
+            "exchangeId": self._ids.pop() if self._ids else self.exchange_id(),
             "findings": self.findings_json(found, self.secrets(cap, j)) if found else [],
             "hop": cap.hop,
             "ingress": {
