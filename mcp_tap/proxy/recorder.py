@@ -173,7 +173,15 @@ class Recorder:
             sessions = cap.request_headers.by_name().get(_SESSION_KEY)
             session = sessions[0] if sessions else None
             judgement = self._judge(cap, state, session)
-            found = self._follow(cap, judgement, list(judgement.findings), state, session or "")
+            streams = state.streams
+            if (streams is not None and not streams.parked and not session and not cap.sse
+                    and cap.http_method != "GET"):
+                # Nothing to follow: no stream waits, and this exchange neither resumes one,
+                # ends a session's, nor streams (what _follow answers then, without its call).
+                found = list(judgement.findings)
+            else:
+                found = self._follow(
+                    cap, judgement, list(judgement.findings), state, session or "")
             result = None  # _result(judgement.response_messages), its usual case inline
             for m in judgement.response_messages:
                 if isinstance(m, dict) and "result" in m and "method" not in m:
@@ -248,7 +256,11 @@ class Recorder:
             negotiated,  # negotiated_version
             self._supported_versions,  # supported_versions
             not (request.ended and not request.truncated and not request.decode_failed),
-            _response_unjudgeable(cap),  # response_truncated
+            # response_truncated: the origin's answer was seen too partially for the response
+            # rules. A body cut short (the client left, the upstream broke) is not the
+            # origin's answer; an SSE stream cut short still has whole events, judged.
+            response is None or response.truncated or response.decode_failed
+            or bool(cap.sse_dropped) or (not response.ended and not cap.sse),
             [t.event for t in cap.sse] if cap.sse and not cap.sse_incomplete else None,
             None,  # allowed_origins
         )
@@ -313,12 +325,13 @@ class Recorder:
         if method == "tools/list" and isinstance(result.get("tools"), list):
             # remember() inlined: a tools/list answer names every tool again each time.
             tools = state.tools
+            to_end = tools.move_to_end
             for tool in result["tools"]:
                 if isinstance(tool, dict):
                     name = tool.get("name")
                     if isinstance(name, str):
                         tools[name] = tool.get("inputSchema")
-                        tools.move_to_end(name)
+                        to_end(name)
             while len(tools) > _MAX_STATE:
                 tools.popitem(last=False)
 
@@ -441,18 +454,6 @@ class Recorder:
 
 class _Unparsed(Exception):
     """The request never parsed (the tap answered 400/431): there is nothing to judge."""
-
-
-def _response_unjudgeable(cap: Captured) -> bool:
-    """Whether the origin's answer was seen too partially for the response rules.
-
-    A body cut short (the client left, the upstream broke) is not the origin's answer; an
-    SSE stream cut short still has whole events, and those are judged.
-    """
-    response = cap.response
-    if response is None or response.truncated or response.decode_failed or cap.sse_dropped:
-        return True
-    return not response.ended and not cap.sse
 
 
 def _error_code(messages: tuple[Any, ...]) -> int | None:
