@@ -221,13 +221,15 @@ class RecordBuilder:
                 "headers": response_headers,
                 "sse": self._sse_json(cap, j) if is_sse else None,
                 "status": cap.status,
-                "truncated": not response.complete,
+                # not response.complete, without the property call
+                "truncated": not response.ended or response.truncated or response.decode_failed,
             }
             if note is not None:
                 origin["bodyNote"] = note
             if cap.interim:
                 origin["interim"] = cap.interim
-        request_body, request_note = self._body_json(cap.request, j.request_message)
+        request = cap.request
+        request_body, request_note = self._body_json(request, j.request_message)
         tap_error = cap.tap_error
         if tap_error is not None:
             # A library's reason may quote the upstream URL: no query, no userinfo.
@@ -256,9 +258,9 @@ class RecordBuilder:
             "hop": cap.hop,
             "ingress": {
                 "body": request_body,
-                "bodyDigest": seal_hex(key, cap.request.digest),
-                "bodySize": cap.request.size,
-                "ended": cap.request.ended,
+                "bodyDigest": seal_hex(key, request.digest),
+                "bodySize": request.size,
+                "ended": request.ended,
                 "forwardedAt": cap.forwarded_at,
                 "forwardedHeaders": request_headers
                 if cap.forwarded_headers is cap.request_headers
@@ -268,7 +270,7 @@ class RecordBuilder:
                 "httpMethod": cap.http_method,
                 "path": red.redact_url(path) if "=" in (path := cap.path) else path,
                 "receivedAt": cap.received_at,
-                "truncated": not cap.request.complete,
+                "truncated": not request.ended or request.truncated or request.decode_failed,
             },
             "kind": "exchange",
             "messageKind": _KIND_TEXT.get(kind) or str(kind) if kind else None,
