@@ -176,7 +176,7 @@ class LineBatch:
             if mine is None:
                 mine = self._vouched[vouched] = frozenset({*vouched, "event", "level"})
             vouched = mine
-        if not redaction_is_noop(stamped, skip="timestamp", vouched=vouched):
+        if not redaction_is_noop(stamped, "timestamp", vouched):  # (skip, vouched)
             stamped = redact_event(None, "info", stamped)
         line = orjson.dumps(stamped, default=str).decode()  # _dumps, without the call
         if self._held is not None:

@@ -327,9 +327,10 @@ class Recorder:
             tools = state.tools
             to_end = tools.move_to_end
             for tool in result["tools"]:
-                if isinstance(tool, dict):
+                # (the exact types first: a JSON parse makes no subclasses)
+                if type(tool) is dict or isinstance(tool, dict):
                     name = tool.get("name")
-                    if isinstance(name, str):
+                    if type(name) is str or isinstance(name, str):
                         tools[name] = tool.get("inputSchema")
                         to_end(name)
             while len(tools) > _MAX_STATE:
