@@ -115,6 +115,12 @@ log = structlog.get_logger("mcp_tap.evidence")
 __all__ = ["EvidenceWriter", "Opener", "SegmentFile", "open_segment"]
 
 
+class _Owned(list[dict[str, Any]]):
+    """A batch whose record dicts the writer may change (``submit_many(owned=True)``)."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True, slots=True)
 class _Gap:
     """A gap marker travelling through the queue (made by the writer, not by callers)."""
@@ -273,13 +279,15 @@ class EvidenceWriter:
         _check_kind(record)
         return self._put(record, 1)
 
-    def submit_many(self, records: Sequence[dict[str, Any]]) -> bool:
+    def submit_many(self, records: Sequence[dict[str, Any]], *, owned: bool = False) -> bool:
         """Queue a batch of redacted records as one item, written with one disk write.
 
         Returns False if the batch was lost (every record of it counted). Cheaper than a
         :meth:`submit` per record: one lock, one queue slot, one wake-up of the writer.
+        ``owned``: the caller hands the record dicts over (it never reads them again), so
+        the writer sets ``seq`` and ``prev`` in them rather than in a copy of each.
         """
-        batch = list(records)
+        batch = _Owned(records) if owned else list(records)
         for record in batch:
             _check_kind(record)
         if not batch:
@@ -614,8 +622,13 @@ class EvidenceWriter:
         pieces: list[bytes | memoryview] = []  # of every line, joined once (encode_record_into)
         seq, prev = self._seq, self._prev
         lines = 0
+        owned = type(records) is _Owned
         for record in records:
-            full = {**record, "seq": seq, "prev": prev}
+            if owned:  # the same keys and values as the copy below (orjson sorts the keys)
+                full = record
+                full["seq"], full["prev"] = seq, prev
+            else:
+                full = {**record, "seq": seq, "prev": prev}
             full.pop("digest", None)
             try:
                 record_hash = encode_record_into(full, pieces)
