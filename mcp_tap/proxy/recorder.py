@@ -421,6 +421,7 @@ class Recorder:
         ids: dict[str, str],
     ) -> None:
         at = cap.received_at
+        end, tap_error = cap.end_at, cap.tap_error  # (each read twice)
         rules = [f.rule for f in found] if found else []
         hop_rules = [f["rule"] for f in pair["findings"]] if pair is not None else []
         era = _ERA_TEXT.get(j.era) or str(j.era)  # str() of a StrEnum member, looked up
@@ -428,8 +429,8 @@ class Recorder:
             cap.hop,
             era,
             rules + hop_rules if hop_rules else rules,
-            None if cap.tap_error is None else str(cap.tap_error["phase"]),
-            None if cap.end_at is None else cap.end_at - at,
+            None if tap_error is None else str(tap_error["phase"]),
+            None if end is None else end - at,
             None if cap.first_byte_at is None else cap.first_byte_at - at,
             cap.sse[0].at - at if cap.sse else None,
             None if cap.forwarded_at is None else cap.forwarded_at - at,
@@ -444,12 +445,10 @@ class Recorder:
             "method": method,
             "http_method": cap.http_method,
             "status": cap.egress_status,
-            "ms": round(
-                ((cap.egress_end_at or cap.end_at or cap.received_at) - cap.received_at) * 1000, 3
-            ),
+            "ms": round(((cap.egress_end_at or end or at) - at) * 1000, 3),
             "findings": sorted(set(rules)) if rules else [],
             "hop_findings": sorted(set(hop_rules)) if hop_rules else [],
-            "tap_error": cap.tap_error["phase"] if cap.tap_error else None,
+            "tap_error": tap_error["phase"] if tap_error else None,
         }, ids, _VOUCHED)
 
 
