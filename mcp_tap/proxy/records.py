@@ -106,7 +106,11 @@ class RecordBuilder:
             except orjson.JSONDecodeError:
                 text = body[:_RAW_TEXT_CHARS].decode("utf-8", "replace")
                 return {"raw": self.redactor.redact_text(text)}, None
-        done = self.redactor.walk_message_text(messages, body)
+        red = self.redactor
+        # walk_message_text's small-text case (no argument policy) without its call
+        done = (red.walk_plain(messages)
+                if len(body) < CLEAN_CHECK_MIN and not red.policy.argument_policies
+                else red.walk_message_text(messages, body))
         if done.depth + 2 + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
             return done.value, None  # _recordable's usual answer, without its call
         return self._recordable(done, 2)
