@@ -50,11 +50,23 @@ def redaction_is_noop(
     values the caller's code made (rule ids, counts), not copied from the wire. Their
     names are checked all the same.
     """
-    if not _CLEAN_KEYS.issuperset(event_dict) and not _clean_keys(event_dict, skip):
+    # The names' part of the verdict is a function of the names alone: remembered per
+    # layout (a line's names in order, with skip and vouched), so a line of a known layout
+    # costs a tuple and a look-up, then a test of the values that are not vouched for.
+    layout = (tuple(event_dict), skip, vouched) if type(vouched) is frozenset else None
+    wire = _LAYOUTS.get(layout, _UNKNOWN) if layout is not None else _UNKNOWN
+    if wire is _UNKNOWN:
+        if not _CLEAN_KEYS.issuperset(event_dict) and not _clean_keys(event_dict, skip):
+            wire = None
+        else:
+            wire = tuple(key for key in event_dict if key != skip and key not in vouched)
+        if layout is not None:
+            if len(_LAYOUTS) >= _MAX_LAYOUTS:
+                _LAYOUTS.clear()
+            _LAYOUTS[layout] = wire
+    if wire is None:
         return False
-    for key in event_dict.keys() - vouched if vouched else event_dict:
-        if key == skip:
-            continue
+    for key in wire:
         value = event_dict[key]
         if isinstance(value, str):
             # _suspect, inline (a call per field costs more than the test)
@@ -66,6 +78,13 @@ def redaction_is_noop(
         elif value is not None and not isinstance(value, int | float):
             return False
     return True
+
+
+# Layouts seen (see redaction_is_noop): the names of the fields whose values decide, or None
+# when a name is secret. Names are code's, but bounded all the same.
+_LAYOUTS: dict[Any, tuple[str, ...] | None] = {}
+_MAX_LAYOUTS: Final = 64
+_UNKNOWN: Final[Any] = object()
 
 
 def _clean_keys(event_dict: Mapping[str, Any], skip: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -58,13 +59,35 @@ def test_materialize_sets_every_field_of_captured() -> None:
     raw = RawExchange("tap", "http://o", "127.0.0.1", "POST", "/mcp", head, body, time.time())
     cap = materialize(raw, 10)
     names = {f.name for f in dataclasses.fields(Captured)}
-    assert set(vars(cap)) == names
+    assert not hasattr(cap, "__dict__")  # slots: nothing extra can be set
+    assert {name for name in names if hasattr(cap, name)} == names
     assert (cap.user_agent, cap.response, cap.sse, cap.egress_digest, cap.tunnel) == (
         "ua", None, [], "", None)
     assert cap.forwarded_headers is cap.request_headers
     other = materialize(raw, 10)
     assert other.sse is not cap.sse  # no list shared between captures
     assert cap == other
+
+
+def test_a_capture_pickles_to_an_equal_one() -> None:
+    """Captured (slotted) survives a pickle round trip: every field equal, SSE events and
+    header maps included."""
+    import pickle
+
+    body = RawBody(1024)
+    body.feed(b"{}")
+    body.ended = True
+    head = b"POST /mcp HTTP/1.1\r\nHost: h\r\nUser-Agent: ua\r\n\r\n"
+    raw = RawExchange("tap", "http://o", "127.0.0.1", "POST", "/mcp", head, body, time.time())
+    raw.status = 200
+    raw.response_pairs = ((b"Content-Type", b"text/event-stream"),)
+    raw.response = RawBody(1024)
+    raw.response.feed(b"id: 1\ndata: {}\n\n")
+    raw.response.ended = True
+    cap = materialize(raw, 10)
+    assert len(cap.sse) == 1
+    back = pickle.loads(pickle.dumps(cap))
+    assert back == cap and back is not cap
 
 
 def test_header_pairs_map_like_headermap() -> None:
@@ -114,6 +137,38 @@ def test_a_repeated_head_is_redacted_once_with_the_same_view() -> None:
     other = builder.header_lists(HeaderMap((("Authorization", "Bearer xyz"),)))
     assert other == [["Authorization", "Bearer [REDACTED]"]]
     assert builder.header_lists(HeaderMap([("A", "b")])) == [["A", "b"]]  # type: ignore[arg-type]
+
+
+def test_exchange_ids_come_in_the_order_they_were_drawn(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """RecordBuilder.exchange_id: 16 hex digits each, cut from one draw of 256 in order,
+    then a fresh draw."""
+    from mcp_tap.core.hashing import DigestKey
+    from mcp_tap.core.redaction import Redactor
+    from mcp_tap.proxy import records
+
+    draws = iter(["".join(f"{i:016x}" for i in range(256)), "ab" * 2048])
+    monkeypatch.setattr(records.secrets, "token_hex", lambda n: next(draws)[: 2 * n])
+    key = DigestKey(b"k" * 32)
+    builder = records.RecordBuilder(Redactor(pseudonym_key=key.secret), key)
+    ids = [builder.exchange_id() for _ in range(258)]
+    assert ids[:256] == [f"{i:016x}" for i in range(256)]
+    assert ids[256:] == ["abababababababab"] * 2
+
+
+def test_request_parts_are_the_judgements_properties() -> None:
+    """records.request_parts: Judgement.kind, .method and .rpc_id, read at once."""
+    from mcp_tap.core.exchange import Exchange, judge
+    from mcp_tap.proxy.records import request_parts
+
+    bodies = [b'{"jsonrpc":"2.0","id":7,"method":"tools/list"}', b'{"jsonrpc":"2.0","method":1}',
+              b'{"jsonrpc":"2.0","method":"notifications/initialized"}', b"[1]", b"{",
+              b'{"jsonrpc":"2.0","id":"x","result":{}}']
+    for body in bodies:
+        for method in ("POST", "GET"):
+            j = judge(Exchange(HeaderMap((("Content-Type", "application/json"),)), body,
+                               http_method=method))
+            assert request_parts(j) == (j.kind, j.method, j.rpc_id)
 
 
 def test_sse_events_materialize_as_timed_events() -> None:

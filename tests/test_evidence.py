@@ -237,6 +237,25 @@ class TestEvidenceWriter:
         assert (record["seq"], record["prev"]) == (0, "")
         assert record["digest"] == record_digest(record)
 
+    @pytest.mark.parametrize("inline", [True, False])
+    def test_an_owned_batch_writes_the_same_lines(self, tmp_path: Path, inline: bool) -> None:
+        """submit_many(owned=True) sets seq and prev in the records themselves: the same
+        segment bytes as a batch the writer copies, caller-set writer keys replaced alike."""
+        def batch() -> list[dict[str, Any]]:
+            return [exchange(0, seq=99, prev="x", digest="y"), exchange(1), exchange(2)]
+
+        for name, owned in (("copied", False), ("owned", True)):
+            writer = EvidenceWriter(tmp_path / name)
+            writer.start(inline=inline)
+            assert writer.submit_many(batch(), owned=owned)
+            assert writer.submit_many(batch(), owned=owned)
+            assert writer.close()
+        segment = "segment-000001.jsonl"
+        copied = (tmp_path / "copied" / segment).read_bytes()
+        assert copied.count(b"\n") == 6
+        assert (tmp_path / "owned" / segment).read_bytes() == copied
+        assert verify_bundle(tmp_path / "owned").ok
+
     def test_kind_required(self, tmp_path: Path) -> None:
         """A record without a string kind is a programming error."""
         writer = EvidenceWriter(tmp_path / "b")

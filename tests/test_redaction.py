@@ -666,3 +666,32 @@ def test_known_plain_keys_take_the_fast_loop_with_the_same_result() -> None:
     assert first.depth == second.depth == 3
     assert "abc" not in str(second.value) and "zzz" not in str(second.value)
     assert redactor.walk_message({"a": "plain", "d": {"e": {}}}).depth == 2
+
+
+_PLAIN_KEYS = st.sampled_from(["id", "name", "jsonrpc", "params", "_meta", "token", "password",
+                               "x-api-key", "uri", "text", "items", "Authorization"])
+_PLAIN_LEAVES = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
+    st.sampled_from(["2.0", "tools/list", "a=b", "https://h/x?token=abc", "Bearer xyz",
+                     "bEARER", "plain", "k:v", "", "earer"]),
+    st.text(max_size=8))
+_PLAIN_VALUES = st.recursive(
+    _PLAIN_LEAVES,
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(_PLAIN_KEYS, inner, max_size=4),
+                            st.tuples(inner)),
+    max_leaves=25)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.dictionaries(_PLAIN_KEYS, _PLAIN_VALUES, max_size=5), max_size=4))
+def test_walk_plain_answers_what_the_walk_answers(messages: list[dict[str, Any]]) -> None:
+    """Redactor.walk_plain (the record's walk of small messages and SSE events): the walk's
+    value, hits and depth, the very message back whenever the walk gives it back; keys are
+    learnt the same way (each redactor sees the messages in turn, twice)."""
+    fast, slow = Redactor(), Redactor()
+    for message in messages + messages:
+        got, expected = fast.walk_plain(message), slow.walk(message)
+        assert (got.value, got.hits, got.depth) == (expected.value, expected.hits, expected.depth)
+        assert (got.value is message) == (expected.value is message)
+    assert fast._plain_keys == slow._plain_keys

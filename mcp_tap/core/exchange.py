@@ -18,6 +18,7 @@ from mcp_tap.core.eras import (
     ERA_UNKNOWN,
     HEADER_PROTOCOL_VERSION,
     META_CLIENT_CAPABILITIES,
+    MODERN_META_KEYS,
     MODERN_VERSIONS,
     Era,
     body_meta,
@@ -106,6 +107,10 @@ _NO_FINDINGS: tuple[Finding, ...] = ()
 _make_judgement = maker(Judgement)
 _make_context = maker(ResponseContext)
 _VERSION_KEY = HEADER_PROTOCOL_VERSION.lower()
+_HANDSHAKE_METHODS = ("initialize", "notifications/initialized")  # (era_of's exception)
+# Whether one Accept value misses a type a POST must accept, by the value (see judge).
+_ACCEPT_MISSING: dict[str, bool] = {}
+_MAX_ACCEPTS = 256
 
 
 def decode_body(body: bytes) -> tuple[Any, str | None]:
@@ -179,7 +184,7 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
     meta: dict[str, Any] | None = None
     if not exchange.request_truncated:
         body = exchange.request_body
-        if not body.strip():
+        if not body or body.isspace():  # not body.strip(), without the copy
             parse_error = "the request body is empty"
         else:
             try:
@@ -197,10 +202,14 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
     if given is None and exchange.legacy_session:
         era = ERA_LEGACY  # era_of's first rule, without the call
     elif given is None:
-        versions = by_name.get(_VERSION_KEY)  # headers.get(HEADER_PROTOCOL_VERSION)
-        era = era_of(
-            message, meta, versions[0] if versions else None, exchange.legacy_session
-        )
+        if (meta is not None and not MODERN_META_KEYS.isdisjoint(meta)
+                and message.get("method") not in _HANDSHAKE_METHODS):
+            era = ERA_MODERN  # era_of's answer for modern metadata, without the call
+        else:
+            versions = by_name.get(_VERSION_KEY)  # headers.get(HEADER_PROTOCOL_VERSION)
+            era = era_of(
+                message, meta, versions[0] if versions else None, exchange.legacy_session
+            )
     else:
         era = given
     if exchange.request_truncated:
@@ -216,9 +225,20 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         meta,
     )
     found = list(verdict.findings)
-    # accept_problem(headers, "POST", era) when Accept lists both types, without its calls.
+    # accept_problem(headers, "POST", era) when Accept lists both types, without its calls;
+    # a single Accept value's answer remembered (a client sends one or two, bounded).
     accepted = by_name.get("accept")
-    if missing_media_types(tuple(accepted) if accepted else (), REQUEST_MEDIA_TYPES):
+    if accepted is not None and len(accepted) == 1:
+        missing = _ACCEPT_MISSING.get(accepted[0])
+        if missing is None:
+            missing = bool(missing_media_types((accepted[0],), REQUEST_MEDIA_TYPES))
+            if len(_ACCEPT_MISSING) >= _MAX_ACCEPTS:
+                _ACCEPT_MISSING.clear()
+            _ACCEPT_MISSING[accepted[0]] = missing
+    else:
+        missing = bool(missing_media_types(tuple(accepted) if accepted else (),
+                                           REQUEST_MEDIA_TYPES))
+    if missing:
         accept = accept_problem(headers, "POST", era)
         if accept is not None:
             found.append(accept)

@@ -199,7 +199,7 @@ def request_verdict(
     # key present; anything else is for _meta_problem to judge.
     if not (
         meta is not None
-        and isinstance(meta.get(META_PROTOCOL_VERSION), str)
+        and version is not None  # isinstance(meta.get(META_PROTOCOL_VERSION), str), read above
         and isinstance(meta.get(META_CLIENT_CAPABILITIES), dict)
         and META_CLIENT_INFO not in meta
         and META_LOG_LEVEL not in meta

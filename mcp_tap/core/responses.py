@@ -112,7 +112,7 @@ def check_response(
         if found:
             return found + sse_found, messages
         return sse_found, messages
-    if not body.strip():
+    if not body or body.isspace():  # not body.strip(), without the copy
         return found + _unanswered(verdict, status, f"HTTP {status} with an empty body", where), []
     try:
         message = orjson.loads(body)  # parse_json, one call less

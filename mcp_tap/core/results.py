@@ -131,7 +131,13 @@ def result_findings(
             return _complete_rules(method, result, era, schema_version, where, written)
         key = (_COMPLETE_KIND[era], method or "", schema_version, written)
         cache = schema.VERDICTS
-        cached: tuple[str, tuple[Finding, ...]] | None = cache.get(key)
+        # cache.get(key), inline: its look-up, count and move to the end
+        cached: tuple[str, tuple[Finding, ...]] | None = cache.entries.get(key)
+        if cached is None:
+            cache.misses += 1
+        else:
+            cache.hits += 1
+            cache.entries.move_to_end(key)
         if cached is not None and (not cached[1] or cached[0] == where):
             return list(cached[1])
         complete_found = _complete_rules(method, result, era, schema_version, where, written)

@@ -64,25 +64,26 @@ class ResumeTracker:
         if idle_limit_s <= 0:
             raise ValueError("idle_limit_s must be positive")
         self.idle_limit_s = idle_limit_s
-        self._parked: OrderedDict[tuple[str, str], Parked] = OrderedDict()
+        # (session, event id) -> the stream parked there, oldest first (read only outside)
+        self.parked: OrderedDict[tuple[str, str], Parked] = OrderedDict()
 
     def __len__(self) -> int:
-        return len(self._parked)
+        return len(self.parked)
 
     def park(self, stream: Parked) -> list[Finding]:
         """Remember a stream that may be resumed; returns findings for any stream pushed out."""
         key = (stream.session, stream.event_id)
-        self._parked[key] = stream
-        self._parked.move_to_end(key)
+        self.parked[key] = stream
+        self.parked.move_to_end(key)
         out: list[Finding] = []
-        while len(self._parked) > _MAX_PARKED:
-            _, old = self._parked.popitem(last=False)
+        while len(self.parked) > _MAX_PARKED:
+            _, old = self.parked.popitem(last=False)
             out.append(_ended(old, "the tap stopped following it (too many open streams)"))
         return out
 
     def resume(self, session: str, event_id: str) -> Parked | None:
         """The stream a GET with ``Last-Event-ID: event_id`` in ``session`` resumes, if any."""
-        return self._parked.pop((session, event_id), None)
+        return self.parked.pop((session, event_id), None)
 
     def judge_resumed(
         self,
@@ -123,15 +124,15 @@ class ResumeTracker:
 
     def end_session(self, session: str) -> list[Finding]:
         """The session ended (DELETE, or 404 for it): its parked streams ended unanswered."""
-        keys = [k for k in self._parked if k[0] == session]
-        return [_ended(self._parked.pop(k), "its session ended") for k in keys]
+        keys = [k for k in self.parked if k[0] == session]
+        return [_ended(self.parked.pop(k), "its session ended") for k in keys]
 
     def expire(self, now: float) -> list[Finding]:
         """Streams not resumed within the idle limit ended unanswered."""
         out: list[Finding] = []
-        for key in [k for k, s in self._parked.items() if now - s.since > self.idle_limit_s]:
+        for key in [k for k, s in self.parked.items() if now - s.since > self.idle_limit_s]:
             out.append(
-                _ended(self._parked.pop(key), f"nothing resumed it for {self.idle_limit_s:g} s")
+                _ended(self.parked.pop(key), f"nothing resumed it for {self.idle_limit_s:g} s")
             )
         return out
 

@@ -19,7 +19,7 @@ from mcp_tap.core.catalog import (
     UNSUPPORTED_PROTOCOL_VERSION,
     finding,
 )
-from mcp_tap.core.eras import LEGACY_VERSIONS, PINNED_LEGACY_VERSION, Era
+from mcp_tap.core.eras import ERA_LEGACY, ERA_MODERN, LEGACY_VERSIONS, PINNED_LEGACY_VERSION, Era
 from mcp_tap.core.findings import Finding
 
 RECOGNISED_MODERN_ERRORS = frozenset(
@@ -130,8 +130,19 @@ class ClientTracker:
 
     def observe(self, event: ClientEvent) -> list[Finding]:
         """Record one exchange and return the client findings it causes."""
+        return self.see(event.method, event.era, event.error_code, event.result)
+
+    def see(
+        self, method: str | None, era: Era, error_code: int | None, result: Any
+    ) -> list[Finding]:
+        """:meth:`observe` of ``ClientEvent(method, era, error_code, result)``, without the
+        event (the recorder's call, once per exchange)."""
+        if era is ERA_MODERN:  # the usual exchange: only a recognised error is remembered
+            if error_code in RECOGNISED_MODERN_ERRORS:
+                self.modern_error = error_code
+            return []
         found: list[Finding] = []
-        if event.method == "initialize" and event.era is not Era.MODERN:
+        if method == "initialize":
             # A modern-shaped initialize is a removed method (request.method.removed), not
             # a fall back to the legacy era.
             if self.modern_error is not None and not self._downgrade_reported:
@@ -153,16 +164,13 @@ class ClientTracker:
                         "client",
                     )
                 )
-            result = event.result
             version = result.get("protocolVersion") if isinstance(result, dict) else None
-            if event.error_code is None and isinstance(version, str) and version in LEGACY_VERSIONS:
+            if error_code is None and isinstance(version, str) and version in LEGACY_VERSIONS:
                 self.legacy_proven = True
             return found
-        if event.era is Era.MODERN and event.error_code in RECOGNISED_MODERN_ERRORS:
-            self.modern_error = event.error_code
         if (
-            event.era is Era.LEGACY
-            and event.method != "notifications/initialized"
+            era is ERA_LEGACY
+            and method != "notifications/initialized"
             and not self.legacy_proven
             and not self._unproven_reported
         ):
@@ -170,7 +178,7 @@ class ClientTracker:
                 found.append(
                     finding(
                         "client.fallback-unproven",
-                        f"legacy {event.method} without a valid initialize result first",
+                        f"legacy {method} without a valid initialize result first",
                         "client",
                     )
                 )

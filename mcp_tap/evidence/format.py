@@ -59,7 +59,7 @@ from typing import Any, Final
 
 import orjson
 
-from mcp_tap.core.hashing import canonical_json, digest, sha256_hex
+from mcp_tap.core.hashing import canonical_json, digest
 from mcp_tap.core.jsonrpc import Kind, classify
 from mcp_tap.errors import BundleFormatError
 
@@ -91,6 +91,8 @@ _STR_KEYS_OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLA
 # A format-2 line ends in this member: `,"digest":"` + 64 hex digits + `"}`.
 DIGEST_MEMBER: Final = b',"digest":"'
 DIGEST_TAIL: Final = len(DIGEST_MEMBER) + 64 + 2
+_LINE_END: Final = b'"}\n'  # the digest's closing quote, the record's brace, the newline
+_sha256: Final = hashlib.sha256
 
 _SEGMENT_RE: Final = re.compile(r"^segment-(\d{6,})\.jsonl$")
 _MANIFEST_RE: Final = re.compile(r"^segment-(\d{6,})\.manifest\.json$")
@@ -130,14 +132,25 @@ def encode_record(record: Mapping[str, Any]) -> tuple[bytes, str]:
     is over the canonical JSON, and the line is that JSON with the digest as its last member.
     Raises ``TypeError`` (orjson's) for a record JSON cannot hold.
     """
+    pieces: list[bytes | memoryview] = []
+    record_hash = encode_record_into(record, pieces)
+    return b"".join(pieces), record_hash
+
+
+def encode_record_into(record: Mapping[str, Any], out: list[bytes | memoryview]) -> str:
+    """:func:`encode_record`'s line appended to ``out`` in pieces, for a caller that joins
+    many lines at once (each line is then copied once, not once per piece); returns the
+    digest. Nothing is appended when it raises."""
     try:
         body = orjson.dumps(record, option=_STR_KEYS_OPTIONS)
     except TypeError:  # a key that is no str (or no JSON at all: raised again below)
         body = orjson.dumps(record, option=_LINE_OPTIONS)
-    record_hash = sha256_hex(body)
+    record_hash = _sha256(body).hexdigest()  # sha256_hex, without the call
     if body == b"{}":
-        return b'{"digest":"' + record_hash.encode() + b'"}\n', record_hash
-    return body[:-1] + DIGEST_MEMBER + record_hash.encode() + b'"}\n', record_hash
+        out += (b'{"digest":"', record_hash.encode(), _LINE_END)
+    else:
+        out += (memoryview(body)[:-1], DIGEST_MEMBER, record_hash.encode(), _LINE_END)
+    return record_hash
 
 
 def line_digest(line: bytes) -> str | None:

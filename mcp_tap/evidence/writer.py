@@ -87,7 +87,7 @@ from mcp_tap.evidence.format import (
     FORMAT_VERSION,
     SIGNING,
     TOOL_NAME,
-    encode_record,
+    encode_record_into,
     manifest_name,
     manifest_number,
     segment_name,
@@ -116,6 +116,12 @@ _LOG_EVERY_S: Final = 1.0
 log = structlog.get_logger("mcp_tap.evidence")
 
 __all__ = ["EvidenceWriter", "Opener", "SegmentFile", "open_segment"]
+
+
+class _Owned(list[dict[str, Any]]):
+    """A batch whose record dicts the writer may change (``submit_many(owned=True)``)."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,13 +283,15 @@ class EvidenceWriter:
         _check_kind(record)
         return self._put(record, 1)
 
-    def submit_many(self, records: Sequence[dict[str, Any]]) -> bool:
+    def submit_many(self, records: Sequence[dict[str, Any]], *, owned: bool = False) -> bool:
         """Queue a batch of redacted records as one item, written with one disk write.
 
         Returns False if the batch was lost (every record of it counted). Cheaper than a
         :meth:`submit` per record: one lock, one queue slot, one wake-up of the writer.
+        ``owned``: the caller hands the record dicts over (it never reads them again), so
+        the writer sets ``seq`` and ``prev`` in them rather than in a copy of each.
         """
-        batch = list(records)
+        batch = _Owned(records) if owned else list(records)
         for record in batch:
             _check_kind(record)
         if not batch:
@@ -615,31 +623,37 @@ class EvidenceWriter:
         A record orjson cannot encode is counted and skipped; the caller counts the records
         the disk refused (a gap record the disk refused is retried, not lost).
         """
-        lines: list[bytes] = []
+        pieces: list[bytes | memoryview] = []  # of every line, joined once (encode_record_into)
         seq, prev = self._seq, self._prev
+        lines = 0
+        owned = type(records) is _Owned
         for record in records:
-            full = {**record, "seq": seq, "prev": prev}
+            if owned:  # the same keys and values as the copy below (orjson sorts the keys)
+                full = record
+                full["seq"], full["prev"] = seq, prev
+            else:
+                full = {**record, "seq": seq, "prev": prev}
             full.pop("digest", None)
             try:
-                line, record_hash = encode_record(full)
+                record_hash = encode_record_into(full, pieces)
             except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
                 log.error("evidence.invalid_record", kind=record.get("kind"), error=str(exc))
                 self._lose(REASON_INVALID)
                 continue
-            lines.append(line)
+            lines += 1
             seq, prev = seq + 1, record_hash
         if not lines:
             return 0
-        data = b"".join(lines)
+        data = b"".join(pieces)
         segment = self._segment or self._open_segment()
         if segment is None:
-            return len(lines)
+            return lines
         try:
             write_all(segment.file, data)
         except OSError as exc:
             self._disk_failed("write", exc)
             self._repair(segment)
-            return len(lines)
+            return lines
         self.failing = False
         segment.written.update(data)
         self._seq, self._prev = seq, prev
@@ -651,8 +665,8 @@ class EvidenceWriter:
             self._gap_records += len(gaps)
             self._stated += stated
         segment.offset += len(data)
-        segment.count += len(lines)
-        self.written += len(lines)
+        segment.count += lines
+        self.written += lines
         self.bytes_written += len(data)
         if segment.offset >= self._max_bytes:
             self._close_segment()

@@ -9,7 +9,7 @@ so the forwarder never splits a head, hashes a body or decodes a stream.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from mcp_tap.core.headers import HeaderMap
@@ -33,9 +33,13 @@ class TimedEvent:
     event: SSEEvent
 
 
-@dataclass
+@dataclass(slots=True)
 class Captured:
-    """Everything the forwarder saw of one exchange (raw; nothing redacted yet)."""
+    """Everything the forwarder saw of one exchange (raw; nothing redacted yet).
+
+    Slotted: one is made per exchange, and storing 37 slots costs a third of building the
+    37-key instance dict it had (see :func:`materialize_state`).
+    """
 
     hop: str
     upstream: str
@@ -79,7 +83,7 @@ class Captured:
         # A capture pickled (by a tool or a test; the hand-off sends RawExchange.state()).
         # Flat tuples pickle in C; a frozen slots dataclass (HeaderMap, SSEEvent) would call
         # Python code per object on both sides. Same fields, same values after the trip.
-        state = self.__dict__.copy()
+        state = {name: getattr(self, name) for name in _FIELD_NAMES}
         for name in _HEADER_FIELDS:
             state[name] = state[name].pairs
         state["sse"] = [
@@ -89,6 +93,7 @@ class Captured:
 
 
 _HEADER_FIELDS = ("request_headers", "forwarded_headers", "response_headers", "egress_headers")
+_FIELD_NAMES = tuple(f.name for f in fields(Captured))
 
 
 def _restored_captured(state: dict[str, Any]) -> Captured:
@@ -100,7 +105,8 @@ def _restored_captured(state: dict[str, Any]) -> Captured:
         for at, data, event, event_id, retry in state["sse"]
     ]
     cap = Captured.__new__(Captured)
-    cap.__dict__.update(state)
+    for name, value in state.items():
+        setattr(cap, name, value)
     return cap
 
 
@@ -225,12 +231,12 @@ _new_captured = object.__new__
 
 
 def _flat_reader() -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
-    """A function of the flat tuple: its fields that pass on unchanged as one dict (a dict
-    display of constant keys), then the raw ones in :data:`_RAW_ONLY`'s order.
+    """A function of the flat tuple: a new :class:`Captured` (no ``__init__``) holding the
+    flat fields that pass on unchanged, then the raw ones in :data:`_RAW_ONLY`'s order; the
+    caller sets the other fields.
 
-    Made from one unpacking and one display (what ``dict(zip(FLAT_NAMES, flat))`` and a pop
-    per raw field do, at a third of the cost); a tuple of another length raises ValueError
-    as the strict zip did. The flat tuple is :data:`COMMON_NAMES`, then the
+    Made from one unpacking and a slot store per field; a tuple of another length raises
+    ValueError as a strict zip would. The flat tuple is :data:`COMMON_NAMES`, then the
     :data:`RARE_NAMES` fields as one tuple, or None for their usual values
     (:data:`RARE_USUAL`, built fresh here). The names are the slot names of RawExchange,
     nothing from outside.
@@ -246,10 +252,11 @@ def _flat_reader() -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
     source = (
         "def read(flat):\n"
         + flat_unpacking_source()
-        + f"    return ({{{', '.join(f'{n!r}: {value.get(n)}' for n in _SAME_FIELDS)}}}, "
-        f"{', '.join(_RAW_ONLY)})\n"
+        + "    cap = _new_captured(Captured)\n"
+        + "".join(f"    cap.{n} = {value.get(n)}\n" for n in _SAME_FIELDS)
+        + f"    return (cap, {', '.join(_RAW_ONLY)})\n"
     )
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = {"_new_captured": _new_captured, "Captured": Captured}
     exec(source, namespace)
     read: Callable[[tuple[Any, ...]], tuple[Any, ...]] = namespace["read"]
     return read
@@ -272,39 +279,41 @@ def materialize_state(state: tuple[Any, ...], max_sse_events: int) -> Captured:
     not on the forwarding path.
     """
     flat, request, response, tunnel = state
-    # Every field of Captured, set at once (its generated __init__ takes 40 arguments one by
-    # one; tests check the fields are all here): the flat fields by name, the raw ones
-    # replaced by what they decode to.
-    fields, request_pairs, forwarded, response_pairs, egress, egress_body, _ = _read_flat(flat)
+    # Every field of Captured, each set once (its generated __init__ takes 40 arguments one
+    # by one; tests check the fields are all here): the flat fields as they came, the raw
+    # ones replaced by what they decode to.
+    cap: Captured
+    cap, request_pairs, forwarded, response_pairs, egress, egress_body, _ = _read_flat(flat)
     request_headers = _headers(request_pairs)
     response_headers = _headers(response_pairs)
-    user_agent = request_headers._index.get("user-agent")  # type: ignore[union-attr]
-    fields["user_agent"] = user_agent[0] if user_agent else ""
-    fields["request_headers"] = request_headers
-    fields["forwarded_headers"] = (request_headers if forwarded is None
-                                   else _headers(forwarded))
-    fields["request"] = BodyCapture.from_state(request, _encoding(request_headers))
-    fields["response_headers"] = response_headers
-    fields["egress_headers"] = response_headers if egress is None else _headers(egress)
-    fields["sse"] = []
-    fields["sse_dropped"] = 0
-    fields["sse_incomplete"] = False
-    fields["tunnel"] = None
-    cap: Captured = _new_captured(Captured)
+    index = request_headers._index
+    user_agent = index.get("user-agent")  # type: ignore[union-attr]
+    cap.user_agent = user_agent[0] if user_agent else ""
+    cap.request_headers = request_headers
+    cap.forwarded_headers = request_headers if forwarded is None else _headers(forwarded)
+    # _encoding(request_headers), without the call
+    encoding = index.get("content-encoding")  # type: ignore[union-attr]
+    cap.request = BodyCapture.from_state(request, (encoding[0] or "") if encoding else "")
+    cap.response_headers = response_headers
+    cap.egress_headers = response_headers if egress is None else _headers(egress)
+    cap.sse = []
+    cap.sse_dropped = 0
+    cap.sse_incomplete = False
+    cap.tunnel = None
     if response is None:
-        fields["response"] = None
-        fields["egress_digest"] = ""
-        cap.__dict__ = fields
+        cap.response = None
+        cap.egress_digest = ""
     else:
-        encoding = _encoding(response_headers)
-        body = fields["response"] = BodyCapture.from_state(response, encoding)
-        fields["egress_digest"] = body.digest  # spliced: the client got the origin's bytes
-        cap.__dict__ = fields
+        # _encoding(response_headers), without the call
+        encoding = response_headers._index.get("content-encoding")  # type: ignore[union-attr]
+        encoding = (encoding[0] or "") if encoding else ""
+        body = cap.response = BodyCapture.from_state(response, encoding)
+        cap.egress_digest = body.digest  # spliced: the client got the origin's bytes
         if response_headers.content_type() == "text/event-stream" and encoding in (
             "", "identity"
         ):
             _decode_sse(cap, response, max_sse_events)
-    if tunnel is not None and fields["upgraded"]:
+    if tunnel is not None and cap.upgraded:
         cap.tunnel = (BodyCapture.from_state(tunnel[0], ""),
                       BodyCapture.from_state(tunnel[1], ""))
     if egress_body is not None:  # the tap's own answer (502/503/504/400)

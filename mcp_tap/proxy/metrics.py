@@ -265,35 +265,58 @@ class Metrics:
         finding, ``tap_errors.inc(hop, reason=phase)`` and an observation per time seen; per
         batch one lock per series instead of one per update.
         """
-        exchanges: dict[LabelKey, Number] = {}
-        findings: dict[LabelKey, Number] = {}
-        tap_errors: dict[LabelKey, Number] = {}
+        # Counted by plain (hop, label) pairs first, turned into label keys once per distinct
+        # pair: a nested label-key tuple built and hashed per exchange cost more than the
+        # rest of the tally.
+        exchanges: dict[tuple[str, str], int] = {}
+        findings: dict[tuple[str, str], int] = {}
+        tap_errors: dict[tuple[str, str], int] = {}
         latency: dict[str, list[float]] = {}
         first_byte: dict[str, list[float]] = {}
         first_event: dict[str, list[float]] = {}
         added: dict[str, list[float]] = {}
         for hop, era, rules, phase, upstream, byte, event, tap in tallies:
-            key = (("era", era), ("hop", hop))
-            exchanges[key] = exchanges.get(key, 0) + 1
+            pair = (hop, era)
+            exchanges[pair] = exchanges.get(pair, 0) + 1
             for rule in rules:
-                key = (("hop", hop), ("rule", rule))
-                findings[key] = findings.get(key, 0) + 1
+                pair = (hop, rule)
+                findings[pair] = findings.get(pair, 0) + 1
             if phase is not None:
-                key = (("hop", hop), ("reason", phase))
-                tap_errors[key] = tap_errors.get(key, 0) + 1
+                pair = (hop, phase)
+                tap_errors[pair] = tap_errors.get(pair, 0) + 1
+            # setdefault(hop, []).append(...), without a new list per call
             if upstream is not None:
-                latency.setdefault(hop, []).append(upstream)
+                seen = latency.get(hop)
+                if seen is None:
+                    latency[hop] = [upstream]
+                else:
+                    seen.append(upstream)
             if byte is not None:
-                first_byte.setdefault(hop, []).append(byte)
+                seen = first_byte.get(hop)
+                if seen is None:
+                    first_byte[hop] = [byte]
+                else:
+                    seen.append(byte)
             if event is not None:
-                first_event.setdefault(hop, []).append(event)
+                seen = first_event.get(hop)
+                if seen is None:
+                    first_event[hop] = [event]
+                else:
+                    seen.append(event)
             if tap is not None:
-                added.setdefault(hop, []).append(tap)
-        self.exchanges._add_keys(exchanges)
+                seen = added.get(hop)
+                if seen is None:
+                    added[hop] = [tap]
+                else:
+                    seen.append(tap)
+        self.exchanges._add_keys(
+            {(("era", era), ("hop", hop)): n for (hop, era), n in exchanges.items()})
         if findings:
-            self.findings._add_keys(findings)
+            self.findings._add_keys(
+                {(("hop", hop), ("rule", rule)): n for (hop, rule), n in findings.items()})
         if tap_errors:
-            self.tap_errors._add_keys(tap_errors)
+            self.tap_errors._add_keys(
+                {(("hop", hop), ("reason", phase)): n for (hop, phase), n in tap_errors.items()})
         for histogram, by_hop in ((self.latency, latency), (self.first_byte, first_byte),
                                   (self.sse_first_event, first_event), (self.added, added)):
             for hop, values in by_hop.items():

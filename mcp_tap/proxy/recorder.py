@@ -19,22 +19,23 @@ import structlog
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import HEADER_SESSION_ID, Era
 from mcp_tap.core.exchange import Exchange, Judgement, judge
+from mcp_tap.core.fastinit import maker
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.hashing import DigestKey
 from mcp_tap.core.hops import HopView
-from mcp_tap.core.jsonrpc import Kind
+from mcp_tap.core.jsonrpc import KIND_NOTIFICATION, KIND_REQUEST, Kind
 from mcp_tap.core.redaction import Redactor
 from mcp_tap.core.resume import Parked, ResumeTracker, last_event_id, resumable
-from mcp_tap.core.selection import ClientEvent, ClientTracker
+from mcp_tap.core.selection import ClientTracker
 from mcp_tap.logs import LineBatch
 from mcp_tap.proxy.capture import RawExchange
 from mcp_tap.proxy.captured import Captured, materialize
 from mcp_tap.proxy.correlate import Correlator, Pending
 from mcp_tap.proxy.metrics import ExchangeTally, Metrics
 from mcp_tap.proxy.options import TapOptions
-from mcp_tap.proxy.records import RecordBuilder
+from mcp_tap.proxy.records import RecordBuilder, request_parts
 from mcp_tap.proxy.splice.answers import tap_error_rule
-from mcp_tap.proxy.tracing import tracing_for
+from mcp_tap.proxy.tracing import ExchangeTracing, tracing_for
 
 log = structlog.get_logger("mcp_tap.proxy")
 
@@ -43,6 +44,10 @@ _MAX_STATE = 10000  # sessions, tools, clients remembered per hop
 # ids, numbers, the tap's phases and exchange ids): nothing from the wire to redact there.
 _VOUCHED = frozenset({"hop", "era", "status", "ms", "findings", "hop_findings", "tap_error",
                       "exchange_id"})
+_ERA_TEXT = {era: str(era) for era in Era}
+_make_exchange = maker(Exchange)  # Exchange(...) by position, without type.__call__
+_NO_PARTS = (None, None, None)  # request_parts of a judgement without a request
+_SESSION_KEY = HEADER_SESSION_ID.lower()  # the header index's keys are lower-case
 
 
 class RecordSink(Protocol):
@@ -92,6 +97,7 @@ class Recorder:
         self, options: TapOptions, sink: RecordSink, metrics: Metrics, clock: Callable[[], float]
     ) -> None:
         self.options = options
+        self._supported_versions = options.eras.supported_versions
         self.sink = sink
         self.metrics = metrics
         self.clock = clock
@@ -101,6 +107,8 @@ class Recorder:
         self.redactor = Redactor(options.redaction, pseudonym_key=self.digest_key.secret)
         self.records = RecordBuilder(self.redactor, self.digest_key)
         self.tracing = tracing_for(options)
+        self._spans = type(self.tracing) is not ExchangeTracing  # spans made per exchange
+        self._correlating = len(options.hops) >= 2  # (_correlate: nothing for one hop)
         self._hops: dict[str, _HopState] = {h.name: _HopState() for h in options.hops}
         self.lines = LineBatch("mcp_tap.proxy")  # the exchange lines
         self._tallies: list[ExchangeTally] | None = None  # metrics held for a batch
@@ -156,23 +164,45 @@ class Recorder:
             if isinstance(raw, RawExchange)
             else raw
         )
-        state = self._state(cap.hop)
+        state = self._hops.get(cap.hop) or self._state(cap.hop)
+        parts: tuple[Any, str | None, Any] = _NO_PARTS  # the judged request's kind, method, id
         try:
             if cap.tap_error is not None and cap.tap_error["status"] in (400, 431):
                 raise _Unparsed  # nothing was parsed, so nothing is judged
-            judgement = self._judge(cap, state)
-            found = self._follow(cap, judgement, list(judgement.findings), state)
-            result = _result(judgement.response_messages)
-            # The request's kind and method, read once (each is a chain of properties).
-            request = judgement.request
-            kind = request.kind if request is not None else None
-            method = request.method if request is not None else None
-            self._learn(cap, kind, method, state, result)
-            found += self._client(cap, judgement, kind, method, state, result)
+            # The session header, looked up once for the judge, the streams and the learning.
+            sessions = cap.request_headers.by_name().get(_SESSION_KEY)
+            session = sessions[0] if sessions else None
+            judgement = self._judge(cap, state, session)
+            streams = state.streams
+            if (streams is not None and not streams.parked and not session and not cap.sse
+                    and cap.http_method != "GET"):
+                # Nothing to follow: no stream waits, and this exchange neither resumes one,
+                # ends a session's, nor streams (what _follow answers then, without its call).
+                found = list(judgement.findings)
+            else:
+                found = self._follow(
+                    cap, judgement, list(judgement.findings), state, session or "")
+            result = None  # _result(judgement.response_messages), its usual case inline
+            for m in judgement.response_messages:
+                if isinstance(m, dict) and "result" in m and "method" not in m:
+                    result = m["result"]
+                    if not isinstance(result, dict):
+                        result = None
+                    break
+            # The request's kind, method and id, read once (each is a chain of properties).
+            parts = request_parts(judgement)
+            kind, method, _ = parts
+            self._learn(cap, kind, method, state, result, session)
+            if kind is KIND_REQUEST or kind is KIND_NOTIFICATION:
+                client = self._client(cap, judgement, method, state, result)
+                if client:
+                    found += client
         except _Unparsed:
             judgement = Judgement(Era.UNKNOWN, None, (), None, ())
             found = []
+            parts = _NO_PARTS
         except Exception as exc:  # noqa: BLE001 - a check must never break the proxy
+            parts = _NO_PARTS
             self.metrics.check_errors.inc(hop=cap.hop)
             log.warning("check.failed", hop=cap.hop, error=type(exc).__name__)
             judgement = Judgement(Era.UNKNOWN, None, (), None, ())
@@ -187,63 +217,81 @@ class Recorder:
             # The tap cut the stream because the client left: the origin did not leave it
             # unterminated, so that is no finding against it.
             found = [f for f in found if f.rule != "sse.unterminated"]
-        found += self._tap_findings(cap)
-        record = self.records.build(cap, judgement, found)
-        ids = self.tracing.export(cap, judgement, record)
-        pair = self._correlate(cap, judgement, record["exchangeId"])
+        request_body, response = cap.request, cap.response
+        if (cap.tap_error is not None or cap.sse_dropped
+                or (request_body is not None and request_body.truncated)
+                or (response is not None and response.truncated)):
+            found += self._tap_findings(cap)  # (it has nothing to say otherwise)
+        record = self.records.build(cap, judgement, found, parts)
+        if self._spans:
+            ids = self.tracing.export(cap, judgement, record)
+        else:  # ExchangeTracing.export, without the call
+            ids = {"exchange_id": record["exchangeId"], "trace_id": cap.trace_id}
+        pair = (self._correlate(cap, judgement, record["exchangeId"])
+                if self._correlating else None)
         self.sink.submit(record)
         if pair is not None:
             self.sink.submit(pair)
-        self._account(cap, judgement, found, pair, ids)
+        self._account(cap, judgement, parts[1], found, pair, ids)
         return record
 
     # -- judging ------------------------------------------------------------------------
 
-    def _judge(self, cap: Captured, state: _HopState) -> Judgement:
-        session = cap.request_headers.get(HEADER_SESSION_ID)
+    def _judge(self, cap: Captured, state: _HopState, session: str | None) -> Judgement:
         negotiated = cap.session_version or (state.sessions.get(session) if session else None)
         response = cap.response
-        sse_events = [t.event for t in cap.sse] if cap.sse or cap.sse_incomplete else None
-        exchange = Exchange(
-            request_headers=cap.request_headers,
-            request_body=cap.request.body,
-            response_status=cap.status if cap.tap_error is None else None,
-            response_headers=cap.response_headers,
-            response_body=response.body if response else b"",
-            http_method=cap.http_method,
-            capabilities=state.frozen_capabilities,
-            tool_schemas=state.tools,  # read only while judging: no copy
-            legacy_session=negotiated is not None,
-            negotiated_version=negotiated,
-            supported_versions=self.options.eras.supported_versions,
-            request_truncated=not cap.request.complete,
-            response_truncated=_response_unjudgeable(cap),
-            sse_events=sse_events if not cap.sse_incomplete else None,
+        request = cap.request
+        # Exchange(...) by position, without type.__call__ and the keywords (per exchange).
+        exchange = _make_exchange(
+            cap.request_headers,  # request_headers
+            request.body,  # request_body
+            cap.status if cap.tap_error is None else None,  # response_status
+            cap.response_headers,  # response_headers
+            response.body if response else b"",  # response_body
+            cap.http_method,  # http_method
+            None,  # era
+            state.frozen_capabilities,  # capabilities
+            state.tools,  # tool_schemas (read only while judging: no copy)
+            negotiated is not None,  # legacy_session
+            negotiated,  # negotiated_version
+            self._supported_versions,  # supported_versions
+            not (request.ended and not request.truncated and not request.decode_failed),
+            # response_truncated: the origin's answer was seen too partially for the response
+            # rules. A body cut short (the client left, the upstream broke) is not the
+            # origin's answer; an SSE stream cut short still has whole events, judged.
+            response is None or response.truncated or response.decode_failed
+            or bool(cap.sse_dropped) or (not response.ended and not cap.sse),
+            [t.event for t in cap.sse] if cap.sse and not cap.sse_incomplete else None,
+            None,  # allowed_origins
         )
-        return judge(exchange, where="origin")
+        return judge(exchange)
 
     def _follow(
-        self, cap: Captured, j: Judgement, found: list[Finding], state: _HopState
+        self, cap: Captured, j: Judgement, found: list[Finding], state: _HopState, session: str
     ) -> list[Finding]:
-        """Follow resumable legacy streams across connections (see core/resume.py)."""
+        """Follow resumable legacy streams across connections (see core/resume.py);
+        ``found`` is the caller's to give up (returned, extended, when nothing else ends)."""
         if state.streams is None:
             state.streams = ResumeTracker(self.options.upstream.idle_timeout_s)
         tracker, now = state.streams, cap.end_at or self.clock()
-        session = cap.request_headers.get(HEADER_SESSION_ID) or ""
-        ended = tracker.expire(now)
+        ended = tracker.expire(now) if tracker.parked else []
         if session and (cap.http_method == "DELETE" or cap.status == 404):
             return found + ended + tracker.end_session(session)
-        cursor = cap.request_headers.get("last-event-id")
-        stream = tracker.resume(session, cursor) if cursor and cap.http_method == "GET" else None
-        if stream is not None and cap.status is not None:
-            events = [t.event for t in cap.sse]
-            return found + ended + tracker.judge_resumed(stream, cap.status, events, now)
-        cursor = last_event_id(t.event for t in cap.sse) if cap.sse else None
-        if j.request and j.context and cursor and not cap.client_gone and resumable(
-                j.request, found):
-            ended += tracker.park(Parked(session, cursor, j.request, j.context, now, "origin"))
-            found = [f for f in found if f.rule != "sse.unterminated"]
-        return found + ended
+        if cap.http_method == "GET":  # only a GET resumes (by its Last-Event-ID)
+            cursor = cap.request_headers.get("last-event-id")
+            stream = tracker.resume(session, cursor) if cursor else None
+            if stream is not None and cap.status is not None:
+                events = [t.event for t in cap.sse]
+                return found + ended + tracker.judge_resumed(stream, cap.status, events, now)
+        if cap.sse:
+            cursor = last_event_id(t.event for t in cap.sse)
+            if j.request and j.context and cursor and not cap.client_gone and resumable(
+                    j.request, found):
+                ended += tracker.park(Parked(session, cursor, j.request, j.context, now, "origin"))
+                found = [f for f in found if f.rule != "sse.unterminated"]
+        if ended:
+            found += ended
+        return found
 
     def _learn(
         self,
@@ -252,14 +300,14 @@ class Recorder:
         method: str | None,
         state: _HopState,
         result: dict[str, Any] | None,
+        session: str | None,
     ) -> None:
         """Remember sessions, tools and advertised extensions from successful answers
-        (``kind`` and ``method``: the judged request's, None without one)."""
-        if kind is not Kind.REQUEST:
-            if cap.http_method == "DELETE":
-                session = cap.request_headers.get(HEADER_SESSION_ID)
-                if session:
-                    state.sessions.pop(session, None)
+        (``kind`` and ``method``: the judged request's, None without one; ``session``: the
+        request's session header)."""
+        if kind is not KIND_REQUEST:
+            if cap.http_method == "DELETE" and session:
+                state.sessions.pop(session, None)
             return
         if result is None:
             return
@@ -277,12 +325,14 @@ class Recorder:
         if method == "tools/list" and isinstance(result.get("tools"), list):
             # remember() inlined: a tools/list answer names every tool again each time.
             tools = state.tools
+            to_end = tools.move_to_end
             for tool in result["tools"]:
-                if isinstance(tool, dict):
+                # (the exact types first: a JSON parse makes no subclasses)
+                if type(tool) is dict or isinstance(tool, dict):
                     name = tool.get("name")
-                    if isinstance(name, str):
+                    if type(name) is str or isinstance(name, str):
                         tools[name] = tool.get("inputSchema")
-                        tools.move_to_end(name)
+                        to_end(name)
             while len(tools) > _MAX_STATE:
                 tools.popitem(last=False)
 
@@ -290,23 +340,18 @@ class Recorder:
         self,
         cap: Captured,
         j: Judgement,
-        kind: Kind | None,
         method: str | None,
         state: _HopState,
         result: dict[str, Any] | None,
     ) -> list[Finding]:
-        if kind is not Kind.REQUEST and kind is not Kind.NOTIFICATION:
-            return []
+        """The client's era choices (a request's or notification's exchange)."""
         key = f"{cap.client}|{cap.user_agent}"
         tracker = state.clients.get(key)
         if tracker is None:
             tracker = ClientTracker(legacy_allowed=self.options.eras.legacy_allowed)
             state.clients.remember(key, tracker)
-        code = _error_code(j.response_messages)
-        found: list[Finding] = tracker.observe(
-            ClientEvent(method, j.era, code, result)
-        )
-        return found
+        messages = j.response_messages
+        return tracker.see(method, j.era, _error_code(messages) if messages else None, result)
 
     def _tap_findings(self, cap: Captured) -> list[Finding]:
         found: list[Finding] = []
@@ -370,20 +415,22 @@ class Recorder:
         self,
         cap: Captured,
         j: Judgement,
+        method: str | None,
         found: list[Finding],
         pair: dict[str, Any] | None,
         ids: dict[str, str],
     ) -> None:
         at = cap.received_at
+        end, tap_error = cap.end_at, cap.tap_error  # (each read twice)
         rules = [f.rule for f in found] if found else []
         hop_rules = [f["rule"] for f in pair["findings"]] if pair is not None else []
-        era = str(j.era)
+        era = _ERA_TEXT.get(j.era) or str(j.era)  # str() of a StrEnum member, looked up
         tally: ExchangeTally = (
             cap.hop,
             era,
             rules + hop_rules if hop_rules else rules,
-            None if cap.tap_error is None else str(cap.tap_error["phase"]),
-            None if cap.end_at is None else cap.end_at - at,
+            None if tap_error is None else str(tap_error["phase"]),
+            None if end is None else end - at,
             None if cap.first_byte_at is None else cap.first_byte_at - at,
             cap.sse[0].at - at if cap.sse else None,
             None if cap.forwarded_at is None else cap.forwarded_at - at,
@@ -395,40 +442,18 @@ class Recorder:
         self.lines.info("exchange", {
             "hop": cap.hop,
             "era": era,
-            "method": j.method,
+            "method": method,
             "http_method": cap.http_method,
             "status": cap.egress_status,
-            "ms": round(
-                ((cap.egress_end_at or cap.end_at or cap.received_at) - cap.received_at) * 1000, 3
-            ),
+            "ms": round(((cap.egress_end_at or end or at) - at) * 1000, 3),
             "findings": sorted(set(rules)) if rules else [],
             "hop_findings": sorted(set(hop_rules)) if hop_rules else [],
-            "tap_error": cap.tap_error["phase"] if cap.tap_error else None,
+            "tap_error": tap_error["phase"] if tap_error else None,
         }, ids, _VOUCHED)
 
 
 class _Unparsed(Exception):
     """The request never parsed (the tap answered 400/431): there is nothing to judge."""
-
-
-def _response_unjudgeable(cap: Captured) -> bool:
-    """Whether the origin's answer was seen too partially for the response rules.
-
-    A body cut short (the client left, the upstream broke) is not the origin's answer; an
-    SSE stream cut short still has whole events, and those are judged.
-    """
-    response = cap.response
-    if response is None or response.truncated or response.decode_failed or cap.sse_dropped:
-        return True
-    return not response.ended and not cap.sse
-
-
-def _result(messages: tuple[Any, ...]) -> dict[str, Any] | None:
-    for m in messages:
-        if isinstance(m, dict) and "result" in m and "method" not in m:
-            r = m["result"]
-            return r if isinstance(r, dict) else None
-    return None
 
 
 def _error_code(messages: tuple[Any, ...]) -> int | None:

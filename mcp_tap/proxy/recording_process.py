@@ -159,7 +159,8 @@ class _BatchSink:
         """Hand the frame's records to the writer in one call."""
         if self.records:
             records, self.records = self.records, []
-            self.writer.submit_many(records)
+            # Handed over: the recorder never reads a record again once it is submitted.
+            self.writer.submit_many(records, owned=True)
 
 
 class _Handover:

@@ -15,10 +15,12 @@ from typing import Any
 import orjson
 
 from mcp_tap.core import deepjson
+from mcp_tap.core.eras import Era
 from mcp_tap.core.exchange import Judgement
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.hashing import DigestKey, seal_hex
 from mcp_tap.core.headers import HeaderMap
+from mcp_tap.core.jsonrpc import KIND_REQUEST, Kind
 from mcp_tap.core.redaction import Redacted, Redactor
 from mcp_tap.core.redaction.clean import CLEAN_CHECK_MIN
 from mcp_tap.proxy.capture import BodyCapture
@@ -32,6 +34,27 @@ _RECORD_LEVELS = 6
 _MAX_HEADS = 256  # redacted head views remembered (attacker-chosen heads start over)
 
 
+_ERA_TEXT = {era: str(era) for era in Era}  # str() of each member, looked up
+_KIND_TEXT = {kind: str(kind) for kind in Kind}
+
+
+def request_parts(j: Judgement) -> tuple[Kind | None, str | None, Any]:
+    """The judged request's kind, method and id (``Judgement.kind``, ``.method`` and
+    ``.rpc_id``), read from its classified message at once rather than through three
+    chains of properties."""
+    request = j.request
+    if request is None:
+        return None, None, None
+    classified = request.classified
+    kind = classified.kind
+    message = classified.message
+    if not isinstance(message, dict):
+        return kind, None, None
+    method = message.get("method")
+    return (kind, method if isinstance(method, str) else None,
+            message.get("id") if kind is KIND_REQUEST else None)
+
+
 class RecordBuilder:
     """Builds exchange records with one redactor and one digest key (one bundle's)."""
 
@@ -40,8 +63,7 @@ class RecordBuilder:
         self.redactor = redactor
         self.digest_key = digest_key
         self.digests = digest_key.describe()
-        self._ids = ""  # random hex, cut into exchange ids (see exchange_id)
-        self._next_id = 0  # where the next exchange id starts in _ids
+        self._ids: list[str] = []  # exchange ids drawn, not yet given (see exchange_id)
         # Redacted views of the header maps seen last, by identity: materialize shares one
         # (immutable) header map per distinct head, so a repeated head is redacted once, and
         # an id is looked up without hashing the head's strings. Each entry holds its map,
@@ -62,15 +84,18 @@ class RecordBuilder:
 
     def exchange_id(self) -> str:
         """A random exchange id (64 bits, hex), drawn 256 at a time (one system call)."""
-        at = self._next_id
-        if at >= len(self._ids):
-            self._ids, at = secrets.token_hex(8 * 256), 0
-        self._next_id = at + 16  # an offset, not a shorter copy of the rest each time
-        return self._ids[at : at + 16]
+        ids = self._ids
+        if not ids:
+            drawn = secrets.token_hex(8 * 256)
+            # Cut at once, last first: pop() then gives them in the order they were drawn.
+            ids[:] = [drawn[at : at + 16] for at in range(len(drawn) - 16, -1, -16)]
+        return ids.pop()
 
     def _body_json(self, capture: BodyCapture | None, messages: Any) -> tuple[Any, str | None]:
         """The redacted body for a view, and a note when it is stored as text."""
-        if capture is None or not capture.complete:
+        # not capture.complete, without the property call
+        if (capture is None or not capture.ended or capture.truncated
+                or capture.decode_failed):
             return None, None
         body = capture.body  # a property: read once
         if not body:
@@ -81,7 +106,11 @@ class RecordBuilder:
             except orjson.JSONDecodeError:
                 text = body[:_RAW_TEXT_CHARS].decode("utf-8", "replace")
                 return {"raw": self.redactor.redact_text(text)}, None
-        done = self.redactor.walk_message_text(messages, body)
+        red = self.redactor
+        # walk_message_text's small-text case (no argument policy) without its call
+        done = (red.walk_plain(messages)
+                if len(body) < CLEAN_CHECK_MIN and not red.policy.argument_policies
+                else red.walk_message_text(messages, body))
         if done.depth + 2 + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
             return done.value, None  # _recordable's usual answer, without its call
         return self._recordable(done, 2)
@@ -105,7 +134,7 @@ class RecordBuilder:
             parsed = iter(j.response_messages)
         red = self.redactor
         # walk_message without its call per event when no argument policy picks targets.
-        walk = red.walk_message if red.policy.argument_policies else red.walk
+        walk = red.walk_message if red.policy.argument_policies else red.walk_plain
         out = []
         for t, event, text in zip(cap.sse, events, texts, strict=True):
             data: Any
@@ -144,16 +173,35 @@ class RecordBuilder:
             out.append(data)
         return out
 
-    def build(self, cap: Captured, j: Judgement, found: list[Finding]) -> dict[str, Any]:
+    def build(
+        self,
+        cap: Captured,
+        j: Judgement,
+        found: list[Finding],
+        parts: tuple[Any, str | None, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The exchange record of ``cap`` judged ``j`` with findings ``found``.
+
+        ``parts``: :func:`request_parts` of ``j``, when the caller has read them already.
+        """
         red = self.redactor
         response = cap.response
         content_type = cap.response_headers.content_type()
         is_sse = content_type == "text/event-stream"
         key = self.digest_key
+        kind, method, rpc_id = request_parts(j) if parts is None else parts
         # A head that passed as it came is one header map for both views: redacted once
         # (the record holds the same list twice; nothing mutates a record's lists).
-        response_headers = self.header_lists(cap.response_headers)
-        request_headers = self.header_lists(cap.request_headers)
+        # header_lists' remembered case inline (two look-ups per exchange)
+        heads = self._heads
+        headers = cap.response_headers
+        known = heads.get(id(headers))
+        response_headers = (known[1] if known is not None and known[0] is headers
+                            else self.header_lists(headers))
+        headers = cap.request_headers
+        known = heads.get(id(headers))
+        request_headers = (known[1] if known is not None and known[0] is headers
+                           else self.header_lists(headers))
         origin: dict[str, Any] | None = None
         # Spliced, the client got the origin's bytes: one sealed digest for both views.
         same_bytes = response is not None and cap.egress_digest == response.digest
@@ -177,18 +225,19 @@ class RecordBuilder:
                 "headers": response_headers,
                 "sse": self._sse_json(cap, j) if is_sse else None,
                 "status": cap.status,
-                "truncated": not response.complete,
+                # not response.complete, without the property call
+                "truncated": not response.ended or response.truncated or response.decode_failed,
             }
             if note is not None:
                 origin["bodyNote"] = note
             if cap.interim:
                 origin["interim"] = cap.interim
-        request_body, request_note = self._body_json(cap.request, j.request_message)
+        request = cap.request
+        request_body, request_note = self._body_json(request, j.request_message)
         tap_error = cap.tap_error
         if tap_error is not None:
             # A library's reason may quote the upstream URL: no query, no userinfo.
             tap_error = {**tap_error, "reason": red.redact_reason(str(tap_error["reason"]))}
-        kind = j.kind
         # Keys in the order the chain digest sorts them (sorting sorted keys is cheaper).
         record = {
             "client": cap.client,
@@ -207,15 +256,15 @@ class RecordBuilder:
                 "sentAt": cap.sent_at,
                 "status": cap.egress_status,
             },
-            "era": str(j.era),
-            "exchangeId": self.exchange_id(),
-            "findings": self.findings_json(found, self.secrets(cap, j) if found else []),
+            "era": _ERA_TEXT.get(j.era) or str(j.era),
+            "exchangeId": self._ids.pop() if self._ids else self.exchange_id(),
+            "findings": self.findings_json(found, self.secrets(cap, j)) if found else [],
             "hop": cap.hop,
             "ingress": {
                 "body": request_body,
-                "bodyDigest": seal_hex(key, cap.request.digest),
-                "bodySize": cap.request.size,
-                "ended": cap.request.ended,
+                "bodyDigest": seal_hex(key, request.digest),
+                "bodySize": request.size,
+                "ended": request.ended,
                 "forwardedAt": cap.forwarded_at,
                 "forwardedHeaders": request_headers
                 if cap.forwarded_headers is cap.request_headers
@@ -223,15 +272,15 @@ class RecordBuilder:
                 "framing": cap.request_framing or None,
                 "headers": request_headers,
                 "httpMethod": cap.http_method,
-                "path": red.redact_url(cap.path),
+                "path": red.redact_url(path) if "=" in (path := cap.path) else path,
                 "receivedAt": cap.received_at,
-                "truncated": not cap.request.complete,
+                "truncated": not request.ended or request.truncated or request.decode_failed,
             },
             "kind": "exchange",
-            "messageKind": str(kind) if kind else None,
-            "method": j.method,
+            "messageKind": _KIND_TEXT.get(kind) or str(kind) if kind else None,
+            "method": method,
             "origin": origin,
-            "rpcId": j.rpc_id,
+            "rpcId": rpc_id,
             "tapError": tap_error,
             "traceId": cap.trace_id,
             "upgraded": cap.upgraded,

@@ -80,6 +80,7 @@ _MAX_MEMBER_BYTES: Final = 4 * 1024 * 1024
 # What a header name (as spelt) asks of its value, decided once per spelling.
 _PLAIN, _SESSION, _AUTH, _SECRET, _CHALLENGE = range(5)
 _new = object.__new__
+_UNSEEN: Final[Any] = object()  # no verdict remembered (a verdict may be None)
 
 
 def _shaped(text: str) -> bool:
@@ -167,7 +168,51 @@ class Redactor:
                 done: Redacted = _new(Redacted)  # Redacted(msg, 0, depth) without type.__call__
                 done.value, done.hits, done.depth = msg, 0, depth
                 return done
+        elif targets is None:
+            return self.walk_plain(msg)
         return self.walk(msg, targets)
+
+    def walk_plain(self, value: Any) -> Redacted:
+        """:meth:`walk` of ``value`` with no targets, collecting nothing: the same answer,
+        reached without building anything when nothing in it is redacted (see
+        :meth:`_plain_depth`), by the walk otherwise."""
+        if type(value) is dict:
+            depth = self._plain_depth(value, 1)
+            if depth >= 0:
+                done: Redacted = _new(Redacted)  # Redacted(value, 0, depth), no type.__call__
+                done.value, done.hits, done.depth = value, 0, depth
+                return done
+        return self.walk(value)
+
+    def _plain_depth(self, node: dict[Any, Any] | list[Any], level: int) -> int:
+        """The depth the walk reports for the non-empty container ``node`` at ``level`` when
+        it provably changes nothing there: every key known plain and no string with the shape
+        the text pass looks at (nor a tuple or another type the walk would look at twice);
+        -1 when that is not so (then the walk decides). Read only: nothing is remembered."""
+        if level > _RECURSE:
+            return -1  # the walk's loop, for deep values
+        if type(node) is dict:
+            if not self._plain_keys.issuperset(node):
+                return -1  # a key not known plain: the walk tests (and remembers) it
+            values: Any = node.values()
+        else:
+            values = node
+        depth = level
+        for child in values:
+            kind = type(child)
+            if kind is str:
+                if "=" in child or ":" in child or "earer" in child or "EARER" in child:
+                    return -1
+            elif kind is dict or kind is list:
+                if child:
+                    inner = self._plain_depth(child, level + 1)
+                    if inner < 0:
+                        return -1
+                    if inner > depth:
+                        depth = inner
+            elif not (kind is int or kind is float or kind is bool or child is None):
+                return -1
+        return depth
 
     def _clean_member(self, msg: dict[Any, Any]) -> int | None:
         """A bound of the walk's depth of a message whose one container member (a response's
@@ -185,7 +230,8 @@ class Redactor:
             if key not in plain and (type(key) is not str or self._secret_key(key)):
                 return None  # a key the walk would hide (or one not yet known plain)
             if kind is str:
-                if _shaped(value):  # the text pass might change it: the walk decides
+                # _shaped(value), inline: the text pass might change it: the walk decides
+                if "=" in value or ":" in value or "earer" in value or "EARER" in value:
                     return None
             elif kind is dict or kind is list:
                 if member is not None or not value:
@@ -204,9 +250,8 @@ class Redactor:
             except TypeError:  # nested past orjson's limit
                 return None
         known = self._clean_members
-        if written in known:
-            depth = known[written]
-        else:
+        depth = known.get(written, _UNSEEN)
+        if depth is _UNSEEN:
             depth = self._clean_json.depth(written)
             self._member_bytes += len(written)
             if self._member_bytes > _MAX_MEMBER_BYTES:
