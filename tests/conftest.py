@@ -12,13 +12,13 @@ import pytest
 from aiohttp import web
 from peers import run_origin
 
-from mcp_tap.proxy.splice.loop import TapLoop
+from mcp_tap.proxy.splice.loop import new_loop
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, object]:
     """Every async test runs on the tap's own event loop (``mcp-tap proxy``'s default), so
     the forwarding core is tested on the transports it runs on."""
-    return {"tap_loop": TapLoop}
+    return {"tap_loop": new_loop}
 
 
 @pytest.fixture(scope="session")

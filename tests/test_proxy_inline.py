@@ -16,10 +16,10 @@ import orjson
 from mcp_tap.evidence import EvidenceWriter
 from mcp_tap.evidence.reader import read_bundle
 from mcp_tap.proxy.capture import RawBody, RawExchange
-from mcp_tap.proxy.inline import BatchSink, InlineRecording
+from mcp_tap.proxy.inline import InlineRecording
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import load_options
-from mcp_tap.proxy.recorder import Recorder
+from mcp_tap.proxy.recorder import BatchSink, Recorder
 
 LEGACY = "2025-11-25"
 
@@ -31,9 +31,9 @@ class _CountingWriter(EvidenceWriter):
         super().__init__(directory)
         self.batches: list[int] = []
 
-    def submit_many(self, records: Sequence[dict[str, Any]]) -> bool:
+    def submit_many(self, records: Sequence[dict[str, Any]], *, owned: bool = False) -> bool:
         self.batches.append(len(records))
-        return super().submit_many(records)
+        return super().submit_many(records, owned=owned)
 
 
 def _body(value: dict[str, Any]) -> RawBody:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from mcp_tap.proxy.splice.loop import LeanTransport, TapLoop
+import pytest
+
+from mcp_tap.proxy.splice.loop import LEAN, LeanTransport, TapLoop
 
 
 class _Collect(asyncio.Protocol):
@@ -48,6 +50,7 @@ async def _pair() -> tuple[_Collect, socket.socket]:
     return proto, theirs
 
 
+@pytest.mark.skipif(not LEAN, reason="TapLoop is the default only on Python 3.11")
 async def test_the_tests_run_on_the_tap_loop_and_its_transport() -> None:
     assert isinstance(asyncio.get_running_loop(), TapLoop)
     proto, theirs = await _pair()

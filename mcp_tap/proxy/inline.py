@@ -15,36 +15,13 @@ session snapshotted in its place among them, after what they teach the recorder.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import structlog
 
-from mcp_tap.evidence import EvidenceWriter
 from mcp_tap.proxy.capture import RawExchange
-from mcp_tap.proxy.recorder import Recorder
+from mcp_tap.proxy.recorder import BatchSink, Recorder
 
 log = structlog.get_logger("mcp_tap.proxy")
-
-
-class BatchSink:
-    """A recorder's sink that keeps records for one :meth:`EvidenceWriter.submit_many` (one
-    disk write) per batch."""
-
-    def __init__(self, writer: EvidenceWriter) -> None:
-        """Records for ``writer``, handed over by :meth:`flush`."""
-        self.writer = writer
-        self.records: list[dict[str, Any]] = []
-
-    def submit(self, record: dict[str, Any]) -> bool:
-        """Keep ``record`` for the batch (the writer counts it if the batch is lost)."""
-        self.records.append(record)
-        return True
-
-    def flush(self) -> None:
-        """Hand the batch's records to the writer in one call."""
-        if self.records:
-            records, self.records = self.records, []
-            self.writer.submit_many(records)
 
 
 class InlineRecording:
@@ -99,5 +76,8 @@ class InlineRecording:
                 except Exception as exc:  # noqa: BLE001 - evidence must never break traffic
                     log.error("record.failed", hop=cap.hop, error=type(exc).__name__)
         finally:
-            self.sink.flush()
+            try:
+                self.sink.flush()
+            except Exception as exc:  # noqa: BLE001 - evidence must never break traffic
+                log.error("record.failed", error=type(exc).__name__, records=len(pending))
             recorder.release()

@@ -27,6 +27,7 @@ from mcp_tap.core.jsonrpc import KIND_NOTIFICATION, KIND_REQUEST, Kind
 from mcp_tap.core.redaction import Redactor
 from mcp_tap.core.resume import Parked, ResumeTracker, last_event_id, resumable
 from mcp_tap.core.selection import ClientTracker
+from mcp_tap.evidence import EvidenceWriter
 from mcp_tap.logs import LineBatch
 from mcp_tap.proxy.capture import RawExchange
 from mcp_tap.proxy.captured import Captured, materialize
@@ -56,6 +57,29 @@ class RecordSink(Protocol):
     def submit(self, record: dict[str, Any]) -> bool:
         """Queue one redacted record; False when it was lost (and counted)."""
         ...
+
+
+class BatchSink:
+    """A :class:`RecordSink` that keeps records for one :meth:`EvidenceWriter.submit_many`
+    (one disk write) per batch: a read of the hand-off pipe in the recording process, a loop
+    iteration inline."""
+
+    def __init__(self, writer: EvidenceWriter) -> None:
+        """Records for ``writer``, handed over by :meth:`flush`."""
+        self.writer = writer
+        self.records: list[dict[str, Any]] = []
+
+    def submit(self, record: dict[str, Any]) -> bool:
+        """Keep ``record`` for the batch (the writer counts it if the batch is lost)."""
+        self.records.append(record)
+        return True
+
+    def flush(self) -> None:
+        """Hand the batch's records to the writer in one call."""
+        if self.records:
+            records, self.records = self.records, []
+            # Handed over: the recorder never reads a record again once it is submitted.
+            self.writer.submit_many(records, owned=True)
 
 
 class ExchangeRecorder(Protocol):

@@ -29,7 +29,7 @@ from mcp_tap.proxy import handoff
 from mcp_tap.proxy.captured import materialize_state
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions
-from mcp_tap.proxy.recorder import Recorder
+from mcp_tap.proxy.recorder import BatchSink, Recorder
 
 log = structlog.get_logger("mcp_tap.proxy")
 
@@ -77,7 +77,7 @@ def run_recording_process(
     except InputError as exc:
         reports.send(("error", str(exc)))
         return
-    batch = _BatchSink(writer)
+    batch = BatchSink(writer)
     recorder = Recorder(options, batch, metrics, time.time)
     gc.freeze()  # keep full collections from walking the start-up objects (see commands.proxy)
     gc.set_threshold(*_GC_THRESHOLD)
@@ -140,27 +140,6 @@ def run_recording_process(
     writer.close(abrupt=not stopped, inflight=len(state.sessions))
     report()
     reports.close()
-
-
-class _BatchSink:
-    """The recorder's sink in the recording process: one writer submit (one disk write) per
-    read of the pipe."""
-
-    def __init__(self, writer: EvidenceWriter) -> None:
-        self.writer = writer
-        self.records: list[dict[str, Any]] = []
-
-    def submit(self, record: dict[str, Any]) -> bool:
-        """Keep ``record`` for the frame's batch (the writer counts it if the batch is lost)."""
-        self.records.append(record)
-        return True
-
-    def flush(self) -> None:
-        """Hand the frame's records to the writer in one call."""
-        if self.records:
-            records, self.records = self.records, []
-            # Handed over: the recorder never reads a record again once it is submitted.
-            self.writer.submit_many(records, owned=True)
 
 
 class _Handover:

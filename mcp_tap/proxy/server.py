@@ -22,10 +22,10 @@ from mcp_tap.errors import InputError
 from mcp_tap.evidence import EvidenceWriter
 from mcp_tap.evidence.signing import load_signing_key
 from mcp_tap.proxy.admin import admin_app
-from mcp_tap.proxy.inline import BatchSink, InlineRecording
+from mcp_tap.proxy.inline import InlineRecording
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions, parse_listen
-from mcp_tap.proxy.recorder import Recorder
+from mcp_tap.proxy.recorder import BatchSink, Recorder
 from mcp_tap.proxy.splice.hop import COUNTED, HopCore
 from mcp_tap.proxy.worker import ProcessRecorder
 

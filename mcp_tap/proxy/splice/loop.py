@@ -30,6 +30,7 @@ import math
 import os
 import select
 import selectors
+import sys
 from asyncio import selector_events
 from typing import Any
 
@@ -179,6 +180,12 @@ class TapLoop(asyncio.SelectorEventLoop):
                     ready(writer)
 
 
+# The overridden methods are copies of Python 3.11's asyncio with calls inlined; another
+# version's asyncio may keep different state in its transports, so it runs unchanged there.
+LEAN = sys.version_info[:2] == (3, 11)
+
+
 def new_loop() -> asyncio.AbstractEventLoop:
-    """A new :class:`TapLoop` (the loop factory of ``mcp-tap proxy``)."""
-    return TapLoop()
+    """The loop factory of ``mcp-tap proxy``: a :class:`TapLoop` on the Python whose asyncio
+    it was written against (3.11), asyncio's own selector loop on any other."""
+    return TapLoop() if LEAN else asyncio.SelectorEventLoop()
