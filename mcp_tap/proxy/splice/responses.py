@@ -83,9 +83,7 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
         scanned = known_response(raw_head)
         known = accepted_response(raw_head) if scanned is not None else None
         if known is not None and len(rest) == known[2] and not response.skip_body:
-            # (response.accepted(known), without the call)
-            response.status, response.keep_alive, _ = known
-            response.head_done = True
+            response.accepted(known)
         else:
             known = None
             try:
@@ -134,17 +132,7 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
                 return
             ex.tunnel = True
             return
-        # How the final answer is framed (set_framing, without the call)
-        if ex.skip_body or response.status in (204, 304):
-            framing = "none"
-        elif framing == "length":
-            ex.remaining = length
-        elif framing == "chunked":
-            response.chunked = True
-        else:
-            framing = "close"
-            ex.close_client = True  # the client reads this answer until the connection ends
-        ex.response_framing = raw.response_framing = framing
+        framing = set_framing(client, ex, framing, length, response)
         if not rest:
             client.transport.write(out)
             raw.sent_at = client.clock()
@@ -163,18 +151,8 @@ def response_heads(client: ClientConnection, ex: Exchange, data: bytes) -> None:
             raw.sent_at = at = client.clock()
             ex.remaining = length - len(rest)
             if known is not None:  # the whole body of an accepted head (see above)
-                # (response.accepted_body(rest, at), without the call)
-                body = response.body  # (raw.response: see response_message)
-                body.feed(rest, at)
-                response.on_message_complete()
-                response.complete = True
-                # (response_complete, without the call)
-                body.ended = True
-                raw.end_at = raw.egress_end_at = client.clock()
-                ex.response_done = True
-                if ex.request.upgrade or not ex.request_done:  # (see response_complete)
-                    ex.close_client = True
-                client._finish(ex)
+                response.accepted_body(rest, at)
+                client._response_complete(ex)
                 return
             _body_copy(client, ex, response, rest, at)
             return
@@ -218,9 +196,7 @@ def set_framing(
     client: ClientConnection, ex: Exchange, framing: str, length: int, response: ResponseMessage
 ) -> str:
     """Note how the final answer is framed (length, chunked, none, or until close), from
-    its head's :func:`~mcp_tap.proxy.splice.framing.head_scan`; returns that framing.
-    (:func:`response_heads` runs these same lines in place: one call fewer per answer;
-    the fuzz inputs' reference parse calls this one.)"""
+    its head's :func:`~mcp_tap.proxy.splice.framing.head_scan`; returns that framing."""
     if ex.skip_body or response.status in (204, 304):
         framing = "none"
     elif framing == "length":
