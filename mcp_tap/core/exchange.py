@@ -18,7 +18,6 @@ from mcp_tap.core.eras import (
     ERA_UNKNOWN,
     HEADER_PROTOCOL_VERSION,
     META_CLIENT_CAPABILITIES,
-    MODERN_META_KEYS,
     MODERN_VERSIONS,
     Era,
     body_meta,
@@ -107,7 +106,6 @@ _NO_FINDINGS: tuple[Finding, ...] = ()
 _make_judgement = maker(Judgement)
 _make_context = maker(ResponseContext)
 _VERSION_KEY = HEADER_PROTOCOL_VERSION.lower()
-_HANDSHAKE_METHODS = ("initialize", "notifications/initialized")  # (era_of's exception)
 # Whether one Accept value misses a type a POST must accept, by the value (see judge).
 _ACCEPT_MISSING: dict[str, bool] = {}
 _MAX_ACCEPTS = 256
@@ -202,14 +200,10 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
     if given is None and exchange.legacy_session:
         era = ERA_LEGACY  # era_of's first rule, without the call
     elif given is None:
-        if (meta is not None and not MODERN_META_KEYS.isdisjoint(meta)
-                and message.get("method") not in _HANDSHAKE_METHODS):
-            era = ERA_MODERN  # era_of's answer for modern metadata, without the call
-        else:
-            versions = by_name.get(_VERSION_KEY)  # headers.get(HEADER_PROTOCOL_VERSION)
-            era = era_of(
-                message, meta, versions[0] if versions else None, exchange.legacy_session
-            )
+        versions = by_name.get(_VERSION_KEY)  # headers.get(HEADER_PROTOCOL_VERSION)
+        era = era_of(
+            message, meta, versions[0] if versions else None, exchange.legacy_session
+        )
     else:
         era = given
     if exchange.request_truncated:

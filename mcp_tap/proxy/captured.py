@@ -291,9 +291,7 @@ def materialize_state(state: tuple[Any, ...], max_sse_events: int) -> Captured:
     cap.user_agent = user_agent[0] if user_agent else ""
     cap.request_headers = request_headers
     cap.forwarded_headers = request_headers if forwarded is None else _headers(forwarded)
-    # _encoding(request_headers), without the call
-    encoding = index.get("content-encoding")  # type: ignore[union-attr]
-    cap.request = BodyCapture.from_state(request, (encoding[0] or "") if encoding else "")
+    cap.request = BodyCapture.from_state(request, _encoding(request_headers))
     cap.response_headers = response_headers
     cap.egress_headers = response_headers if egress is None else _headers(egress)
     cap.sse = []
@@ -304,9 +302,7 @@ def materialize_state(state: tuple[Any, ...], max_sse_events: int) -> Captured:
         cap.response = None
         cap.egress_digest = ""
     else:
-        # _encoding(response_headers), without the call
-        encoding = response_headers._index.get("content-encoding")  # type: ignore[union-attr]
-        encoding = (encoding[0] or "") if encoding else ""
+        encoding = _encoding(response_headers)
         body = cap.response = BodyCapture.from_state(response, encoding)
         cap.egress_digest = body.digest  # spliced: the client got the origin's bytes
         if response_headers.content_type() == "text/event-stream" and encoding in (

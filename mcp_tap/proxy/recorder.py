@@ -36,7 +36,7 @@ from mcp_tap.proxy.metrics import ExchangeTally, Metrics
 from mcp_tap.proxy.options import TapOptions
 from mcp_tap.proxy.records import RecordBuilder, request_parts
 from mcp_tap.proxy.splice.answers import tap_error_rule
-from mcp_tap.proxy.tracing import ExchangeTracing, tracing_for
+from mcp_tap.proxy.tracing import tracing_for
 
 log = structlog.get_logger("mcp_tap.proxy")
 
@@ -131,7 +131,6 @@ class Recorder:
         self.redactor = Redactor(options.redaction, pseudonym_key=self.digest_key.secret)
         self.records = RecordBuilder(self.redactor, self.digest_key)
         self.tracing = tracing_for(options)
-        self._spans = type(self.tracing) is not ExchangeTracing  # spans made per exchange
         self._correlating = len(options.hops) >= 2  # (_correlate: nothing for one hop)
         self._hops: dict[str, _HopState] = {h.name: _HopState() for h in options.hops}
         self.lines = LineBatch("mcp_tap.proxy")  # the exchange lines
@@ -197,15 +196,7 @@ class Recorder:
             sessions = cap.request_headers.by_name().get(_SESSION_KEY)
             session = sessions[0] if sessions else None
             judgement = self._judge(cap, state, session)
-            streams = state.streams
-            if (streams is not None and not streams.parked and not session and not cap.sse
-                    and cap.http_method != "GET"):
-                # Nothing to follow: no stream waits, and this exchange neither resumes one,
-                # ends a session's, nor streams (what _follow answers then, without its call).
-                found = list(judgement.findings)
-            else:
-                found = self._follow(
-                    cap, judgement, list(judgement.findings), state, session or "")
+            found = self._follow(cap, judgement, list(judgement.findings), state, session or "")
             result = None  # _result(judgement.response_messages), its usual case inline
             for m in judgement.response_messages:
                 if isinstance(m, dict) and "result" in m and "method" not in m:
@@ -241,16 +232,9 @@ class Recorder:
             # The tap cut the stream because the client left: the origin did not leave it
             # unterminated, so that is no finding against it.
             found = [f for f in found if f.rule != "sse.unterminated"]
-        request_body, response = cap.request, cap.response
-        if (cap.tap_error is not None or cap.sse_dropped
-                or (request_body is not None and request_body.truncated)
-                or (response is not None and response.truncated)):
-            found += self._tap_findings(cap)  # (it has nothing to say otherwise)
+        found += self._tap_findings(cap)
         record = self.records.build(cap, judgement, found, parts)
-        if self._spans:
-            ids = self.tracing.export(cap, judgement, record)
-        else:  # ExchangeTracing.export, without the call
-            ids = {"exchange_id": record["exchangeId"], "trace_id": cap.trace_id}
+        ids = self.tracing.export(cap, judgement, record)
         pair = (self._correlate(cap, judgement, record["exchangeId"])
                 if self._correlating else None)
         self.sink.submit(record)

@@ -93,9 +93,7 @@ class RecordBuilder:
 
     def _body_json(self, capture: BodyCapture | None, messages: Any) -> tuple[Any, str | None]:
         """The redacted body for a view, and a note when it is stored as text."""
-        # not capture.complete, without the property call
-        if (capture is None or not capture.ended or capture.truncated
-                or capture.decode_failed):
+        if capture is None or not capture.complete:
             return None, None
         body = capture.body  # a property: read once
         if not body:
@@ -106,11 +104,7 @@ class RecordBuilder:
             except orjson.JSONDecodeError:
                 text = body[:_RAW_TEXT_CHARS].decode("utf-8", "replace")
                 return {"raw": self.redactor.redact_text(text)}, None
-        red = self.redactor
-        # walk_message_text's small-text case (no argument policy) without its call
-        done = (red.walk_plain(messages)
-                if len(body) < CLEAN_CHECK_MIN and not red.policy.argument_policies
-                else red.walk_message_text(messages, body))
+        done = self.redactor.walk_message_text(messages, body)
         if done.depth + 2 + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
             return done.value, None  # _recordable's usual answer, without its call
         return self._recordable(done, 2)
@@ -192,16 +186,8 @@ class RecordBuilder:
         kind, method, rpc_id = request_parts(j) if parts is None else parts
         # A head that passed as it came is one header map for both views: redacted once
         # (the record holds the same list twice; nothing mutates a record's lists).
-        # header_lists' remembered case inline (two look-ups per exchange)
-        heads = self._heads
-        headers = cap.response_headers
-        known = heads.get(id(headers))
-        response_headers = (known[1] if known is not None and known[0] is headers
-                            else self.header_lists(headers))
-        headers = cap.request_headers
-        known = heads.get(id(headers))
-        request_headers = (known[1] if known is not None and known[0] is headers
-                           else self.header_lists(headers))
+        response_headers = self.header_lists(cap.response_headers)
+        request_headers = self.header_lists(cap.request_headers)
         origin: dict[str, Any] | None = None
         # Spliced, the client got the origin's bytes: one sealed digest for both views.
         same_bytes = response is not None and cap.egress_digest == response.digest
@@ -225,8 +211,7 @@ class RecordBuilder:
                 "headers": response_headers,
                 "sse": self._sse_json(cap, j) if is_sse else None,
                 "status": cap.status,
-                # not response.complete, without the property call
-                "truncated": not response.ended or response.truncated or response.decode_failed,
+                "truncated": not response.complete,
             }
             if note is not None:
                 origin["bodyNote"] = note
@@ -272,9 +257,9 @@ class RecordBuilder:
                 "framing": cap.request_framing or None,
                 "headers": request_headers,
                 "httpMethod": cap.http_method,
-                "path": red.redact_url(path) if "=" in (path := cap.path) else path,
+                "path": red.redact_url(cap.path),
                 "receivedAt": cap.received_at,
-                "truncated": not request.ended or request.truncated or request.decode_failed,
+                "truncated": not request.complete,
             },
             "kind": "exchange",
             "messageKind": _KIND_TEXT.get(kind) or str(kind) if kind else None,
