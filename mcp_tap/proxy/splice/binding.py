@@ -8,7 +8,6 @@ there as a method of the same name (``client`` is the connection).
 from __future__ import annotations
 
 import asyncio
-from time import monotonic as _now
 from typing import TYPE_CHECKING
 
 import structlog
@@ -91,12 +90,8 @@ def attach(client: ClientConnection, ex: Exchange, conn: UpstreamConnection) -> 
         conn.transport.write(data)
     if client._paused:
         client._resume("connecting")
-    ex.idle = timer = client.idle_timer
-    if timer.handle is not None:  # (Timer.start, without the call)
-        timer.active = True
-        timer.deadline = _now() + timer.seconds
-    else:
-        timer.start()
+    ex.idle = client.idle_timer
+    ex.idle.start()
 
 
 def retry(client: ClientConnection, ex: Exchange) -> None:

@@ -7,7 +7,6 @@ there as a method of the same name (``client`` is the connection).
 
 from __future__ import annotations
 
-from time import monotonic as _now
 from typing import TYPE_CHECKING
 
 import structlog
@@ -133,12 +132,7 @@ def finish(client: ClientConnection, ex: Exchange) -> None:
     if client._paused:  # (usually not: no call then)
         client._resume("upstream")
         client._resume("pipelined")
-    timer = client.head_timer
-    if timer.handle is not None:  # (Timer.start, without the call)
-        timer.active = True
-        timer.deadline = _now() + timer.seconds
-    else:
-        timer.start()
+    client.head_timer.start()
     if client.buffer and not client._scheduled:
         client._scheduled = True  # not recursively: pipelined requests go one per callback
         client.loop.call_soon(client._next_request)
