@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 
 from mcp_tap.cli import EXIT_NO, EXIT_OK
+from mcp_tap.commands.integrity import add_allow_unverified, check_integrity
 from mcp_tap.commands.probe import timeout_seconds
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import find_bundles
@@ -56,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=timeout_seconds, default=30.0, metavar="SECONDS",
                         help="per-request timeout (default 30, at most 3600)")
     add_format_option(parser)
+    add_allow_unverified(parser)
 
 
 def options(args: argparse.Namespace) -> ReplayOptions:
@@ -126,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
     """
     opts = options(args)
     bundles = [bundle for path in args.evidence for bundle in find_bundles(path)]
-    items = iter_replay(bundle_records(bundles), opts)
+    integrity = check_integrity(bundles, allow=args.allow_unverified)
+    items = iter_replay(bundle_records(bundles, lenient=integrity.lenient), opts)
     if args.format == "text":
         return EXIT_OK if _stream_text(items, opts.target) else EXIT_NO
     report = collect(items, opts.target)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from mcp_tap.commands.integrity import add_allow_unverified, check_integrity
 from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit, rule_strength
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "resultType, _meta, ttlMs, cacheScope",
     )
     add_format_option(parser)
+    add_allow_unverified(parser)
 
 
 def _text(report: SdkDiffReport) -> str:
@@ -91,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
 
     allowlist = DEFAULT_ALLOWLIST | _allow_fields(args.allow)
     # Streamed (one record at a time, whatever the bundles' size), one process per bundle.
-    report = diff_bundles(find_bundles(args.evidence), allowlist)
+    bundles = find_bundles(args.evidence)
+    integrity = check_integrity(bundles, allow=args.allow_unverified)
+    report = diff_bundles(bundles, allowlist, lenient=integrity.lenient)
     emit(outcome(report, str(args.evidence)), args)
     return 0 if report.ok else 1
