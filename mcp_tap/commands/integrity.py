@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_tap.errors import InputError
-from mcp_tap.evidence import VerifyReport, verify_bundles
+from mcp_tap.evidence import LOSS_KINDS, VerifyReport, verify_bundles
 
 __all__ = ["ALLOW_FLAG", "Integrity", "add_allow_unverified", "check_integrity"]
 
@@ -34,7 +34,7 @@ def add_allow_unverified(parser: argparse.ArgumentParser) -> None:
 
 
 def _first(report: VerifyReport) -> str:
-    errors = report.errors
+    errors = [p for p in report.errors if p.kind not in LOSS_KINDS]
     return " ".join((errors[0].message if errors else "no problem").split())
 
 
@@ -46,8 +46,9 @@ class Integrity:
 
     @property
     def failed(self) -> tuple[VerifyReport, ...]:
-        """The bundles that do not verify."""
-        return tuple(r for r in self.reports if not r.ok)
+        """The bundles that do not verify for another reason than stated loss (a gap, an
+        abrupt end: the records there are still the ones written, and the loss is stated)."""
+        return tuple(r for r in self.reports if not r.intact)
 
     @property
     def ok(self) -> bool:

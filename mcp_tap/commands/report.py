@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
                        generated=generated, bounds=replace(DEFAULT_BOUNDS, rows=args.max_rows))
     write_atomically(args.out, render_report(data))
     action = data.decision.get("action") if data.decision else None
-    unverified = sum(1 for b in data.bundles if not b.ok)
+    unverified = sum(1 for b in data.bundles if not b.intact)
     if args.json:
         summary = {"out": str(args.out), "bundles": len(data.bundles),
                    "unverified": unverified,

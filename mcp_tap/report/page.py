@@ -117,7 +117,7 @@ def integrity_section(data: ReportData) -> str:
     """The page's first card when a bundle does not verify: which, and its first problems
     ("" when every bundle verifies). It stands before the decision, so no reader takes
     what follows for an answer about the service without seeing it."""
-    failed = [b for b in data.bundles if not b.ok]
+    failed = [b for b in data.bundles if not b.intact]
     if not failed:
         return ""
     items = "".join(
