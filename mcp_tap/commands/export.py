@@ -123,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
     elif args.summary_format == "text":
         unverified = "" if integrity.ok else "UNVERIFIED: "
-        sys.stdout.write(f"{unverified}exported {summary['records']} records ({summary['exchanges']} "
+        sys.stdout.write(f"{unverified}exported {summary['records']} records "
+                         f"({summary['exchanges']} "
                          f"exchanges) from {len(records.sources)} bundle(s) to {args.out} as "
                          f"{args.format}: {written} bytes\n")
     return EXIT_OK

@@ -131,7 +131,8 @@ _decode_record: Final = msgspec.json.Decoder(CheckedRecord).decode
 
 def _say(exc: Exception) -> str:
     # msgspec: "Expected `float` <= 253402300799.0, got 1e+20 - at `$.ingress.receivedAt`".
-    return "evidence schema %d: %s" % (SCHEMA_VERSION, str(exc).replace("`", "")[:300])
+    shown = str(exc).replace("`", "")[:300]
+    return f"evidence schema {SCHEMA_VERSION}: {shown}"
 
 
 def _check(value: Mapping[str, Any], shape: type[msgspec.Struct]) -> str | None:
