@@ -85,7 +85,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(orjson.dumps(summary).decode() + "\n")
     else:
         decided = f", decision {action}" if action else ""
-        flag = f"UNVERIFIED ({unverified} bundle(s) do not verify): " if unverified else ""
+        first = next((p for b in data.bundles if not b.intact for p in b.problems
+                      if p.startswith("error")), "")
+        flag = (f"UNVERIFIED ({unverified} bundle(s) do not verify; first {first}): "
+                if unverified else "")
         sys.stdout.write(f"{flag}report: {args.out} ({len(data.bundles)} bundle(s), "
                          f"{data.exchanges} exchanges, {len(data.rules)} rule(s) with findings"
                          f"{decided})\n")

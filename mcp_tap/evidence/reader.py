@@ -11,6 +11,7 @@ file and line of a malformed record (unless ``lenient``, which skips it), and ap
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,8 +35,24 @@ from mcp_tap.files import open_regular, read_file
 
 _CHUNK: Final = 1 << 20  # segments are read in pieces this big: memory is flat in their size
 MAX_RECORD_BYTES: Final = 256 * 1024 * 1024
-"""The longest segment line a reader accepts: the proxy caps every captured body far below
-this, so a longer line (a sparse file, ``/dev/zero``) is hostile; the read stops there."""
+"""The longest segment line a reader accepts by default: the proxy caps every captured body
+far below this (1 MiB a view by default), so a longer line (a sparse file, ``/dev/zero``)
+is hostile; the read stops there. :data:`RECORD_LIMIT_ENV` sets another (a capture with
+larger ``capture.max_body_bytes`` needs it)."""
+RECORD_LIMIT_ENV: Final = "MCP_TAP_MAX_RECORD_BYTES"
+
+
+def max_record_bytes() -> int:
+    """The record limit: :data:`RECORD_LIMIT_ENV` if set (bytes, at least 1 KiB), else
+    :data:`MAX_RECORD_BYTES`; :class:`InputError` for a value that is no such number."""
+    text = os.environ.get(RECORD_LIMIT_ENV)
+    if text is None:
+        return MAX_RECORD_BYTES
+    value = text.strip()
+    if not value.isdigit() or len(value) > 15 or int(value) < 1024:
+        raise InputError(f"{RECORD_LIMIT_ENV} must be a number of bytes of at least 1024, "
+                         f"got {text[:40]!r}")
+    return int(value)
 MAX_META_BYTES: Final = 16 * 1024 * 1024
 """The largest ``bundle.json`` or manifest a reader accepts (the writer's are under 2 KB)."""
 
@@ -154,13 +171,14 @@ class SegmentScan:
     :class:`~mcp_tap.errors.EvidenceLimitError` naming the place; nothing past it is read.
     """
 
-    def __init__(self, path: Path, *, max_line: int = MAX_RECORD_BYTES,
+    def __init__(self, path: Path, *, max_line: int | None = None,
                  max_bytes: int | None = None) -> None:
-        """Prepare to read ``path``; nothing is read before :meth:`spans` or :meth:`lines`."""
+        """Prepare to read ``path``; nothing is read before :meth:`spans` or :meth:`lines`.
+        ``max_line`` defaults to :func:`max_record_bytes`."""
         self.path = path
         self.size = 0
         self._hash = hashlib.sha256()
-        self.max_line = max_line
+        self.max_line = max_record_bytes() if max_line is None else max_line
         self.max_bytes = max_bytes
 
     def _over(self, pending: list[bytes]) -> None:
@@ -379,6 +397,9 @@ def read_bundle(path: str | Path, *, lenient: bool = False) -> Bundle:
 
 
 __all__ = [
+    "MAX_META_BYTES",
+    "MAX_RECORD_BYTES",
+    "RECORD_LIMIT_ENV",
     "Bundle",
     "Line",
     "SegmentFiles",
@@ -387,6 +408,7 @@ __all__ = [
     "check_manifest_format",
     "iter_records",
     "list_segments",
+    "max_record_bytes",
     "parse_line",
     "parse_lines",
     "read_bundle",
