@@ -1,12 +1,23 @@
 """The admin listener: ``/healthz`` (alive), ``/readyz`` (upstreams reachable, evidence
 writable), ``/metrics`` (Prometheus text), and with a gate policy ``/gate`` and
-``/gate/flagger`` (canary analysis, :mod:`mcp_tap.proxy.canary`). Loopback by default."""
+``/gate/flagger`` (canary analysis, :mod:`mcp_tap.proxy.canary`). Loopback by default.
+
+It shares the proxy's event loop, so it must stay cheap whatever it is asked: a request
+body past :data:`MAX_BODY_BYTES` is refused (413) before it is read, requests waiting for a
+gate decision are bounded (:data:`MAX_GATE_WAITERS`; more get 503 with ``Retry-After``,
+and every waiter shares the one evaluation, which runs in its own process), and a method
+or path it does not serve gets 405 (with ``Allow``) or 404. Off loopback, protect it with
+``[admin] token_env`` (a bearer token read from that environment variable: every route
+but ``/healthz`` and ``/readyz``, which probes call, then needs ``Authorization: Bearer``)
+or a NetworkPolicy (``examples/k8s/networkpolicy.yaml``).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from aiohttp import web
 
@@ -16,12 +27,51 @@ if TYPE_CHECKING:
     from mcp_tap.proxy.canary import CanaryAnalysis
 
 ReadinessCheck = Callable[[], Awaitable[list[str]]]
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+MAX_BODY_BYTES: Final = 64 * 1024
+"""The largest request body the admin listener reads (Flagger's webhook posts well under
+1 KiB); a larger one is 413 and is not read."""
+MAX_GATE_WAITERS: Final = 64
+"""Requests that may wait for a gate decision at once; more are answered 503 at once."""
+_OPEN_PATHS: Final = frozenset({"/healthz", "/readyz"})  # probes: never behind the token
+
+
+def _bounded(handler: Handler, slots: asyncio.Semaphore) -> Handler:
+    """``handler`` admitted only while a slot is free (503 with Retry-After otherwise)."""
+
+    async def bounded(request: web.Request) -> web.Response:
+        if slots.locked():
+            return web.json_response(
+                {"error": "too many gate requests waiting; retry"}, status=503,
+                headers={"Retry-After": "1"})
+        async with slots:
+            return await handler(request)
+
+    return bounded
+
+
+def _token_middleware(token: str) -> Callable[..., Awaitable[web.StreamResponse]]:
+    expected = f"Bearer {token}".encode()
+
+    @web.middleware
+    async def require_token(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path not in _OPEN_PATHS:
+            given = request.headers.get("Authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                return web.json_response({"error": "a bearer token is required"}, status=401,
+                                         headers={"WWW-Authenticate": "Bearer"})
+        return await handler(request)
+
+    return require_token
 
 
 def admin_app(
-    metrics: Metrics, readiness: ReadinessCheck, canary: CanaryAnalysis | None = None
+    metrics: Metrics, readiness: ReadinessCheck, canary: CanaryAnalysis | None = None,
+    *, token: str | None = None, max_gate_waiters: int = MAX_GATE_WAITERS,
 ) -> web.Application:
-    """Build the admin application (with the canary analysis routes when given)."""
+    """Build the admin application (with the canary analysis routes when given); with
+    ``token``, every route but the probes needs ``Authorization: Bearer <token>``."""
 
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -40,10 +90,14 @@ def admin_app(
             headers={"Content-Type": CONTENT_TYPE, "X-Content-Type-Options": "nosniff"},
         )
 
-    app = web.Application()
+    middlewares = [_token_middleware(token)] if token else []
+    # aiohttp answers 413 for a body past client_max_size, 405 with Allow for a method a
+    # route does not serve, 404 for a path none does.
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", prometheus)
     if canary is not None:
-        canary.add_routes(app)
+        slots = asyncio.Semaphore(max_gate_waiters)
+        canary.add_routes(app, lambda handler: _bounded(handler, slots))
     return app

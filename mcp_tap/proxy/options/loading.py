@@ -334,8 +334,11 @@ def load_options(
     if evidence_dir:
         opts = replace(opts, evidence=replace(opts.evidence, dir=evidence_dir))
     if admin is not None:
-        opts = replace(opts, admin=AdminOptions(admin))
+        opts = replace(opts, admin=replace(opts.admin, listen=admin))
     if opts.admin.listen:
         parse_listen(opts.admin.listen, "admin listen")
+    if opts.admin.token_env and not env.get(opts.admin.token_env, "").strip():
+        raise InputError(f"[admin] token_env names {opts.admin.token_env}, which is not set "
+                         "(or empty) in the environment")
     check_tracing(opts.tracing)
     return opts
