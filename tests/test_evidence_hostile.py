@@ -165,8 +165,9 @@ def test_allow_unverified_reads_what_it_can(good: Path, tmp_path: Path) -> None:
          str(bundle)], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
         timeout=_GUARD, check=False)
     assert report.returncode == 1, report.stderr
-    assert report.stdout.startswith("UNVERIFIED (1 bundle(s) do not verify; first error: "
-                                    "segment-000001.jsonl line 1: evidence schema 2: "), report.stdout
+    assert report.stdout.startswith(
+        "UNVERIFIED (1 bundle(s) do not verify; first error: "
+        "segment-000001.jsonl line 1: evidence schema 2: "), report.stdout
     page = (tmp_path / "r.html").read_text()
     # The integrity card is the first thing in the page's main part.
     assert page.index('<main><section id="integrity" class="unverified">') >= 0

@@ -64,10 +64,9 @@ async def test_methods_and_paths_it_does_not_serve(tmp_path: Path) -> None:
 
 async def test_body_past_the_limit_is_413(tmp_path: Path) -> None:
     """A Flagger webhook body past the limit is refused, not read."""
-    async with serving(tmp_path) as base, aiohttp.ClientSession() as client:
-        async with client.post(f"{base}/gate/flagger",
-                               data=b"x" * (MAX_BODY_BYTES + 1)) as answer:
-            assert answer.status == 413
+    async with serving(tmp_path) as base, aiohttp.ClientSession() as client, \
+            client.post(f"{base}/gate/flagger", data=b"x" * (MAX_BODY_BYTES + 1)) as answer:
+        assert answer.status == 413
 
 
 async def test_waiting_gate_requests_are_bounded(tmp_path: Path) -> None:
