@@ -28,14 +28,15 @@ async def _ready() -> list[str]:
 
 
 @asynccontextmanager
-async def serving(tmp_path: Path, *, token: str | None = None,
-                  waiters: int = 64) -> AsyncIterator[str]:
+async def serving(tmp_path: Path, *, token: str | None = None, waiters: int = 64,
+                  rate: float = 1000.0) -> AsyncIterator[str]:
     """The admin application (with a real gate on a small real bundle) on a loopback port."""
     bundle = tmp_path / "bundle"
     with EvidenceWriter(bundle) as writer:
         writer.submit({"kind": "exchange", "hop": "tap", "method": "tools/list"})
     canary = CanaryAnalysis(GateOptions(policy=str(REPO_POLICY)), bundle)
-    app = admin_app(Metrics(), _ready, canary, token=token, max_gate_waiters=waiters)
+    app = admin_app(Metrics(), _ready, canary, token=token, max_gate_waiters=waiters,
+                    rate=rate)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -83,6 +84,22 @@ async def test_waiting_gate_requests_are_bounded(tmp_path: Path) -> None:
         answers = await asyncio.gather(*(ask() for _ in range(6)))
     assert sorted(answers, key=str).count((503, "1")) == 4, answers
     assert [a for a in answers if a[1] is None] == [(200, None)] * 2, answers
+
+
+async def test_requests_past_the_rate_wait_and_get_429(tmp_path: Path) -> None:
+    """At two requests a second (a burst of two), four quick /metrics: two answered, two
+    slowed down and refused with 429 and Retry-After; the probes are never limited."""
+    async with serving(tmp_path, rate=2.0) as base, aiohttp.ClientSession() as client:
+        statuses = []
+        for _ in range(4):
+            async with client.get(f"{base}/metrics") as answer:
+                statuses.append((answer.status, answer.headers.get("Retry-After")))
+        for _ in range(5):
+            async with client.get(f"{base}/healthz") as answer:
+                statuses.append((answer.status, None))
+    assert statuses[:2] == [(200, None)] * 2
+    assert (429, "1") in statuses[2:4]
+    assert statuses[4:] == [(200, None)] * 5
 
 
 async def test_bearer_token(tmp_path: Path) -> None:
