@@ -10,7 +10,7 @@ store anyone with write access fills. :func:`open_regular` opens only a regular 
 FIFO would block a reader forever, ``/dev/zero`` never ends, a directory is no file), and
 without following a symlink out of the directory the caller names; :func:`read_file`
 reads at most ``limit`` bytes, so a 20 GB sparse file is one clear error, not a
-``MemoryError``.
+``MemoryError`` (and, given the directory, opens only such a regular file).
 """
 
 from __future__ import annotations
@@ -88,10 +88,21 @@ def read_file(path: str | Path, what: str, *, limit: int = MAX_FILE_BYTES,
               within: str | Path | None = None) -> bytes:
     """The bytes of ``path``; :class:`InputError` ``cannot read WHAT PATH: reason`` otherwise.
 
-    Only a regular file is read (:func:`open_regular`), and at most ``limit`` bytes: a
-    larger file is an error naming its size limit, read no further.
+    At most ``limit`` bytes are read: a larger file (or ``/dev/zero``) is an error naming
+    the limit, read no further. With ``within`` (evidence: a file of a bundle) only a
+    regular file inside that directory is read (:func:`open_regular`); an operator's own
+    file (a policy, a key) may also be a pipe (``--policy <(...)``).
     """
-    with open_regular(path, what, within=within) as handle:
+    if within is not None:
+        handle = open_regular(path, what, within=within)
+    else:
+        if isinstance(path, str) and not path.strip():
+            raise InputError(f"{what}: an empty path names no file")
+        try:
+            handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
+        except OSError as exc:
+            raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    with handle:
         try:
             data = handle.read(limit + 1)
         except OSError as exc:

@@ -374,8 +374,9 @@ class _Verifier:
                             seq, prev = record.get("seq"), record.get("prev")
                             digest, kind = record.get("digest"), record.get("kind")
                             if (type(seq) is not int or seq < 0 or type(prev) is not str
-                                    or type(digest) is not str or type(kind) is not str):
-                                kind = None
+                                    or type(digest) is not str or type(kind) is not str
+                                    or record_problem(record) is not None):
+                                kind = None  # self.line below reports it
                 actual = None
                 if kind is not None and kind != "gap":
                     # The format-2 digest, hashed in place: SHA-256 of the line up to its
