@@ -24,7 +24,7 @@ import pytest
 from mcp_tap.evidence import EvidenceWriter
 from mcp_tap.evidence.reader import RECORD_LIMIT_ENV
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 _GUARD = 120.0  # seconds: a hang fails the test instead of hanging the suite
 _SPARSE = 20 * 1024**3
 

@@ -20,7 +20,7 @@ from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import GateOptions
 from mcp_tap.proxy.options.loading import load_options
 
-REPO_POLICY = Path(__file__).resolve().parents[1] / "config" / "policy.toml"
+REPO_POLICY = Path(__file__).resolve().parents[2] / "config" / "policy.toml"
 
 
 async def _ready() -> list[str]:
