@@ -55,12 +55,3 @@ def raw_bundle(root: Path, records: list[dict[str, Any]]) -> Path:
         for record in records:
             writer.submit({k: v for k, v in record.items() if k not in ("seq", "prev", "digest")})
     return root
-
-
-def unverified_bundle(root: Path, records: list[dict[str, Any]]) -> Path:
-    """Write a minimal bundle of ``records`` without integrity fields (it does not verify)."""
-    root.mkdir()
-    (root / "bundle.json").write_bytes(orjson.dumps({"format": 1, "tool": "mcp-tap"}))
-    lines = b"".join(orjson.dumps({"seq": i, **r}) + b"\n" for i, r in enumerate(records))
-    (root / "segment-000001.jsonl").write_bytes(lines)
-    return root
