@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from mcp_tap.cli import EXIT_NO, EXIT_OK
-from mcp_tap.commands.integrity import add_allow_unverified, check_integrity
+from mcp_tap.commands.integrity import add_allow_unverified, check_integrity, marked
 from mcp_tap.drift import (
     CaptureDiff,
     CaptureSide,
@@ -147,5 +147,5 @@ def run(args: argparse.Namespace) -> int:
     diff = diff_captures(old.records(), new.records(), hop=args.hop)
     diff = replace(diff, baseline=old.describe(diff.baseline),
                    candidate=new.describe(diff.candidate))
-    emit(outcome(diff), args)
+    emit(marked(outcome(diff), integrity), args)
     return EXIT_OK if diff.ok else EXIT_NO

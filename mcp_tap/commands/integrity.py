@@ -14,13 +14,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import LOSS_KINDS, VerifyReport, verify_bundles
+from mcp_tap.outputs import Outcome
 
-__all__ = ["ALLOW_FLAG", "Integrity", "add_allow_unverified", "check_integrity"]
+__all__ = ["ALLOW_FLAG", "Integrity", "add_allow_unverified", "check_integrity", "marked"]
 
 ALLOW_FLAG = "--allow-unverified"
 
@@ -70,6 +71,20 @@ class Integrity:
         return (f"UNVERIFIED EVIDENCE: {len(failed)} of {len(self.reports)} bundle(s) do not "
                 f"verify ({first.path}: {len(first.errors)} error(s), first: "
                 f"{_first(first)}); what follows is read from it anyway")
+
+
+def marked(outcome: Outcome, integrity: Integrity) -> Outcome:
+    """``outcome`` saying first, in every format, that its evidence does not verify (the
+    text's first line, the headline, a fact, and ``unverified`` in a JSON object's data);
+    unchanged when it all verifies."""
+    banner = integrity.banner()
+    if not banner:
+        return outcome
+    data = ({**outcome.data, "unverified": banner} if isinstance(outcome.data, dict)
+            else outcome.data)
+    return replace(outcome, headline=f"UNVERIFIED, {outcome.headline}", data=data,
+                   text=f"{banner}\n{outcome.text}",
+                   facts={"evidence": "UNVERIFIED", **outcome.facts})
 
 
 def check_integrity(bundles: Sequence[Path], *, allow: bool) -> Integrity:

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterator
 
 from mcp_tap.cli import EXIT_NO, EXIT_OK
-from mcp_tap.commands.integrity import add_allow_unverified, check_integrity
+from mcp_tap.commands.integrity import add_allow_unverified, check_integrity, marked
 from mcp_tap.commands.probe import timeout_seconds
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import find_bundles
@@ -90,7 +90,7 @@ def outcome(report: ReplayReport) -> Outcome:
                    checks=tuple(checks))
 
 
-def _stream_text(items: Iterator[CaseResult | Skipped], target: str) -> bool:
+def _stream_text(items: Iterator[CaseResult | Skipped], target: str, flag: str = "") -> bool:
     """Print the human lines as the exchanges are replayed; return whether none changed.
 
     Nothing is printed before the target first answers (skips until then wait), so an
@@ -115,8 +115,8 @@ def _stream_text(items: Iterator[CaseResult | Skipped], target: str) -> bool:
     if not counts["replayed"] and not counts["skipped"]:
         raise InputError("the evidence holds no exchange to replay")
     sys.stdout.write("".join(line + "\n" for line in waiting or ()))
-    sys.stdout.write(summary_line(counts["replayed"], counts["changed"], counts["skipped"],
-                                  shown_url(target)) + "\n")
+    sys.stdout.write(flag + summary_line(counts["replayed"], counts["changed"],
+                                         counts["skipped"], shown_url(target)) + "\n")
     return not counts["changed"]
 
 
@@ -131,9 +131,10 @@ def run(args: argparse.Namespace) -> int:
     integrity = check_integrity(bundles, allow=args.allow_unverified)
     items = iter_replay(bundle_records(bundles, lenient=integrity.lenient), opts)
     if args.format == "text":
-        return EXIT_OK if _stream_text(items, opts.target) else EXIT_NO
+        flag = "" if integrity.ok else "UNVERIFIED: "  # (the banner went to stderr first)
+        return EXIT_OK if _stream_text(items, opts.target, flag) else EXIT_NO
     report = collect(items, opts.target)
     if not report.results and not report.skipped:
         raise InputError("the evidence holds no exchange to replay")
-    emit(outcome(report), args)
+    emit(marked(outcome(report), integrity), args)
     return EXIT_OK if report.ok else EXIT_NO

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from mcp_tap.commands.integrity import add_allow_unverified, check_integrity
+from mcp_tap.commands.integrity import add_allow_unverified, check_integrity, marked
 from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit, rule_strength
 
 if TYPE_CHECKING:
@@ -96,5 +96,5 @@ def run(args: argparse.Namespace) -> int:
     bundles = find_bundles(args.evidence)
     integrity = check_integrity(bundles, allow=args.allow_unverified)
     report = diff_bundles(bundles, allowlist, lenient=integrity.lenient)
-    emit(outcome(report, str(args.evidence)), args)
+    emit(marked(outcome(report, str(args.evidence)), integrity), args)
     return 0 if report.ok else 1

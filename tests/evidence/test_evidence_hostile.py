@@ -171,3 +171,27 @@ def test_allow_unverified_reads_what_it_can(good: Path, tmp_path: Path) -> None:
     page = (tmp_path / "r.html").read_text()
     # The integrity card is the first thing in the page's main part.
     assert page.index('<main><section id="integrity" class="unverified">') >= 0
+
+
+def test_diff_and_sdk_diff_say_unverified_first(good: Path, tmp_path: Path) -> None:
+    """With --allow-unverified, diff's text starts with the banner and sdk-diff's JSON holds
+    it: the output never passes for an answer about verified evidence."""
+    bundle = tmp_path / "bundle"
+    with EvidenceWriter(bundle) as writer:
+        writer.submit(_exchange(0))
+        writer.submit(_exchange(1, **{"origin.status": 10**12}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TAP_")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "mcp_tap", *argv], cwd=REPO_ROOT, env=env,
+                              capture_output=True, text=True, timeout=_GUARD, check=False)
+
+    diff = run("diff", "--allow-unverified", str(good), str(bundle))
+    assert "Traceback" not in diff.stderr
+    assert diff.stdout.startswith("UNVERIFIED EVIDENCE: 1 of 2 bundle(s) do not verify"), diff
+    assert "at $.origin.status" in diff.stdout.splitlines()[0]
+    refused = run("diff", str(good), str(bundle))
+    assert refused.returncode == 2 and "--allow-unverified" in refused.stderr
+    sdk = run("sdk-diff", "--allow-unverified", "--json", str(bundle))
+    assert orjson.loads(sdk.stdout)["unverified"].startswith("UNVERIFIED EVIDENCE: 1 of 1")
