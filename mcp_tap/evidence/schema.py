@@ -69,6 +69,10 @@ class _Finding(msgspec.Struct, kw_only=True, gc=False):
     strength: _StrengthName = "must"
 
 
+# A head as recorded: [name, value] pairs of strings.
+_Headers = list[tuple[str, str]]
+
+
 class _Event(msgspec.Struct, kw_only=True, gc=False):
     at: _Time | None = None
 
@@ -76,6 +80,8 @@ class _Event(msgspec.Struct, kw_only=True, gc=False):
 class _Ingress(msgspec.Struct, kw_only=True, gc=False):
     receivedAt: _Time | None = None
     forwardedAt: _Time | None = None
+    headers: _Headers | None = None
+    forwardedHeaders: _Headers | None = None
 
 
 class _Origin(msgspec.Struct, kw_only=True, gc=False):
@@ -83,12 +89,14 @@ class _Origin(msgspec.Struct, kw_only=True, gc=False):
     firstByteAt: _Time | None = None
     endAt: _Time | None = None
     sse: list[_Event] | None = None
+    headers: _Headers | None = None
 
 
 class _Egress(msgspec.Struct, kw_only=True, gc=False):
     status: _Status | None = None
     sentAt: _Time | None = None
     endAt: _Time | None = None
+    headers: _Headers | None = None
 
 
 class CheckedRecord(msgspec.Struct, kw_only=True, gc=False):
