@@ -20,6 +20,9 @@ from typing import Any
 
 import orjson
 import pytest
+from command_fuzz import HOSTILE, all_paths, base_record, hostile_record, run_commands
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mcp_tap.evidence import EvidenceWriter
 from mcp_tap.evidence.reader import RECORD_LIMIT_ENV
@@ -195,3 +198,15 @@ def test_diff_and_sdk_diff_say_unverified_first(good: Path, tmp_path: Path) -> N
     assert refused.returncode == 2 and "--allow-unverified" in refused.stderr
     sdk = run("sdk-diff", "--allow-unverified", "--json", str(bundle))
     assert orjson.loads(sdk.stdout)["unverified"].startswith("UNVERIFIED EVIDENCE: 1 of 1")
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(sorted(all_paths(base_record()), key=str)),
+                          st.sampled_from(HOSTILE)), min_size=1, max_size=3))
+def test_hostile_values_at_any_path_never_crash_a_command(
+        tmp_path: Path, changes: list[tuple[tuple[Any, ...], Any]]) -> None:
+    """A record with hostile values at any of its paths: every reading command ends at the
+    CLI's boundary (exit code, one line), none raises past it (the long run:
+    bench/fuzz_commands.py)."""
+    assert run_commands(tmp_path, hostile_record(changes)) is None
