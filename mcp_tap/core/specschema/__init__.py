@@ -1,0 +1,1 @@
+"""The official JSON Schemas of each revision (copied from the published specification), shipped as package data."""
