@@ -88,7 +88,7 @@ RULES: tuple[Rule, ...] = (
         "request.schema",
         _R,
         INVALID_PARAMS,
-        "a request the official generated schema of its revision rejects (after every rung)",
+        "a request the published schema.json of its revision rejects (after every rung)",
         MUST,
         _c(_BASE, "Schema") + "; " + _c(_LBASE, "Schema"),
     ),
@@ -506,10 +506,51 @@ RULES: tuple[Rule, ...] = (
         "wire.schema",
         _S,
         INVALID_REQUEST,
-        "a result the official generated schema of its revision rejects",
+        "a result the published schema.json of its revision rejects",
         MUST,
         _c(_SCHEMA, "interface Result") + "; " + _c(_LSCHEMA, "interface Result"),
     ),
+    # -- Issue 27, classes 4-7: the tasks extension, sub-capabilities, notifications and
+    # the published schema (one block: see ROUND3_EXTENSIONS_NOT_CHECKED below). --
+    Rule(
+        "request.capability.missing",
+        _R,
+        MISSING_CLIENT_CAPABILITY,
+        "`tasks/get`, `tasks/update`, `tasks/cancel`, or a `subscriptions/listen` asking for "
+        "`taskIds`, from a request that does not declare the `io.modelcontextprotocol/tasks` "
+        "extension (the server owes -32021)",
+        MUST,
+        _c(_TASKS, "Error Handling", "Task Status Notifications", "Capability Negotiation"),
+    ),
+    Rule(
+        "response.payload.sampling-context",
+        _S,
+        INVALID_REQUEST,
+        "an input request for sampling with `includeContext` `thisServer`/`allServers` to a "
+        "client that did not declare `sampling.context`",
+        SHOULD,
+        _c("2026-07-28/client/sampling.mdx", "Capabilities"),
+    ),
+    Rule(
+        "response.payload.structured-content",
+        _S,
+        INVALID_REQUEST,
+        "a `tools/call` result whose `structuredContent` is missing (not an error result) or "
+        "does not conform to the `outputSchema` the tool declared in `tools/list`",
+        MUST,
+        _c(_TOOLS, "Output Schema", "Structured Content"),
+    ),
+    Rule(
+        "wire.schema.notification",
+        _S,
+        INVALID_REQUEST,
+        "a server notification on a request or listen stream that the published schema.json "
+        "of its revision rejects (e.g. a log level outside LoggingLevel, a non-numeric "
+        "progress)",
+        MUST,
+        _c(_BASE, "Schema", "Notifications") + "; " + _c(_LBASE, "Schema"),
+    ),
+    # -- end of the issue 27 (classes 4-7) block --
     # Hops: comparisons between two views or two hops.
     Rule(
         "hop.error-collapse",

@@ -26,6 +26,7 @@ from mcp_tap.core.findings import Finding
 from mcp_tap.core.jsonrpc import KIND_REQUEST, json_type
 from mcp_tap.core.requests import RequestVerdict
 from mcp_tap.core.results import result_findings
+from mcp_tap.core.structured import check_structured
 
 DEFINED_RESERVED_CODES = frozenset(
     {HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION}
@@ -47,6 +48,7 @@ _OWED_ERRORS = {
     "request.version.unsupported",
     "request.method.removed",
     "request.schema",
+    "request.capability.missing",
 }
 _JSONRPC_OWED = frozenset({"request.parse", "request.envelope", "request.schema"})
 
@@ -61,6 +63,7 @@ class ResponseContext:
     client_extensions: frozenset[str] | None = None
     version: str | None = None
     client_capabilities: dict[str, Any] | None = None
+    output_schema: Any = None  # the called tool's outputSchema, learnt from tools/list
 
 
 def id_key(value: Any) -> object:
@@ -155,6 +158,10 @@ def check_message(
         where,
         ctx.client_capabilities,
     )
+    if ctx.output_schema is not None and not result_found:
+        result = message["result"]
+        if isinstance(result, dict) and result.get("resultType", "complete") == "complete":
+            result_found = check_structured(ctx.output_schema, result, where)
     if found:
         found += result_found
         return found

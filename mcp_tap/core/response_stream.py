@@ -13,8 +13,9 @@ from typing import Any
 
 import orjson
 
+from mcp_tap.core import schema
 from mcp_tap.core.catalog import finding
-from mcp_tap.core.eras import ERA_MODERN, META_LOG_LEVEL, META_SUBSCRIPTION_ID
+from mcp_tap.core.eras import ERA_MODERN, LEGACY_VERSIONS, META_LOG_LEVEL, META_SUBSCRIPTION_ID
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.jsonrpc import (
     KIND_INVALID,
@@ -71,6 +72,10 @@ def check_sse_stream(
         meta = params.get("_meta") if isinstance(params, dict) else None
         if isinstance(meta, dict):
             request_meta = meta
+    # The revision whose schema judges the stream's notifications (None: not judged).
+    schema_version = ctx.version or verdict.version
+    if schema_version is None and not modern:
+        schema_version = LEGACY_VERSIONS[0]
     for index, event in enumerate(events):
         data = event.data
         if data == "":
@@ -126,6 +131,12 @@ def check_sse_stream(
         elif kind is KIND_NOTIFICATION:
             # The place is formatted only for a finding: most notifications pass.
             note = message["method"]  # kind_of made sure of a string
+            if schema_version is not None:
+                problem = schema.notification_problem(schema_version, message)
+                if problem:
+                    found.append(
+                        finding("wire.schema.notification", problem, _at(where, index))
+                    )
             if note == "notifications/progress":
                 # The usual notification: its order and, on a modern request stream, its
                 # relatedness in one call.
@@ -168,6 +179,10 @@ def check_sse_stream(
         )
         # A stream that never carried the response did not give a rejected request the
         # answer it is owed (400/-32020 for a header mismatch, the ladder's code otherwise).
+        found += owed_answer(verdict, None, status, where)
+    elif listen and verdict.findings:
+        # A listen request the ladder rejected (e.g. taskIds without the tasks extension)
+        # is owed its error, not a stream.
         found += owed_answer(verdict, None, status, where)
     return found, messages
 
@@ -290,6 +305,13 @@ def _listen(
     uris = uris if isinstance(uris, list) else []
     if method == "notifications/resources/updated" and params.get("uri") in uris:
         return []
+    task_ids = wanted.get("taskIds")  # the tasks extension's filter field
+    if (
+        method == TASK_STATUS_NOTIFICATION
+        and isinstance(task_ids, list)
+        and params.get("taskId") in task_ids
+    ):
+        return []
     if method in opted:
         return []
     return [
@@ -302,3 +324,5 @@ def _listen(
 
 
 _ABSENT = object()
+TASK_STATUS_NOTIFICATION = "notifications/tasks"
+"""The tasks extension's status notification (ext-tasks-draft "Task Status Notifications")."""

@@ -476,7 +476,9 @@ def _input_capabilities(
                     where,
                 )
             ]
-        if capabilities is not None and needed not in capabilities:
+        if capabilities is None:
+            continue
+        if needed not in capabilities:
             return [
                 finding(
                     "response.payload.input-required",
@@ -484,7 +486,51 @@ def _input_capabilities(
                     where,
                 )
             ]
+        params = request.get("params") if isinstance(request, dict) else None
+        sub = sub_capability_problem(method, params, capabilities.get(needed))
+        if sub is not None:
+            rule_id, problem = sub
+            return [finding(rule_id, f"inputRequests[{key!r}]: {problem}", where)]
     return []
+
+
+def sub_capability_problem(
+    method: str, params: Any, declared: Any
+) -> tuple[str, str] | None:
+    """What a server-to-client request asks beyond the members of the capability the client
+    declared: ``(rule id, why)``, or None.
+
+    ``elicitation``: ``form`` and ``url`` are the modes; an empty object means form only
+    (client/elicitation "Capabilities": servers MUST NOT send a mode the client did not
+    declare). ``sampling``: ``tools`` allows tool-enabled requests (a MUST, client/sampling
+    "Tools in Sampling"); ``context`` allows ``includeContext`` other than ``none`` (a
+    SHOULD NOT, "Capabilities"). ``roots`` has no member a request uses.
+    """
+    declared = declared if isinstance(declared, dict) else {}
+    params = params if isinstance(params, dict) else {}
+    if method == "elicitation/create":
+        mode = params.get("mode", "form")
+        modes = {m for m in ("form", "url") if m in declared} or {"form"}
+        if isinstance(mode, str) and mode in ("form", "url") and mode not in modes:
+            shown = ", ".join(sorted(modes))
+            return (
+                "response.payload.input-required",
+                f"elicitation mode {mode!r}, but the client declared elicitation for {shown} only",
+            )
+    elif method == "sampling/createMessage":
+        if ("tools" in params or "toolChoice" in params) and "tools" not in declared:
+            return (
+                "response.payload.input-required",
+                "tool-enabled sampling (tools/toolChoice), but the client did not declare "
+                "sampling.tools",
+            )
+        context = params.get("includeContext")
+        if context in ("thisServer", "allServers") and "context" not in declared:
+            return (
+                "response.payload.sampling-context",
+                f"includeContext {context!r}, but the client did not declare sampling.context",
+            )
+    return None
 
 
 def _input_required(method: str | None, result: dict[str, Any], where: str) -> list[Finding]:
