@@ -403,10 +403,14 @@ RULES: tuple[Rule, ...] = (
         "response.payload.input-required",
         _S,
         INVALID_REQUEST,
-        "an `input_required` result on the wrong method, without inputRequests/requestState, or "
-        "asking for input the client's capabilities did not declare",
+        "an `input_required` result (or an `input_required` task) on the wrong method, without "
+        "inputRequests/requestState, or asking for input the client's capabilities did not "
+        "declare, members included (`elicitation: {}` is form only; `url` needs "
+        "`elicitation.url`; tool-enabled sampling needs `sampling.tools`)",
         MUST,
-        _c(_MRTR, "Supported Requests", "Server Requirements (Basic Workflow)"),
+        _c(_MRTR, "Supported Requests", "Server Requirements (Basic Workflow)")
+        + "; " + _c("2026-07-28/client/elicitation.mdx", "Capabilities")
+        + "; " + _c("2026-07-28/client/sampling.mdx", "Tools in Sampling"),
     ),
     Rule(
         "response.payload.caching",
@@ -851,6 +855,110 @@ NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
 )
 """MUSTs on the Streamable HTTP wire that no rule checks: (citation, the MUST, why not)."""
 
+# -- Issue 27, classes 4-7 (one block): what the tasks extension, the sub-capabilities, the
+# notifications and the published schema added, and what they deliberately leave alone. --
+EXTENSIONS_ADDED: tuple[str, ...] = (
+    "request.capability.missing",
+    "response.payload.sampling-context",
+    "response.payload.structured-content",
+    "wire.schema.notification",
+)
+"""Rules added for the tasks extension, sub-capabilities, notifications and the schema."""
+
+EXTENSIONS_NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
+    (
+        _c(_TASKS, "Task Creation"),
+        "a server MUST NOT return `CreateTaskResult` until `tasks/get` for it would resolve",
+        "needs a later, separate exchange (the first poll) tied to this one; each answer is "
+        "judged on its own",
+    ),
+    (
+        _c(_TASKS, "Task Update Requests"),
+        "an `inputRequests` key MUST NOT be reused after its response was delivered",
+        "needs the task's whole history of polls and updates",
+    ),
+    (
+        _c(_TASKS, "Task Status Notifications"),
+        "each status notification is the `tasks/get` answer of that moment",
+        "needs a poll at the same instant; the notification's own Task fields are judged by "
+        "the listen filter and the task payload rules",
+    ),
+    (
+        _c(_TASKS, "Error Handling"),
+        "an invalid or nonexistent `taskId` MUST get -32602 from `tasks/get`",
+        "which task ids a server holds is its own state; the tap cannot tell an unknown id",
+    ),
+    (
+        _c(_TASKS, "Security Considerations"),
+        "task ids MUST be unguessable; every task request MUST be authorized",
+        "entropy and authorization are inside the server",
+    ),
+    (
+        _c(_TASKS, "Capability Negotiation"),
+        "a client MUST treat `CreateTaskResult` to an unsupported request as invalid",
+        "client-side handling is not on the wire; the server's answer is judged "
+        "(`response.payload.task`)",
+    ),
+    (
+        "2025-11-25/client/elicitation.mdx § Capabilities",
+        "legacy servers MUST NOT send an elicitation mode (or, client/sampling, tool-enabled "
+        "sampling) the client did not declare",
+        "a legacy client declares its capabilities once, at `initialize`, and the tap judges "
+        "each exchange of a session on its own; modern requests carry them and are judged",
+    ),
+    (
+        "2025-11-25/schema.ts § interface ClientCapabilities",
+        "the 2025-11-25 `tasks` capability members (requests.sampling, requests.elicitation, "
+        "list, cancel)",
+        "task-augmented server-to-client requests are not sent on the Streamable HTTP "
+        "streams the tap sees apart from the session's initialize declaration (as above)",
+    ),
+    (
+        "2026-07-28/schema.ts § interface ServerCapabilities",
+        "server capability members (`tools.listChanged`, `resources.subscribe`, ...)",
+        "they describe what the server offers; no sentence makes a message without them a "
+        "violation (a modern listen filter is judged instead: `sse.listen`)",
+    ),
+    (
+        _c(_BASE, "JSON Schema Usage"),
+        "schemas MUST be valid in their dialect; `$ref` MUST NOT be fetched from the network",
+        "a tool's `outputSchema` that is not a valid schema, or refers outside itself, is not "
+        "used to judge `structuredContent` (never fetched); the tool listing is judged by "
+        "`response.payload.tools-list`",
+    ),
+    (
+        "2026-07-28/schema.json (format)",
+        "`format` (uri, byte, uri-template) values",
+        "the schemas declare JSON Schema 2020-12, where `format` is an annotation, not an "
+        "assertion; the validator leaves it unasserted",
+    ),
+    (
+        "2025-06-18, 2024-11-05 (no schema.json in shared/spec)",
+        "the schema of revisions without a published schema here",
+        "judged by the nearest shipped schema: 2025-06-18 by 2025-11-25, 2024-11-05 by "
+        "2025-03-26",
+    ),
+)
+"""MUSTs of the tasks extension, sub-capabilities and schema that no rule checks."""
+
+NOT_CHECKED = NOT_CHECKED + EXTENSIONS_NOT_CHECKED
+
+
+def _extensions_section() -> list[str]:
+    """The Markdown lines listing :data:`EXTENSIONS_ADDED`."""
+    lines = [
+        "",
+        "## Added for the tasks extension, sub-capabilities, notifications and the schema",
+        "",
+        "`wire.schema` and `request.schema` validate against the published `schema.json` of "
+        "each revision (shipped in `mcp_tap/core/specschema/`), no longer the SDK's models; "
+        "the tasks extension, capability members and notifications added:",
+        "",
+    ]
+    return lines + [f"- `{rid}` ({CATALOG[rid].strength}): {CATALOG[rid].summary}"
+                    for rid in EXTENSIONS_ADDED]
+# -- end of the issue 27 (classes 4-7) block --
+
 
 def render_markdown() -> str:
     """Render the catalog as the Markdown of ``docs/rules.md``."""
@@ -886,6 +994,7 @@ def render_markdown() -> str:
     ]
     lines += [f"- `{rid}` ({CATALOG[rid].strength}): {CATALOG[rid].summary}"
               for rid in ADDED_FROM_REVIEW]
+    lines += _extensions_section()
     lines += [
         "",
         "## MUSTs not checked",

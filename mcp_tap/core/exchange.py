@@ -70,6 +70,7 @@ class Exchange:
     response_truncated: bool = False
     sse_events: Sequence[SSEEvent] | None = None
     allowed_origins: tuple[str, ...] | None = None
+    output_schemas: Mapping[str, Any] = field(default_factory=dict)
 
 
 @fast_init  # made per exchange: see core/fastinit.py
@@ -247,7 +248,14 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         declared: dict[str, Any] | None = caps
     else:
         extensions = declared = None
-    rctx = _make_context(era, exchange.capabilities, extensions, verdict.version, declared)
+    output_schema = None
+    if exchange.output_schemas and verdict.method == "tools/call":
+        params = message.get("params") if isinstance(message, dict) else None
+        name = params.get("name") if isinstance(params, dict) else None
+        output_schema = exchange.output_schemas.get(name) if isinstance(name, str) else None
+    rctx = _make_context(
+        era, exchange.capabilities, extensions, verdict.version, declared, output_schema
+    )
     if exchange.response_status is not None and not exchange.response_truncated and not refused:
         response_found, messages = check_response(
             verdict,

@@ -25,7 +25,7 @@ from mcp_tap.core.fastinit import fast_init
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.jsonrpc import KIND_REQUEST, json_type
 from mcp_tap.core.requests import RequestVerdict
-from mcp_tap.core.results import result_findings
+from mcp_tap.core.results import result_findings, task_input_capabilities
 from mcp_tap.core.structured import check_structured
 
 DEFINED_RESERVED_CODES = frozenset(
@@ -158,6 +158,15 @@ def check_message(
         where,
         ctx.client_capabilities,
     )
+    if (
+        not result_found
+        and ctx.client_capabilities is not None
+        and request
+        and classified.message["method"] == "tasks/get"
+    ):
+        # An input_required task's inputRequests ask what a direct input request would
+        # (ext-tasks-draft "Task Update Requests"): the same capability rules.
+        result_found = task_input_capabilities(message["result"], ctx.client_capabilities, where)
     if ctx.output_schema is not None and not result_found:
         result = message["result"]
         if isinstance(result, dict) and result.get("resultType", "complete") == "complete":

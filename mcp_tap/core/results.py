@@ -457,6 +457,16 @@ _INPUT_CAPABILITY = {
 }
 
 
+def task_input_capabilities(
+    result: Any, capabilities: dict[str, Any], where: str
+) -> list[Finding]:
+    """An ``input_required`` task's ``inputRequests`` (a ``tasks/get`` answer) against the
+    capabilities the polling request declared, as a direct ``InputRequiredResult``'s."""
+    if not isinstance(result, dict) or result.get("status") != "input_required":
+        return []
+    return _input_capabilities(result, capabilities, where)
+
+
 def _input_capabilities(
     result: dict[str, Any], capabilities: dict[str, Any] | None, where: str
 ) -> list[Finding]:

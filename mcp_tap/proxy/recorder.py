@@ -108,6 +108,7 @@ class _Bounded(OrderedDict[str, Any]):
 class _HopState:
     sessions: _Bounded = field(default_factory=_Bounded)  # session id -> negotiated version
     tools: _Bounded = field(default_factory=_Bounded)  # tool name -> inputSchema
+    outputs: _Bounded = field(default_factory=_Bounded)  # tool name -> outputSchema
     capabilities: set[str] = field(default_factory=set)
     frozen_capabilities: frozenset[str] = frozenset()  # the same, as the judge takes it
     clients: _Bounded = field(default_factory=_Bounded)  # client key -> ClientTracker
@@ -271,6 +272,7 @@ class Recorder:
             or bool(cap.sse_dropped) or (not response.ended and not cap.sse),
             [t.event for t in cap.sse] if cap.sse and not cap.sse_incomplete else None,
             None,  # allowed_origins
+            state.outputs,  # output_schemas (read only while judging: no copy)
         )
         return judge(exchange)
 
@@ -341,6 +343,10 @@ class Recorder:
                     if type(name) is str or isinstance(name, str):
                         tools[name] = tool.get("inputSchema")
                         to_end(name)
+                        if "outputSchema" in tool:
+                            state.outputs.remember(name, tool["outputSchema"])
+                        elif name in state.outputs:
+                            del state.outputs[name]  # the tool no longer declares one
             while len(tools) > _MAX_STATE:
                 tools.popitem(last=False)
 
