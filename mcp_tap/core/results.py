@@ -497,7 +497,7 @@ def _input_capabilities(
                 )
             ]
         params = request.get("params") if isinstance(request, dict) else None
-        sub = sub_capability_problem(method, params, capabilities.get(needed))
+        sub = sub_capability_problem(str(method), params, capabilities.get(needed))
         if sub is not None:
             rule_id, problem = sub
             return [finding(rule_id, f"inputRequests[{key!r}]: {problem}", where)]

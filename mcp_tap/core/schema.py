@@ -162,7 +162,8 @@ def validator(revision: str, name: str) -> Callable[[Any], Any]:
     defs = definitions(revision)
     key = "definitions" if revision == "2025-03-26" else "$defs"
     root = {key: defs, "$ref": _pointer(revision) + name}
-    return fastjsonschema.compile(root, use_formats=False)  # type: ignore[no-any-return]
+    compiled: Callable[[Any], Any] = fastjsonschema.compile(root, use_formats=False)
+    return compiled
 
 
 def definition_problem(revision: str, name: str, value: Any) -> str:

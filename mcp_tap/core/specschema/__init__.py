@@ -1,1 +1,2 @@
-"""The official JSON Schemas of each revision (copied from the published specification), shipped as package data."""
+"""The official JSON Schemas of each revision, copied from the published specification
+(``shared/spec/<revision>/schema.json``) and shipped as package data."""
