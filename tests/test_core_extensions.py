@@ -387,3 +387,61 @@ class TestStructuredContent:
         found = self._call({"structuredContent": {"temperature": 1}},
                            outputs={"weather": remote})
         assert found == []
+
+
+class TestTasksPayloads:
+    """The rest of the extension's wire MUSTs: status notifications carry a whole Task,
+    update and cancel are acknowledged with an empty result, legacy tasks are not the
+    extension's."""
+
+    def test_status_notification_without_its_result(self) -> None:
+        """A completed task's notification without result: response.payload.task -32600."""
+        msg = request("subscriptions/listen", {"notifications": {"taskIds": ["t1"]}},
+                      WITH_TASKS, rid=7)
+        ack = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+               "params": {"_meta": {SUB: 7}, "notifications": {"taskIds": ["t1"]}}}
+        params = {k: v for k, v in task("completed").items() if k != "resultType"}
+        note = {"jsonrpc": "2.0", "method": "notifications/tasks",
+                "params": {**params, "_meta": {SUB: 7}}}
+        found = judged(msg, 200, [ack, note], sse=True)
+        assert found == [("response.payload.task", -32600, "must")]
+
+    @pytest.mark.parametrize("method", ["tasks/update", "tasks/cancel"])
+    def test_ack_must_be_empty(self, method: str) -> None:
+        """A Task instead of the empty acknowledgement: response.payload.task -32600."""
+        params: dict[str, Any] = {"taskId": "t1"}
+        if method == "tasks/update":
+            params["inputResponses"] = {}
+        msg = request(method, params, WITH_TASKS)
+        found = judged(msg, 200, {"jsonrpc": "2.0", "id": 1, "result": task()})
+        assert found == [("response.payload.task", -32600, "must")]
+        empty = {"jsonrpc": "2.0", "id": 1, "result": {"resultType": "complete"}}
+        assert judged(msg, 200, empty) == []
+
+    def test_legacy_task_is_the_revisions_own(self) -> None:
+        """A 2025-11-25 tasks/get answer (ttl, no result on completion) is judged by that
+        revision's schema, not by the extension's Task: no finding."""
+        msg = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"taskId": "t1"}}
+        answer = {"jsonrpc": "2.0", "id": 1, "result": {
+            "taskId": "t1", "status": "completed", "createdAt": STAMP,
+            "lastUpdatedAt": STAMP, "ttl": None}}
+        assert judged(msg, 200, answer, era=Era.LEGACY, version="2025-11-25") == []
+
+
+def test_legacy_get_stream_notifications_are_validated() -> None:
+    """A legacy GET (listen) stream's notifications meet the session revision's schema:
+    wire.schema.notification -32600 (must)."""
+    note = {"jsonrpc": "2.0", "method": "notifications/message",
+            "params": {"level": "loud", "data": "x"}}
+    good = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    body = b"".join(encode_event(orjson.dumps(m).decode()) for m in (good, note))
+    exchange = Exchange(
+        request_headers=HeaderMap.of({"Accept": "text/event-stream",
+                                      "Mcp-Session-Id": "s1",
+                                      "MCP-Protocol-Version": "2025-11-25"}),
+        request_body=b"", http_method="GET", response_status=200,
+        response_headers=HeaderMap.of({"Content-Type": "text/event-stream"}),
+        response_body=body, legacy_session=True, negotiated_version="2025-11-25",
+    )
+    found = [(f.rule, f.code, str(f.strength)) for f in judge(exchange).findings]
+    assert found == [("wire.schema.notification", -32600, "must")]

@@ -889,6 +889,12 @@ EXTENSIONS_NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
         "which task ids a server holds is its own state; the tap cannot tell an unknown id",
     ),
     (
+        _c(_TASKS, "Task Cancellation"),
+        "`notifications/cancelled` MUST NOT be used to cancel a task",
+        "needs tying a client notification to an earlier exchange whose answer created the "
+        "task; each exchange is judged on its own",
+    ),
+    (
         _c(_TASKS, "Security Considerations"),
         "task ids MUST be unguessable; every task request MUST be authorized",
         "entropy and authorization are inside the server",

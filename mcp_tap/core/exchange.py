@@ -175,6 +175,7 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
                 exchange.response_headers,
                 _events(exchange),
                 where,
+                exchange.negotiated_version,
             )
         return Judgement(era, None, tuple(found), None, ())
     # decode_body and body_meta, without the calls.

@@ -27,6 +27,7 @@ from mcp_tap.core.jsonrpc import (
 )
 from mcp_tap.core.requests import RequestVerdict
 from mcp_tap.core.response_message import ResponseContext, check_message, id_key, owed_answer
+from mcp_tap.core.results import task_answer_problem
 from mcp_tap.core.sse import SSEEvent
 
 
@@ -311,6 +312,11 @@ def _listen(
         and isinstance(task_ids, list)
         and params.get("taskId") in task_ids
     ):
+        # Each carries the whole Task, as tasks/get would answer it (the extension's
+        # TaskStatusNotificationParams = NotificationParams & Task).
+        problem = task_answer_problem(params)
+        if problem:
+            return [finding("response.payload.task", f"{method}: {problem}", at)]
         return []
     if method in opted:
         return []

@@ -219,8 +219,12 @@ def _payload(
         problems += _tools_list(result, where, canonical)
     elif method == "completion/complete":
         problems += _completion(result, where)
-    elif method == "tasks/get":
+    elif era is ERA_MODERN and method == "tasks/get":
+        # The extension's Task (ttlMs, result on completion); a 2025-11-25 session's tasks
+        # are that revision's own (ttl, tasks/result), judged by its schema.
         problems += _task_get(result, where)
+    elif era is ERA_MODERN and (method == "tasks/update" or method == "tasks/cancel"):
+        problems += _task_ack(method, result, where)
     if era is ERA_MODERN and method in CACHEABLE_METHODS:
         problems += _caching(method, result, where)
     return problems
@@ -437,16 +441,37 @@ def _task_fields(result: dict[str, Any]) -> str:
 _STATUS_FIELD = {"completed": "result", "failed": "error", "input_required": "inputRequests"}
 
 
+def task_answer_problem(task: dict[str, Any]) -> str:
+    """Why a Task as ``tasks/get`` answers it (or ``notifications/tasks`` carries it) breaks
+    the extension ("Task Polling": its status carries its payload, e.g. completed: result),
+    or ``""``."""
+    problem = _task_fields(task)
+    if not problem:
+        status = task["status"]
+        key = _STATUS_FIELD.get(status)
+        if key is not None and not isinstance(task.get(key), dict):
+            got = json_type(task.get(key))
+            problem = f"a {status} task must carry {key} (an object), got {got}"
+    return problem
+
+
 def _task_get(result: dict[str, Any], where: str) -> list[Finding]:
     """A ``tasks/get`` answer: a Task whose status carries its payload (e.g. completed: result)."""
-    problem = _task_fields(result)
-    if not problem:
-        status = result["status"]
-        key = _STATUS_FIELD.get(status)
-        if key is not None and not isinstance(result.get(key), dict):
-            got = json_type(result.get(key))
-            problem = f"a {status} task must carry {key} (an object), got {got}"
+    problem = task_answer_problem(result)
     return [finding("response.payload.task", f"tasks/get: {problem}", where)] if problem else []
+
+
+_ACK_KEYS = frozenset({"resultType", "_meta"})
+
+
+def _task_ack(method: str, result: dict[str, Any], where: str) -> list[Finding]:
+    """``tasks/update`` and ``tasks/cancel`` MUST acknowledge with an empty result
+    (ext-tasks-draft "Task Update Requests", "Task Cancellation")."""
+    extra = sorted(k for k in result if k not in _ACK_KEYS)
+    if not extra:
+        return []
+    return [finding("response.payload.task",
+                    f"{method} must be acknowledged with an empty result, got {extra}", where)]
 
 
 # The client capability each kind of input request needs (mrtr "Server Requirements").

@@ -14,16 +14,19 @@ from ipaddress import ip_address
 from typing import Any
 from urllib.parse import urlsplit
 
+from mcp_tap.core import schema
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import (
     ERA_LEGACY,
     ERA_MODERN,
     HEADER_SESSION_ID,
+    LEGACY_VERSIONS,
     Era,
 )
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap, media_type
 from mcp_tap.core.jsonrpc import (
+    KIND_NOTIFICATION,
     KIND_RESPONSE,
     classify,
     parse_json,
@@ -178,8 +181,10 @@ def check_non_post(
     headers: HeaderMap,
     events: Iterable[SSEEvent] | None,
     where: str,
+    version: str | None = None,
 ) -> list[Finding]:
-    """Judge a GET, DELETE or OPTIONS exchange in its era (no JSON-RPC request body)."""
+    """Judge a GET, DELETE or OPTIONS exchange in its era (no JSON-RPC request body);
+    ``version`` is a legacy session's negotiated revision, when known."""
     method = http_method.upper()
     found: list[Finding] = []
     if status is None:
@@ -209,10 +214,14 @@ def check_non_post(
             )
         )
         return found
-    if "last-event-id" in request_headers:
-        return found  # A resumption may carry the resumed request's response.
+    # A resumption may carry the resumed request's response.
+    resumes = "last-event-id" in request_headers
+    answered = False
     for index, event in enumerate(events or ()):
-        if _is_response(event.data):
+        message = _message(event.data)
+        kind = classify(message).kind if message is not None else None
+        if kind is KIND_RESPONSE and not resumes and not answered:
+            answered = True
             found.append(
                 finding(
                     "sse.get-response",
@@ -221,15 +230,22 @@ def check_non_post(
                     f"{where} sse[{index}]",
                 )
             )
-            break
+        elif kind is KIND_NOTIFICATION:
+            # The legacy listen stream's notifications are messages of the session's
+            # revision too (wire.schema.notification).
+            problem = schema.notification_problem(version or LEGACY_VERSIONS[0], message)
+            if problem:
+                found.append(
+                    finding("wire.schema.notification", problem, f"{where} sse[{index}]")
+                )
     return found
 
 
-def _is_response(data: str) -> bool:
+def _message(data: str) -> Any:
+    """An event's JSON-RPC message (None when the event carries none or no JSON)."""
     if not data:
-        return False
+        return None
     try:
-        message: Any = parse_json(data)
+        return parse_json(data)
     except ValueError:
-        return False
-    return classify(message).kind is KIND_RESPONSE
+        return None
