@@ -961,8 +961,33 @@ def _extensions_section() -> list[str]:
         "the tasks extension, capability members and notifications added:",
         "",
     ]
-    return lines + [f"- `{rid}` ({CATALOG[rid].strength}): {CATALOG[rid].summary}"
-                    for rid in EXTENSIONS_ADDED]
+    lines += [f"- `{rid}` ({CATALOG[rid].strength}): {CATALOG[rid].summary}"
+              for rid in EXTENSIONS_ADDED]
+    lines += ["", "and widened:", ""]
+    return lines + [f"- `{rid}` ({_strength(rid)}): {why}" for rid, why in EXTENSIONS_WIDENED]
+
+
+def _strength(ids: str) -> str:
+    return " / ".join(str(CATALOG[i].strength) for i in ids.split(" / "))
+
+
+EXTENSIONS_WIDENED: tuple[tuple[str, str], ...] = (
+    ("response.payload.input-required",
+     "the members of the declared capability, not only its key (`elicitation: {}` is form "
+     "only, a URL mode needs `elicitation.url`, tool-enabled sampling `sampling.tools`), also "
+     "for an `input_required` task polled with `tasks/get`"),
+    ("sse.listen", "the listen filter knows the tasks extension's `taskIds` "
+     "(`notifications/tasks` for a listed task is opted in)"),
+    ("response.payload.task", "a `notifications/tasks` carries the whole Task `tasks/get` would "
+     "answer; `tasks/update` and `tasks/cancel` are acknowledged with an empty result; a "
+     "2025-11-25 session's tasks are that revision's own (its schema judges them)"),
+    ("response.expected-error", "a request `request.capability.missing` rejects is owed -32021 "
+     "(HTTP 400); a rejected listen request answered with a stream is owed its error too"),
+    ("wire.schema / request.schema", "the published `schema.json` instead of the SDK's "
+     "generated models (e.g. `serverInfo` needs `name` and `version`; `isError` is a boolean; "
+     "`format` stays an annotation)"),
+)
+"""Rules whose reach the same work widened, with how."""
 # -- end of the issue 27 (classes 4-7) block --
 
 
