@@ -37,7 +37,7 @@ from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.sse import encode_event
 
 REVISION = "2026-07-28"
-ROOT = Path(__file__).parent / "data" / "spec-examples" / REVISION
+ROOT = Path(__file__).resolve().parents[1] / "data" / "spec-examples" / REVISION
 PV = "io.modelcontextprotocol/protocolVersion"
 CC = "io.modelcontextprotocol/clientCapabilities"
 SUB = "io.modelcontextprotocol/subscriptionId"
