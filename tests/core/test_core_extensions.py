@@ -7,6 +7,8 @@ Every negative case asserts the exact rule id, code and strength.
 
 from __future__ import annotations
 
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -445,3 +447,17 @@ def test_legacy_get_stream_notifications_are_validated() -> None:
     )
     found = [(f.rule, f.code, str(f.strength)) for f in judge(exchange).findings]
     assert found == [("wire.schema.notification", -32600, "must")]
+
+
+SPEC = Path("/work/shared/spec")  # present on the project's machines, absent on a fresh CI box
+
+
+@pytest.mark.parametrize("revision", schema.SCHEMA_REVISIONS)
+def test_shipped_schema_is_the_published_one(revision: str) -> None:
+    """The package's copy of each schema.json is the published file, byte for byte (the
+    installed package carries it; this only catches a copy gone stale)."""
+    published = SPEC / revision / "schema.json"
+    if not published.is_file():
+        pytest.skip("the published specification is not on this machine")
+    shipped = resources.files("mcp_tap.core.specschema").joinpath(f"{revision}.json")
+    assert shipped.read_bytes() == published.read_bytes()
