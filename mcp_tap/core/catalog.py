@@ -983,6 +983,8 @@ EXTENSIONS_WIDENED: tuple[tuple[str, str], ...] = (
      "2025-11-25 session's tasks are that revision's own (its schema judges them)"),
     ("response.expected-error", "a request `request.capability.missing` rejects is owed -32021 "
      "(HTTP 400); a rejected listen request answered with a stream is owed its error too"),
+    ("response.error.data", "the -32021 owed to a tasks-extension request names the extension "
+     "in `data.requiredCapabilities.extensions`"),
     ("wire.schema / request.schema", "the published `schema.json` instead of the SDK's "
      "generated models (e.g. `serverInfo` needs `name` and `version`; `isError` is a boolean; "
      "`format` stays an annotation)"),

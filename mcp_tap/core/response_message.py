@@ -20,7 +20,7 @@ from mcp_tap.core.catalog import (
     UNSUPPORTED_PROTOCOL_VERSION,
     finding,
 )
-from mcp_tap.core.eras import ERA_MODERN, Era
+from mcp_tap.core.eras import ERA_MODERN, TASKS_EXTENSION, Era
 from mcp_tap.core.fastinit import fast_init
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.jsonrpc import KIND_REQUEST, json_type
@@ -138,6 +138,8 @@ def check_message(
         code = code if isinstance(code, int) and not isinstance(code, bool) else None
         if rejected:
             found += owed_answer(verdict, code, status, where, id_ok=id_ok)
+            if code == MISSING_CLIENT_CAPABILITY and not found:
+                found += _names_extension(verdict, error, where)
         return found
     if status != 200 and not in_stream:
         # In a stream the status belongs to the stream, judged once by check_sse_stream.
@@ -252,6 +254,22 @@ def _error(
             )
         ]
     return []
+
+
+def _names_extension(verdict: RequestVerdict, error: dict[str, Any], where: str) -> list[Finding]:
+    """The -32021 a tasks-extension request is owed names the extension it needs
+    (ext-tasks-draft "Capability Negotiation": "indicating the required extension")."""
+    rejection = verdict.rejection
+    if rejection is None or rejection.rule != "request.capability.missing":
+        return []
+    data = error.get("data")
+    caps = data.get("requiredCapabilities") if isinstance(data, dict) else None
+    ext = caps.get("extensions") if isinstance(caps, dict) else None
+    if isinstance(ext, dict) and TASKS_EXTENSION in ext:
+        return []
+    return [finding("response.error.data",
+                    f"error -32021 data.requiredCapabilities must name the extension "
+                    f"({{'extensions': {{'{TASKS_EXTENSION}': {{}}}}}})", where)]
 
 
 def _error_data(code: int, data: Any) -> str:

@@ -461,3 +461,13 @@ def test_shipped_schema_is_the_published_one(revision: str) -> None:
         pytest.skip("the published specification is not on this machine")
     shipped = resources.files("mcp_tap.core.specschema").joinpath(f"{revision}.json")
     assert shipped.read_bytes() == published.read_bytes()
+
+
+def test_32021_must_name_the_tasks_extension() -> None:
+    """The owed -32021 names the extension: without it, response.error.data -32600 (must)."""
+    msg = request("tasks/get", {"taskId": "t1"})
+    other = {"code": -32021, "message": "Missing required client capability",
+             "data": {"requiredCapabilities": {"elicitation": {}}}}
+    found = judged(msg, 400, {"jsonrpc": "2.0", "id": 1, "error": other})
+    assert found == [("request.capability.missing", -32021, "must"),
+                     ("response.error.data", -32600, "must")]

@@ -175,8 +175,10 @@ def _error(name: str, example: dict[str, Any]) -> list[Finding]:
     if code == -32022:
         request = _request("tools/list", rid, params={"_meta": _meta()})
         request["params"]["_meta"][PV] = error.get("data", {}).get("requested", "2099-01-01")
-    elif code == -32021:
+    elif code == -32021 and "extensions" in error["data"]["requiredCapabilities"]:
         request = _request("tasks/get", rid, params={"taskId": "t1", "_meta": _meta()})
+    elif code == -32021:  # a capability a tool call needed, which the client did not declare
+        request = _request("tools/call", rid)
     elif code == -32601:
         request = _request("tools/list", rid, params={"_meta": _meta()})
         request["method"] = "example/unknown"
