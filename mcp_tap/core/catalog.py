@@ -545,6 +545,18 @@ RULES: tuple[Rule, ...] = (
         _c(_TOOLS, "Output Schema", "Structured Content"),
     ),
     Rule(
+        "sse.server-request",
+        _S,
+        INVALID_REQUEST,
+        "a legacy server request (elicitation, sampling, roots) on a stream for a capability, "
+        "or a capability member (elicitation mode, `sampling.tools`), the client did not "
+        "declare at `initialize`",
+        MUST,
+        "2025-11-25/basic/lifecycle.mdx § Operation; "
+        + _c("2025-11-25/client/elicitation.mdx", "Capabilities")
+        + "; " + _c("2025-11-25/client/sampling.mdx", "Tools in Sampling"),
+    ),
+    Rule(
         "wire.schema.notification",
         _S,
         INVALID_REQUEST,
@@ -859,6 +871,7 @@ NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
 # notifications and the published schema added, and what they deliberately leave alone. --
 EXTENSIONS_ADDED: tuple[str, ...] = (
     "request.capability.missing",
+    "sse.server-request",
     "response.payload.sampling-context",
     "response.payload.structured-content",
     "wire.schema.notification",
@@ -909,8 +922,9 @@ EXTENSIONS_NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
         "2025-11-25/client/elicitation.mdx § Capabilities",
         "legacy servers MUST NOT send an elicitation mode (or, client/sampling, tool-enabled "
         "sampling) the client did not declare",
-        "a legacy client declares its capabilities once, at `initialize`, and the tap judges "
-        "each exchange of a session on its own; modern requests carry them and are judged",
+        "judged (`sse.server-request`) only when the tap saw the session's `initialize` (the "
+        "one place a legacy client declares them); a session that began before the tap did "
+        "is not judged",
     ),
     (
         "2025-11-25/schema.ts § interface ClientCapabilities",

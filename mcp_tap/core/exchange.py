@@ -71,6 +71,7 @@ class Exchange:
     sse_events: Sequence[SSEEvent] | None = None
     allowed_origins: tuple[str, ...] | None = None
     output_schemas: Mapping[str, Any] = field(default_factory=dict)
+    session_capabilities: dict[str, Any] | None = None
 
 
 @fast_init  # made per exchange: see core/fastinit.py
@@ -176,6 +177,7 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
                 _events(exchange),
                 where,
                 exchange.negotiated_version,
+                exchange.session_capabilities,
             )
         return Judgement(era, None, tuple(found), None, ())
     # decode_body and body_meta, without the calls.
@@ -249,6 +251,8 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         declared: dict[str, Any] | None = caps
     else:
         extensions = declared = None
+        if era is ERA_LEGACY:
+            declared = exchange.session_capabilities  # a legacy client declares them once
     output_schema = None
     if exchange.output_schemas and verdict.method == "tools/call":
         params = message.get("params") if isinstance(message, dict) else None

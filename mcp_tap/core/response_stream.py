@@ -27,7 +27,7 @@ from mcp_tap.core.jsonrpc import (
 )
 from mcp_tap.core.requests import RequestVerdict
 from mcp_tap.core.response_message import ResponseContext, check_message, id_key, owed_answer
-from mcp_tap.core.results import task_answer_problem
+from mcp_tap.core.results import server_request_problem, task_answer_problem
 from mcp_tap.core.sse import SSEEvent
 
 
@@ -129,6 +129,13 @@ def check_sse_stream(
                         _at(where, index),
                     )
                 )
+            elif ctx.client_capabilities is not None:
+                # The session's initialize declared what the client supports.
+                bad = server_request_problem(
+                    message["method"], message.get("params"), ctx.client_capabilities
+                )
+                if bad is not None:
+                    found.append(finding(bad[0], bad[1], _at(where, index)))
         elif kind is KIND_NOTIFICATION:
             # The place is formatted only for a finding: most notifications pass.
             note = message["method"]  # kind_of made sure of a string

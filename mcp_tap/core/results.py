@@ -529,6 +529,26 @@ def _input_capabilities(
     return []
 
 
+def server_request_problem(
+    method: str, params: Any, capabilities: dict[str, Any]
+) -> tuple[str, str] | None:
+    """A legacy server-to-client request against the capabilities the client declared at
+    ``initialize``: ``(rule id, why)`` or None. Methods other than the three capability-bound
+    ones (``ping``, ``tasks/*``) are not judged here."""
+    needed = _INPUT_CAPABILITY.get(method)
+    if needed is None:
+        return None
+    if needed not in capabilities:
+        return ("sse.server-request",
+                f"{method}, but the client did not declare {needed} at initialize")
+    found = sub_capability_problem(method, params, capabilities.get(needed))
+    if found is None:
+        return None
+    rule_id, why = found
+    return ("sse.server-request" if rule_id == "response.payload.input-required" else rule_id,
+            f"{method}: {why}")
+
+
 def sub_capability_problem(
     method: str, params: Any, declared: Any
 ) -> tuple[str, str] | None:

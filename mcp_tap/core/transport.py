@@ -27,10 +27,12 @@ from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap, media_type
 from mcp_tap.core.jsonrpc import (
     KIND_NOTIFICATION,
+    KIND_REQUEST,
     KIND_RESPONSE,
     classify,
     parse_json,
 )
+from mcp_tap.core.results import server_request_problem
 from mcp_tap.core.sse import SSEEvent
 
 REQUEST_MEDIA_TYPES = ("application/json", "text/event-stream")
@@ -182,9 +184,11 @@ def check_non_post(
     events: Iterable[SSEEvent] | None,
     where: str,
     version: str | None = None,
+    capabilities: dict[str, Any] | None = None,
 ) -> list[Finding]:
     """Judge a GET, DELETE or OPTIONS exchange in its era (no JSON-RPC request body);
-    ``version`` is a legacy session's negotiated revision, when known."""
+    ``version`` is a legacy session's negotiated revision and ``capabilities`` what its
+    client declared at ``initialize``, when known."""
     method = http_method.upper()
     found: list[Finding] = []
     if status is None:
@@ -230,6 +234,10 @@ def check_non_post(
                     f"{where} sse[{index}]",
                 )
             )
+        elif kind is KIND_REQUEST and capabilities is not None:
+            bad = server_request_problem(message["method"], message.get("params"), capabilities)
+            if bad is not None:
+                found.append(finding(bad[0], bad[1], f"{where} sse[{index}]"))
         elif kind is KIND_NOTIFICATION:
             # The legacy listen stream's notifications are messages of the session's
             # revision too (wire.schema.notification).

@@ -44,6 +44,7 @@ _KEYS = {
     "expectedRule",
     "toolSchemas",
     "outputSchemas",
+    "clientCapabilities",
     "protocolVersion",
     "description",
     "httpMethod",
@@ -68,6 +69,7 @@ class Case:
     tool_schemas: dict[str, Any] = field(default_factory=dict)
     protocol_version: str | None = None
     output_schemas: dict[str, Any] = field(default_factory=dict)
+    client_capabilities: dict[str, Any] | None = None
     source: str = ""
     http_method: str = "POST"
     probe: bool = True
@@ -157,6 +159,9 @@ def parse_case(data: Any, source: str = "") -> Case:
     outputs = data.get("outputSchemas", {})
     if not isinstance(outputs, dict):
         raise ValueError(f"case {name}: outputSchemas must be an object")
+    declared = data.get("clientCapabilities")
+    if declared is not None and not isinstance(declared, dict):
+        raise ValueError(f"case {name}: clientCapabilities must be an object")
     version = data.get("protocolVersion")
     if version is not None and not isinstance(version, str):
         raise ValueError(f"case {name}: protocolVersion must be a string")
@@ -180,6 +185,7 @@ def parse_case(data: Any, source: str = "") -> Case:
         tool_schemas=schemas,
         protocol_version=version,
         output_schemas=outputs,
+        client_capabilities=declared,
         source=source,
         http_method=http_method,
         probe=probe,
@@ -270,6 +276,7 @@ def case_exchange(case: Case) -> Exchange:
         negotiated_version=case.protocol_version,
         http_method=case.http_method,
         output_schemas=case.output_schemas,
+        session_capabilities=case.client_capabilities,
     )
 
 
@@ -291,6 +298,8 @@ def evidence(case: Case, redactor: Redactor) -> dict[str, Any]:
         "toolSchemas": redactor.redact_json(case.tool_schemas),
         **({"outputSchemas": redactor.redact_json(case.output_schemas)}
            if case.output_schemas else {}),  # absent when unused: older digests stay
+        **({"clientCapabilities": redactor.redact_json(case.client_capabilities)}
+           if case.client_capabilities is not None else {}),
         "protocolVersion": case.protocol_version,
         "httpMethod": case.http_method,
     }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 import pytest
@@ -471,3 +471,67 @@ def test_32021_must_name_the_tasks_extension() -> None:
     found = judged(msg, 400, {"jsonrpc": "2.0", "id": 1, "error": other})
     assert found == [("request.capability.missing", -32021, "must"),
                      ("response.error.data", -32600, "must")]
+
+
+class TestLegacyServerRequests:
+    """A legacy session's client declares its capabilities at initialize; the server's
+    requests on its streams must stay within them, members included."""
+
+    CALL: ClassVar[dict[str, Any]] = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                      "params": {"name": "t", "arguments": {}}}
+    DONE: ClassVar[dict[str, Any]] = {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}
+
+    def _stream(self, server_request: dict[str, Any],
+                declared: dict[str, Any] | None) -> list[tuple[str, int | None, str]]:
+        message = {"jsonrpc": "2.0", "id": "s1", **server_request}
+        exchange = Exchange(
+            request_headers=HeaderMap.of({"Accept": "application/json, text/event-stream",
+                                          "Content-Type": "application/json",
+                                          "MCP-Protocol-Version": "2025-11-25"}),
+            request_body=orjson.dumps(self.CALL), response_status=200,
+            response_headers=HeaderMap.of({"Content-Type": "text/event-stream"}),
+            response_body=b"".join(encode_event(orjson.dumps(m).decode())
+                                   for m in (message, self.DONE)),
+            era=Era.LEGACY, legacy_session=True, negotiated_version="2025-11-25",
+            session_capabilities=declared,
+        )
+        return [(f.rule, f.code, str(f.strength)) for f in judge(exchange).findings]
+
+    @pytest.mark.parametrize(
+        ("request_", "declared"),
+        [
+            (elicit("url"), {"elicitation": {}}),
+            (elicit(None), {"elicitation": {"url": {}}}),
+            (sample(tools=[TOOL]), {"sampling": {}}),
+            (elicit(None), {"sampling": {}}),  # no elicitation at all
+            ({"method": "roots/list"}, {}),
+        ],
+    )
+    def test_undeclared(self, request_: dict[str, Any], declared: dict[str, Any]) -> None:
+        """sse.server-request -32600 (must)."""
+        assert self._stream(request_, declared) == [("sse.server-request", -32600, "must")]
+
+    @pytest.mark.parametrize(
+        ("request_", "declared"),
+        [
+            (elicit(None), {"elicitation": {}}),
+            (elicit("url"), {"elicitation": {"url": {}}}),
+            (sample(tools=[TOOL]), {"sampling": {"tools": {}}}),
+            ({"method": "roots/list"}, {"roots": {"listChanged": True}}),
+            ({"method": "ping"}, {}),
+        ],
+    )
+    def test_declared_is_golden(self, request_: dict[str, Any],
+                                declared: dict[str, Any]) -> None:
+        """Within the declared capabilities: no finding."""
+        assert self._stream(request_, declared) == []
+
+    def test_unknown_session_is_not_judged(self) -> None:
+        """Without the session's initialize the tap knows nothing: no finding."""
+        assert self._stream(elicit("url"), None) == []
+
+    def test_include_context_is_a_warning(self) -> None:
+        """includeContext without sampling.context: response.payload.sampling-context
+        (should), in the legacy era too."""
+        found = self._stream(sample(includeContext="allServers"), {"sampling": {}})
+        assert found == [("response.payload.sampling-context", -32600, "should")]
