@@ -1,7 +1,9 @@
-"""A tool's outputSchema learnt from tools/list through a real tap: a small aiohttp origin
+"""What the tap learns from earlier answers, through a real tap. A tool's outputSchema learnt
+from tools/list: a small aiohttp origin
 that lists a tool with an ``outputSchema`` and answers its calls with ``structuredContent``
 that conforms once and breaks it once (server/tools "Output Schema"). The tap forwards
-every answer untouched and records the break as response.payload.structured-content."""
+every answer untouched and records the break as response.payload.structured-content. And a legacy session's client
+capabilities, learnt from its initialize, judge the server's requests on its streams."""
 
 from __future__ import annotations
 
@@ -68,3 +70,50 @@ async def test_structured_content_is_judged_against_the_learnt_output_schema(
     # Before the listing the tap knows no outputSchema: it claims nothing.
     assert found == [[], [], [],
                      [("response.payload.structured-content", -32600, "must")]]
+
+
+async def legacy_origin(request: web.Request) -> web.StreamResponse:
+    """A legacy server: initialize opens session s1; a tool call is answered with a stream
+    that asks the client for a URL-mode elicitation before the result."""
+    body = await request.json()
+    if body["method"] == "initialize":
+        result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "s", "version": "1"}}
+        return web.json_response({"jsonrpc": "2.0", "id": body["id"], "result": result},
+                                 headers={"Mcp-Session-Id": "s1"})
+    elicit = {"jsonrpc": "2.0", "id": "e1", "method": "elicitation/create", "params": {
+        "mode": "url", "message": "Sign in", "url": "https://example.com/a",
+        "elicitationId": "x"}}
+    done = {"jsonrpc": "2.0", "id": body["id"], "result": {"content": []}}
+    text = "".join(f"data: {json.dumps(m)}\n\n" for m in (elicit, done))
+    return web.Response(text=text, content_type="text/event-stream")
+
+
+async def test_legacy_session_capabilities_judge_the_servers_requests(
+    tmp_path: Path, serve_app: StartApp
+) -> None:
+    """The client declared elicitation {} (form only) at initialize: the URL-mode request
+    on the session's stream is sse.server-request -32600 (must)."""
+    app = web.Application()
+    app.router.add_post("/mcp", legacy_origin)
+    base = await serve_app(app)
+    common = {"Accept": "application/json, text/event-stream",
+              "Content-Type": "application/json"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "c", "version": "1"}}}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "t", "arguments": {}}}
+    async with running_tap(tap_options(tmp_path, upstream=base)) as tap:
+        url = hop_url(tap)
+        async with httpx.AsyncClient(timeout=30.0) as client:
+            opened = await client.post(url, headers=common, content=json.dumps(init))
+            session = {**common, "Mcp-Session-Id": opened.headers["Mcp-Session-Id"],
+                       "MCP-Protocol-Version": "2025-11-25"}
+            streamed = await client.post(url, headers=session, content=json.dumps(call))
+    assert "elicitation/create" in streamed.text  # forwarded untouched
+    found = [[(f["rule"], f.get("code"), f["strength"]) for f in r["findings"]]
+             for r in exchanges(tap)]
+    # (The initialize is the operator's era policy's business: no allowlisted legacy endpoint.)
+    assert found == [[("client.fallback-unproven", None, "should")],
+                     [("sse.server-request", -32600, "must")]]
