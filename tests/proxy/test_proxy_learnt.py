@@ -1,8 +1,9 @@
-"""What the tap learns from earlier answers, through a real tap. A tool's outputSchema learnt
-from tools/list: a small aiohttp origin
-that lists a tool with an ``outputSchema`` and answers its calls with ``structuredContent``
-that conforms once and breaks it once (server/tools "Output Schema"). The tap forwards
-every answer untouched and records the break as response.payload.structured-content. And a legacy session's client
+"""What the tap learns from earlier answers, through a real tap.
+
+A tool's outputSchema learnt from tools/list: a small aiohttp origin lists a tool with an
+``outputSchema`` and answers its calls with ``structuredContent`` that conforms once and
+breaks it once (server/tools "Output Schema"); the tap forwards every answer untouched and
+records the break as response.payload.structured-content. A legacy session's client
 capabilities, learnt from its initialize, judge the server's requests on its streams."""
 
 from __future__ import annotations
