@@ -17,8 +17,10 @@ Each example directory is named after its schema definition. How an example is p
   request's own finding is the one expected, the answer adds none;
 - a content block, a ``Tool`` or a ``Resource``: inside the result that carries it.
 
-The remaining definitions (parameter objects, schema fragments, capabilities, preferences)
-are validated against their definition only.
+- a fragment (params, capabilities, contents, elicitation field schemas, sampling messages,
+  preferences, roots): inside the message that carries it.
+
+A definition no rule places is validated against its definition only (the test says so).
 """
 
 from __future__ import annotations
@@ -233,6 +235,82 @@ def placed(name: str, example: Any) -> list[Finding] | None:
     if name == "Resource":
         return _answer("resources/list", {"resultType": "complete", "resources": [example],
                                           "ttlMs": 0, "cacheScope": "public"})
+    return _fragment(name, example)
+
+
+_PARAMS_OF = {  # a request's params definition -> its method
+    "CallToolRequestParams": "tools/call",
+    "GetPromptRequestParams": "prompts/get",
+    "CompleteRequestParams": "completion/complete",
+    "PaginatedRequestParams": "tools/list",
+}
+_NOTE_PARAMS_OF = {  # a server notification's params definition -> its definition
+    "ProgressNotificationParams": "ProgressNotification",
+    "LoggingMessageNotificationParams": "LoggingMessageNotification",
+    "ResourceUpdatedNotificationParams": "ResourceUpdatedNotification",
+}
+_FIELD_SCHEMAS = {"BooleanSchema", "NumberSchema", "StringSchema", "TitledMultiSelectEnumSchema",
+                  "TitledSingleSelectEnumSchema", "UntitledMultiSelectEnumSchema",
+                  "UntitledSingleSelectEnumSchema"}
+
+
+def _sampling(**params: Any) -> dict[str, Any]:
+    base = {"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+            "maxTokens": 10}
+    return {"method": "sampling/createMessage", "params": {**base, **params}}
+
+
+def _ask(request: dict[str, Any]) -> list[Finding]:
+    """One input request in an InputRequiredResult to a client that declared everything."""
+    return _answer("tools/call", {"resultType": "input_required",
+                                  "inputRequests": {"r": request}}, ALL_CAPS)
+
+
+def _fragment(name: str, example: Any) -> list[Finding] | None:
+    """A definition that is part of a message, placed in the message that carries it."""
+    if name in _PARAMS_OF:
+        params = json.loads(json.dumps(example))
+        params.setdefault("_meta", _meta())
+        return _judge(_request(_PARAMS_OF[name], params=params))
+    if name in _NOTE_PARAMS_OF:
+        definition = _NOTE_PARAMS_OF[name]
+        return placed(definition, {"jsonrpc": "2.0", "method": METHOD_OF_NOTE[definition],
+                                   "params": example})
+    if name == "CancelledNotificationParams":
+        return placed("CancelledNotification",
+                      {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": example})
+    if name in ("ElicitRequestFormParams", "ElicitRequestURLParams"):
+        return _ask({"method": "elicitation/create", "params": example})
+    if name == "CreateMessageRequestParams":
+        return _ask({"method": "sampling/createMessage", "params": example})
+    if name == "InputRequests":
+        return _answer("tools/call", {"resultType": "input_required", "inputRequests": example},
+                       ALL_CAPS)
+    if name == "ModelPreferences":
+        return _ask(_sampling(modelPreferences=example))
+    if name == "SamplingMessage":
+        return _ask(_sampling(messages=[example]))
+    if name == "ToolUseContent":
+        return _judge(_request("tools/call", params={"name": "get_weather", "inputResponses": {
+            "r": {"role": "assistant", "content": [example], "model": "m",
+                  "stopReason": "toolUse"}}}))
+    if name == "ToolResultContent":
+        return _ask(_sampling(messages=[{"role": "user", "content": [example]}]))
+    if name in _FIELD_SCHEMAS:
+        return _ask({"method": "elicitation/create", "params": {
+            "message": "m", "requestedSchema": {"type": "object",
+                                                "properties": {"field": example}}}})
+    if name == "Root":
+        return _judge(_request("tools/call", params={"name": "get_weather", "inputResponses": {
+            "r": {"roots": [example]}}}))
+    if name == "ClientCapabilities":
+        return _judge(_request("tools/list", params={"_meta": _meta(example)}))
+    if name == "ServerCapabilities":
+        discover = _load(sorted((ROOT / "DiscoverResult").glob("*.json"))[0])
+        return _answer("server/discover", {**discover, "capabilities": example})
+    if name in ("TextResourceContents", "BlobResourceContents"):
+        return _answer("resources/read", {"resultType": "complete", "contents": [example],
+                                          "ttlMs": 0, "cacheScope": "private"})
     return None
 
 
