@@ -934,10 +934,12 @@ EXTENSIONS_NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
         "streams the tap sees apart from the session's initialize declaration (as above)",
     ),
     (
-        "2026-07-28/schema.ts § interface ServerCapabilities",
-        "server capability members (`tools.listChanged`, `resources.subscribe`, ...)",
-        "they describe what the server offers; no sentence makes a message without them a "
-        "violation (a modern listen filter is judged instead: `sse.listen`)",
+        "2025-11-25/basic/lifecycle.mdx § Operation",
+        "a legacy server uses only the capabilities it negotiated (`tools.listChanged`, "
+        "`resources.subscribe`, `logging` before the notifications they announce)",
+        "not yet checked: the tap keeps the client's `initialize` capabilities per session "
+        "(`sse.server-request`) but not the server's; a modern server's notifications are "
+        "judged by the listen filter the client opted in with (`sse.listen`)",
     ),
     (
         _c(_BASE, "JSON Schema Usage"),
