@@ -160,23 +160,35 @@ def check_message(
         where,
         ctx.client_capabilities,
     )
-    if (
-        not result_found
-        and ctx.client_capabilities is not None
-        and request
-        and classified.message["method"] == "tasks/get"
+    if not result_found and (
+        ctx.output_schema is not None
+        or (request and classified.message["method"] == "tasks/get")
     ):
-        # An input_required task's inputRequests ask what a direct input request would
-        # (ext-tasks-draft "Task Update Requests"): the same capability rules.
-        result_found = task_input_capabilities(message["result"], ctx.client_capabilities, where)
-    if ctx.output_schema is not None and not result_found:
-        result = message["result"]
-        if isinstance(result, dict) and result.get("resultType", "complete") == "complete":
-            result_found = check_structured(ctx.output_schema, result, where)
+        result_found = _learnt_rules(verdict, message["result"], ctx, where)
     if found:
         found += result_found
         return found
     return result_found
+
+
+def _learnt_rules(
+    verdict: RequestVerdict, result: Any, ctx: ResponseContext, where: str
+) -> list[Finding]:
+    """The rules on a success result that need what the tap learnt or the request declared:
+    an ``input_required`` task's inputRequests against the polling request's capabilities
+    (ext-tasks-draft "Task Update Requests": the same rules as a direct input request), and
+    ``structuredContent`` against the called tool's learnt ``outputSchema``."""
+    if ctx.client_capabilities is not None and verdict.method == "tasks/get":
+        found = task_input_capabilities(result, ctx.client_capabilities, where)
+        if found:
+            return found
+    if (
+        ctx.output_schema is not None
+        and isinstance(result, dict)
+        and result.get("resultType", "complete") == "complete"
+    ):
+        return check_structured(ctx.output_schema, result, where)
+    return []
 
 
 def _error(

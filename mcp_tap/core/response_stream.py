@@ -74,9 +74,7 @@ def check_sse_stream(
         if isinstance(meta, dict):
             request_meta = meta
     # The revision whose schema judges the stream's notifications (None: not judged).
-    schema_version = ctx.version or verdict.version
-    if schema_version is None and not modern:
-        schema_version = LEGACY_VERSIONS[0]
+    schema_version = ctx.version or verdict.version or (None if modern else LEGACY_VERSIONS[0])
     for index, event in enumerate(events):
         data = event.data
         if data == "":
@@ -129,22 +127,13 @@ def check_sse_stream(
                         _at(where, index),
                     )
                 )
-            elif ctx.client_capabilities is not None:
-                # The session's initialize declared what the client supports.
-                bad = server_request_problem(
-                    message["method"], message.get("params"), ctx.client_capabilities
-                )
-                if bad is not None:
-                    found.append(finding(bad[0], bad[1], _at(where, index)))
+            elif ctx.client_capabilities is not None:  # declared at the session's initialize
+                found += _server_request(message, ctx.client_capabilities, _at(where, index))
         elif kind is KIND_NOTIFICATION:
             # The place is formatted only for a finding: most notifications pass.
             note = message["method"]  # kind_of made sure of a string
             if schema_version is not None:
-                problem = schema.notification_problem(schema_version, message)
-                if problem:
-                    found.append(
-                        finding("wire.schema.notification", problem, _at(where, index))
-                    )
+                found += _notification_schema(schema_version, message, where, index)
             if note == "notifications/progress":
                 # The usual notification: its order and, on a modern request stream, its
                 # relatedness in one call.
@@ -193,6 +182,22 @@ def check_sse_stream(
         # is owed its error, not a stream.
         found += owed_answer(verdict, None, status, where)
     return found, messages
+
+
+def _notification_schema(
+    version: str, message: dict[str, Any], where: str, index: int
+) -> list[Finding]:
+    """A server notification against its revision's published schema."""
+    problem = schema.notification_problem(version, message)
+    return [finding("wire.schema.notification", problem, _at(where, index))] if problem else []
+
+
+def _server_request(
+    message: dict[str, Any], capabilities: dict[str, Any], at: str
+) -> list[Finding]:
+    """A legacy server request against what the client declared at ``initialize``."""
+    bad = server_request_problem(message["method"], message.get("params"), capabilities)
+    return [finding(bad[0], bad[1], at)] if bad is not None else []
 
 
 def _at(where: str, index: int) -> str:
