@@ -43,6 +43,8 @@ _KEYS = {
     "expectedErrorCode",
     "expectedRule",
     "toolSchemas",
+    "outputSchemas",
+    "clientCapabilities",
     "protocolVersion",
     "description",
     "httpMethod",
@@ -66,6 +68,8 @@ class Case:
     capabilities: frozenset[str] = frozenset()
     tool_schemas: dict[str, Any] = field(default_factory=dict)
     protocol_version: str | None = None
+    output_schemas: dict[str, Any] = field(default_factory=dict)
+    client_capabilities: dict[str, Any] | None = None
     source: str = ""
     http_method: str = "POST"
     probe: bool = True
@@ -152,6 +156,12 @@ def parse_case(data: Any, source: str = "") -> Case:
     schemas = data.get("toolSchemas", {})
     if not isinstance(schemas, dict):
         raise ValueError(f"case {name}: toolSchemas must be an object")
+    outputs = data.get("outputSchemas", {})
+    if not isinstance(outputs, dict):
+        raise ValueError(f"case {name}: outputSchemas must be an object")
+    declared = data.get("clientCapabilities")
+    if declared is not None and not isinstance(declared, dict):
+        raise ValueError(f"case {name}: clientCapabilities must be an object")
     version = data.get("protocolVersion")
     if version is not None and not isinstance(version, str):
         raise ValueError(f"case {name}: protocolVersion must be a string")
@@ -174,6 +184,8 @@ def parse_case(data: Any, source: str = "") -> Case:
         capabilities=frozenset(caps),
         tool_schemas=schemas,
         protocol_version=version,
+        output_schemas=outputs,
+        client_capabilities=declared,
         source=source,
         http_method=http_method,
         probe=probe,
@@ -263,6 +275,8 @@ def case_exchange(case: Case) -> Exchange:
         legacy_session=case.era is Era.LEGACY,
         negotiated_version=case.protocol_version,
         http_method=case.http_method,
+        output_schemas=case.output_schemas,
+        session_capabilities=case.client_capabilities,
     )
 
 
@@ -282,6 +296,10 @@ def evidence(case: Case, redactor: Redactor) -> dict[str, Any]:
         # Judgement inputs beyond product.md's keys: a change to them changes the verdict,
         # so it must change the digest too.
         "toolSchemas": redactor.redact_json(case.tool_schemas),
+        **({"outputSchemas": redactor.redact_json(case.output_schemas)}
+           if case.output_schemas else {}),  # absent when unused: older digests stay
+        **({"clientCapabilities": redactor.redact_json(case.client_capabilities)}
+           if case.client_capabilities is not None else {}),
         "protocolVersion": case.protocol_version,
         "httpMethod": case.http_method,
     }
