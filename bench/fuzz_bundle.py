@@ -1,7 +1,7 @@
 """The long fuzz run of the bundle reader and ``verify`` (not in CI's time).
 
 Each input is a small real bundle (signed or not, two segments, a gap, an abrupt end)
-with one to four random mutations from ``tests/bundle_mutations.py``: flipped bytes, cut
+with one to four random mutations from ``tests/support/bundle_mutations.py``: flipped bytes, cut
 files, inserted junk (deep brackets, NUL, invalid UTF-8), deleted files, JSON fields and
 record lines replaced with arbitrary JSON, duplicated or swapped lines, stray segments.
 Every input runs through ``verify_bundle`` (and, for signed seeds, ``verify_bundle`` with the
@@ -28,7 +28,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
 
 from bundle_mutations import apply, check, random_mutations, seed_bundle
 

@@ -1,4 +1,5 @@
-"""Long fuzz run of the HTTP front (not part of CI; the suite's share: tests/test_fuzz_http.py).
+"""Long fuzz run of the HTTP front (not part of CI; the suite's share:
+tests/proxy/test_fuzz_http.py).
 
 Four targets, each ``--inputs`` generated inputs (seeded; input N of a target is
 ``random.Random(f"{seed}:{target}:{N}")``, so ``--target T --only N`` replays it):
@@ -6,11 +7,11 @@ Four targets, each ``--inputs`` generated inputs (seeded; input N of a target is
 * ``requests``: a client's byte stream (valid, mutated, random bytes, oversized heads,
   odd casing, duplicates, non-UTF-8, obs-fold, bare LF, conflicting Content-Length and
   Transfer-Encoding, chunk-size garbage, pipelining) through the splicing core's head and
-  framing code, sans-IO (``tests/fuzz_http_inputs.py``): only the parser's documented
+  framing code, sans-IO (``tests/support/fuzz_http_inputs.py``): only the parser's documented
   rejections, an unchanged head byte-identical, a changed one short only of hop-by-hop lines;
 * ``responses``: an upstream's byte stream the same way (interim answers, HEAD answers);
 * ``process``: the client streams over loopback TCP to a real ``mcp-tap proxy`` process in
-  front of a real aiohttp origin (``tests/fuzz_http_process.py``), a new process every
+  front of a real aiohttp origin (``tests/support/fuzz_http_process.py``), a new process every
   ``--per-process`` inputs: every tap answer is a 400/408/431/502/503/504 with
   ``X-Mcp-Tap-Error``, every other answer the origin's; a well-formed request after every
   ``--probe-every`` inputs is forwarded and answered byte for byte; ``/healthz`` is 200
@@ -41,7 +42,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
 
 from fuzz_http_inputs import (
     check_request_bytes,

@@ -1,5 +1,5 @@
 """Long fuzz run of the JSON-RPC judge (not part of CI; the suite's share:
-tests/test_fuzz_judge.py).
+tests/core/test_fuzz_judge.py).
 
 Two targets, each ``--inputs`` generated inputs (seeded; input N of a target is
 ``random.Random(f"{seed}:{target}:{N}")``, so ``--target T --only N`` replays it), over the
@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
 
 from fuzz_judge_inputs import judge_golden, judge_random
 from fuzz_runner import fuzz_parser, run_target

