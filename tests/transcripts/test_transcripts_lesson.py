@@ -19,7 +19,7 @@ from mcp_tap.transcripts import assumed_headers, case_exchange, parse_case, run_
 
 LESSON = Path("/work/shared/seed/mcp-conformance-operations.zh.md")
 if not LESSON.exists():  # the lesson lives beside the repo on the build machine
-    LESSON = Path(__file__).resolve().parents[2] / "shared/seed/mcp-conformance-operations.zh.md"
+    LESSON = Path(__file__).resolve().parents[3] / "shared/seed/mcp-conformance-operations.zh.md"
 
 
 def lesson_fixtures() -> list[dict[str, Any]]:
