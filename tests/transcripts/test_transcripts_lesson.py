@@ -83,7 +83,8 @@ def test_given_accept_is_judged() -> None:
     """A fixture that gives Accept is judged on it: request.accept (must)."""
     data = _lesson_golden()
     data["headers"]["Accept"] = "application/json"
-    found = [(f.rule, f.code, str(f.strength)) for f in judge(case_exchange(parse_case(data))).findings]
+    judged = judge(case_exchange(parse_case(data)))
+    found = [(f.rule, f.code, str(f.strength)) for f in judged.findings]
     assert found == [("request.accept", None, "must"),
                      ("response.payload.caching", -32600, "must")]
     assert assumed_headers(parse_case(data)) == (("Content-Type", "application/json"),)
