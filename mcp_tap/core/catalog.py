@@ -479,6 +479,18 @@ RULES: tuple[Rule, ...] = (
         SHOULD,
         _c(_SHTTP, "Receiving Messages") + "; " + _c(_LHTTP, "Sending Messages to the Server"),
     ),
+    # --- issue 27, classes 1-3, 8, 9 (branch speca) ---
+    Rule(
+        "sse.progress.after-completion",
+        _S,
+        INVALID_REQUEST,
+        "a progress notification on a request stream after the request's final response",
+        MUST,
+        "2026-07-28/basic/patterns/progress.mdx § Behavior Requirements; "
+        "2025-11-25/basic/utilities/progress.mdx § Behavior Requirements; "
+        "2025-03-26/basic/utilities/progress.mdx § Behavior Requirements",
+    ),
+    # --- end of issue 27 (speca) ---
     Rule(
         "sse.get-response",
         _S,

@@ -89,7 +89,14 @@ def check_sse_stream(
         seen += 1
         if answered:
             at = _at(where, index)
-            found.append(finding("sse.after-response", "a message after the final response", at))
+            if type(message) is dict and message.get("method") == "notifications/progress":
+                # progress.mdx "Behavior Requirements": progress MUST stop after completion.
+                found.append(finding(
+                    "sse.progress.after-completion", "a progress notification after the "
+                    "final response", at))
+            else:
+                found.append(
+                    finding("sse.after-response", "a message after the final response", at))
             continue
         # The kind only (no Classified): this runs for every event of every stream. Its two
         # usual answers, a notification and a response, are kind_of's without the call.

@@ -644,6 +644,17 @@ class TestCheckSseStream:
         assert [(f.rule, f.code, f.strength) for f in found] == [
             ("sse.after-response", -32600, "should")]
 
+    def test_progress_after_completion(self) -> None:
+        """Progress after the final response is sse.progress.after-completion (MUST stop)."""
+        note = {
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": {"progressToken": "p", "progress": 1},
+        }
+        found, _ = check_sse_stream(OK, 200, self.events(result(), note), MCTX)
+        assert [(f.rule, f.code, f.strength) for f in found] == [
+            ("sse.progress.after-completion", -32600, "must")]
+
     def test_server_request_on_modern_stream(self) -> None:
         """A server-to-client request on a modern stream is sse.event -32600."""
         req = {"jsonrpc": "2.0", "id": 99, "method": "sampling/createMessage", "params": {}}
