@@ -25,6 +25,7 @@ from mcp_tap.evidence import find_bundles, iter_records
 from mcp_tap.evidence.reader import read_bundle_meta
 from mcp_tap.export import iter_jsonl, to_har
 from mcp_tap.outputs import add_summary_option
+from mcp_tap.outputs.printable import printable_lines
 
 NAME = "export"
 HELP = "export evidence as HAR 1.2 (--format har) or plain JSON lines (--format jsonl)"
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     if args.summary_format == "json":
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
     elif args.summary_format == "text":
-        sys.stdout.write(f"exported {summary['records']} records ({summary['exchanges']} "
-                         f"exchanges) from {len(records.sources)} bundle(s) to {args.out} as "
-                         f"{args.format}: {written} bytes\n")
+        sys.stdout.write(printable_lines([
+            f"exported {summary['records']} records ({summary['exchanges']} exchanges) from "
+            f"{len(records.sources)} bundle(s) to {args.out} as {args.format}: {written} bytes"]))
     return EXIT_OK

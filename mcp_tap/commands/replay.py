@@ -21,6 +21,7 @@ from mcp_tap.errors import InputError
 from mcp_tap.evidence import find_bundles
 from mcp_tap.header_options import add_header_options, headers_from_args
 from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit
+from mcp_tap.outputs.printable import printable_lines
 from mcp_tap.probe.client import check_timeout
 from mcp_tap.replay import (
     CaseResult,
@@ -84,7 +85,7 @@ def outcome(report: ReplayReport) -> Outcome:
     checks += [Check(name=f"{s.exchange_id} {s.method or '-'}", group="mcp-tap.replay",
                      passed=True, skipped=True, message=s.reason) for s in report.skipped]
     return Outcome(command="replay", headline="same" if report.ok else "changed", ok=report.ok,
-                   data=report.to_json(), text="".join(line + "\n" for line in iter_lines(report)),
+                   data=report.to_json(), text=printable_lines(iter_lines(report)),
                    checks=tuple(checks))
 
 
@@ -109,12 +110,12 @@ def _stream_text(items: Iterator[CaseResult | Skipped], target: str) -> bool:
         if waiting is not None:
             waiting += lines
         else:
-            sys.stdout.write("".join(line + "\n" for line in lines))
+            sys.stdout.write(printable_lines(lines))
     if not counts["replayed"] and not counts["skipped"]:
         raise InputError("the evidence holds no exchange to replay")
-    sys.stdout.write("".join(line + "\n" for line in waiting or ()))
-    sys.stdout.write(summary_line(counts["replayed"], counts["changed"], counts["skipped"],
-                                  shown_url(target)) + "\n")
+    sys.stdout.write(printable_lines(waiting or ()))
+    sys.stdout.write(printable_lines([summary_line(
+        counts["replayed"], counts["changed"], counts["skipped"], shown_url(target))]))
     return not counts["changed"]
 
 

@@ -24,6 +24,7 @@ import orjson
 from mcp_tap.cli import EXIT_OK
 from mcp_tap.errors import InputError
 from mcp_tap.files import file_argument
+from mcp_tap.outputs.printable import printable_lines
 from mcp_tap.report import DEFAULT_BOUNDS, MAX_ROWS, load_report, render_report
 
 NAME = "report"
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(orjson.dumps(summary).decode() + "\n")
     else:
         decided = f", decision {action}" if action else ""
-        sys.stdout.write(f"report: {args.out} ({len(data.bundles)} bundle(s), "
-                         f"{data.exchanges} exchanges, {len(data.rules)} rule(s) with findings"
-                         f"{decided})\n")
+        sys.stdout.write(printable_lines([
+            f"report: {args.out} ({len(data.bundles)} bundle(s), {data.exchanges} exchanges, "
+            f"{len(data.rules)} rule(s) with findings{decided})"]))
     return EXIT_OK

@@ -16,6 +16,7 @@ import orjson
 
 from mcp_tap import __version__
 from mcp_tap.outputs import Check, Outcome
+from mcp_tap.outputs.printable import json_safe
 
 SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
 VERSION: Final = "2.1.0"
@@ -125,4 +126,5 @@ def sarif_log(outcome: Outcome) -> dict[str, Any]:
 
 def render_sarif(outcome: Outcome) -> str:
     """Render ``outcome`` as a SARIF 2.1.0 JSON document."""
-    return orjson.dumps(sarif_log(outcome), option=orjson.OPT_INDENT_2).decode() + "\n"
+    # JSON escapes C0 controls; C1 and bidi controls are escaped too (json_safe).
+    return json_safe(orjson.dumps(sarif_log(outcome), option=orjson.OPT_INDENT_2).decode()) + "\n"
