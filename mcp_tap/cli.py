@@ -144,6 +144,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TapError as exc:
         sys.stderr.write(printable_lines([f"mcp-tap: error: {exc}"]))
         return EXIT_BAD_INPUT
+    except OSError as exc:
+        # The boundary for what a command did not translate itself (a file it could not
+        # read or write): one line, bad input, never a traceback.
+        where = f" {exc.filename}" if exc.filename else ""
+        sys.stderr.write(printable_lines([f"mcp-tap: error:{where}: {exc.strerror or exc}"]))
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
     return code
