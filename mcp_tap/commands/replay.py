@@ -55,7 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hop", metavar="NAME",
                         help="replay only the exchanges recorded at this hop")
     parser.add_argument("--timeout", type=timeout_seconds, default=30.0, metavar="SECONDS",
-                        help="per-request timeout (default 30, at most 3600)")
+                        help="per-request timeout: the whole answer, streamed or not, must "
+                        "arrive within it (default 30, at most 3600)")
     add_format_option(parser)
 
 
