@@ -22,6 +22,7 @@ import orjson
 from mcp_tap.cli import EXIT_OK
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import find_bundles, iter_records
+from mcp_tap.evidence.disk import open_private
 from mcp_tap.evidence.reader import read_bundle_meta
 from mcp_tap.export import iter_jsonl, to_har
 from mcp_tap.outputs import add_summary_option
@@ -78,7 +79,7 @@ def _output(path: str | None) -> Iterator[BinaryIO]:
     target = Path(path)
     partial = target.with_name(target.name + ".partial")
     try:
-        with partial.open("wb") as out:
+        with open_private(partial) as out:  # as private as the evidence it comes from
             yield out
         partial.replace(target)
     except OSError as exc:
