@@ -361,7 +361,8 @@ class ReportTally:
             kinds=dict(self.error_kinds), error_refs=tuple(self.error_refs),
             start=window.start, end=window.end,
             counting={"jsonrpc": self.counting.jsonrpc_errors,
-                      "http_5xx": self.counting.http_5xx, "http_4xx": self.counting.http_4xx})
+                      "http_5xx": self.counting.http_5xx, "http_4xx": self.counting.http_4xx},
+            rejected=window.rejected)
         return ReportData(
             generated=generated,
             bundles=tuple(bundles),
