@@ -32,6 +32,7 @@ def level_of(strength: str) -> str:
 
 def _descriptors(own: tuple[tuple[str, str], ...] = ()) -> list[dict[str, Any]]:
     from mcp_tap.core.catalog import RULES
+    from mcp_tap.core.citations import citations
 
     descriptors = []
     for rule in RULES:
@@ -49,6 +50,9 @@ def _descriptors(own: tuple[tuple[str, str], ...] = ()) -> list[dict[str, Any]]:
             "defaultConfiguration": {"level": level_of(strength)},
             "properties": {"boundary": str(rule.boundary), "code": rule.code,
                            "strength": strength},
+            # Where the rule comes from, a public address (the specification's section).
+            **({"helpUri": public[0]} if (public := [
+                c.url for c in citations(rule.cite) if c.url and not c.local]) else {}),
         })
     for rule_id, summary in own:
         descriptors.append({

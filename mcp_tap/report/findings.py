@@ -3,16 +3,24 @@ how often it fired, and its first and last example linked to the exchange view."
 
 from __future__ import annotations
 
+from mcp_tap.core.citations import citations
 from mcp_tap.report.markup import e, exchange_link, party_of, strength_badge
 from mcp_tap.report.model import ReportData, RuleGroup
 from mcp_tap.report.records import rule_anchor
 
 
 def _cite(group: RuleGroup) -> str:
+    """The rule's sources, each with its public address (the specification, an RFC) as
+    text to copy (the page links only within itself); the tool's own rules name their page
+    of ``docs/`` in this repository."""
     if not group.cite:
         return '<span class="muted">not in this build\'s catalog</span>'
-    return "<br>".join(f'<span class="cite">{e(part.strip())}</span>'
-                       for part in group.cite.split(";"))
+    parts = []
+    for found in citations(group.cite):
+        address = (f'<br><span class="mono small url">{e(found.url)}</span>'
+                   if found.url is not None and not found.local else "")
+        parts.append(f'<span class="cite">{e(found.text)}</span>{address}')
+    return "<br>".join(parts)
 
 
 def _examples(group: RuleGroup, shown: frozenset[str]) -> tuple[str, str]:

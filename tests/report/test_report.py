@@ -38,6 +38,7 @@ from taps import hop_url, running_tap, tap_options
 
 from mcp_tap.cli import main
 from mcp_tap.core.catalog import CATALOG
+from mcp_tap.core.citations import citations
 from mcp_tap.evidence import find_bundles, iter_records
 from mcp_tap.gate.evaluation import evaluate_files
 from mcp_tap.report import (
@@ -557,7 +558,10 @@ class TestFindingsSection:
         assert group.first.anchor != group.last.anchor
         assert "violation" in row and " 4 " in f" {row} "
         assert group.first.exchange_id in row and group.last.exchange_id in row
-        assert CATALOG["request.header.mismatch"].cite.split(";")[0].strip() in row
+        # The spec is cited by its public address, never a path only the developers have.
+        (first, *_rest) = citations(CATALOG["request.header.mismatch"].cite)
+        assert first.url is not None and first.url.startswith("https://modelcontextprotocol.io/")
+        assert first.url in row and first.text in row and "shared/spec" not in row
         for anchor in (group.first.anchor, group.last.anchor):
             assert f"#{anchor}" in page.hrefs() and anchor in page.ids
 
