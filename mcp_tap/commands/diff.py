@@ -30,6 +30,7 @@ from mcp_tap.evidence import find_bundles, iter_records
 from mcp_tap.evidence.reader import read_bundle_meta
 from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit
 from mcp_tap.outputs.locations import locate_exchanges
+from mcp_tap.outputs.printable import printable_lines
 
 NAME = "diff"
 HELP = "what changed between two captures of one service (inventory, behaviour, rules, health)"
@@ -134,7 +135,7 @@ def outcome(diff: CaptureDiff) -> Outcome:
              "baseline": ", ".join(diff.baseline.bundles),
              "candidate": ", ".join(diff.candidate.bundles)}
     return Outcome(command="diff", headline="ok" if diff.ok else "breaking", ok=diff.ok,
-                   data=diff.to_json(), text="".join(line + "\n" for line in iter_lines(diff)),
+                   data=diff.to_json(), text=printable_lines(iter_lines(diff)),
                    checks=tuple(checks), facts=facts, rules=RULES)
 
 

@@ -23,9 +23,11 @@ from mcp_tap.cli import EXIT_OK
 from mcp_tap.commands.integrity import add_allow_unverified, check_integrity
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import find_bundles, iter_records
+from mcp_tap.evidence.disk import open_private
 from mcp_tap.evidence.reader import read_bundle_meta
 from mcp_tap.export import iter_jsonl, to_har
 from mcp_tap.outputs import add_summary_option
+from mcp_tap.outputs.printable import printable_lines
 
 NAME = "export"
 HELP = "export evidence as HAR 1.2 (--format har) or plain JSON lines (--format jsonl)"
@@ -80,7 +82,7 @@ def _output(path: str | None) -> Iterator[BinaryIO]:
     target = Path(path)
     partial = target.with_name(target.name + ".partial")
     try:
-        with partial.open("wb") as out:
+        with open_private(partial) as out:  # as private as the evidence it comes from
             yield out
         partial.replace(target)
     except OSError as exc:
@@ -123,8 +125,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
     elif args.summary_format == "text":
         unverified = "" if integrity.ok else "UNVERIFIED: "
-        sys.stdout.write(f"{unverified}exported {summary['records']} records "
-                         f"({summary['exchanges']} "
-                         f"exchanges) from {len(records.sources)} bundle(s) to {args.out} as "
-                         f"{args.format}: {written} bytes\n")
+        sys.stdout.write(printable_lines([
+            f"{unverified}exported {summary['records']} records ({summary['exchanges']} "
+            f"exchanges) from {len(records.sources)} bundle(s) to {args.out} as "
+            f"{args.format}: {written} bytes"]))
     return EXIT_OK

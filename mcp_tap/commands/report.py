@@ -27,6 +27,7 @@ from mcp_tap.cli import EXIT_NO, EXIT_OK
 from mcp_tap.commands.integrity import add_allow_unverified
 from mcp_tap.errors import InputError
 from mcp_tap.files import file_argument
+from mcp_tap.outputs.printable import printable_lines
 from mcp_tap.report import DEFAULT_BOUNDS, MAX_ROWS, load_report, render_report
 
 NAME = "report"
@@ -89,9 +90,9 @@ def run(args: argparse.Namespace) -> int:
                       if p.startswith("error")), "")
         flag = (f"UNVERIFIED ({unverified} bundle(s) do not verify; first {first}): "
                 if unverified else "")
-        sys.stdout.write(f"{flag}report: {args.out} ({len(data.bundles)} bundle(s), "
-                         f"{data.exchanges} exchanges, {len(data.rules)} rule(s) with findings"
-                         f"{decided})\n")
+        sys.stdout.write(printable_lines([
+            f"{flag}report: {args.out} ({len(data.bundles)} bundle(s), {data.exchanges} "
+            f"exchanges, {len(data.rules)} rule(s) with findings{decided})"]))
     # The page is written either way (it is where damaged evidence is looked at), but a
     # run on evidence that does not verify fails unless the user allowed it.
     return EXIT_OK if not unverified or args.allow_unverified else EXIT_NO

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from mcp_tap.commands.integrity import add_allow_unverified, check_integrity, marked
 from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit, rule_strength
+from mcp_tap.outputs.printable import printable_lines
 
 if TYPE_CHECKING:
     from mcp_tap.sdkdiff import SdkDiffReport
@@ -58,7 +59,7 @@ def _text(report: SdkDiffReport) -> str:
         f"{report.differences} difference(s), {report.rejected} rejected, "
         f"{report.allowed} allowed"
     )
-    return "\n".join(lines) + "\n"
+    return printable_lines(lines)
 
 
 def _allow_fields(names: list[str]) -> frozenset[str]:

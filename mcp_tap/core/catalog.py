@@ -26,8 +26,11 @@ UNSUPPORTED_PROTOCOL_VERSION = -32022
 class Rule:
     """A catalog entry: id, boundary, JSON-RPC code (if any), what it means, and its source.
 
-    ``cite`` names where the rule comes from: ``page § section`` with the page under the
-    published specification (``shared/spec/``), several joined by ``; ``. ``strength`` is
+    ``cite`` names where the rule comes from: ``page § section``, several joined by ``; ``:
+    a page of the published specification as ``<revision>/<path>.mdx`` (or
+    ``<revision>/schema.ts § interface Name``), ``RFC <n> § <section>``, or for the tool's
+    own rules a page of ``docs/`` (``_TOOL``); :mod:`mcp_tap.core.citations` turns each into
+    the public address a reader follows, and a test checks every one resolves. ``strength`` is
     the keyword's: ``must`` (a violation) or ``should`` (a warning); ``legacy_strength``
     overrides it for legacy-era exchanges when the legacy revision words the rule more
     weakly.
@@ -53,7 +56,8 @@ _S = Boundary.RESPONSE
 MUST = Strength.MUST
 SHOULD = Strength.SHOULD
 
-# Spec pages (paths under shared/spec/).
+# Spec pages: <revision>/<path> as published at modelcontextprotocol.io/specification
+# (mcp_tap.core.citations makes the address).
 _SHTTP = "2026-07-28/basic/transports/streamable-http.mdx"
 _LHTTP = "2025-11-25/basic/transports.mdx"
 _BASE = "2026-07-28/basic/index.mdx"
@@ -66,8 +70,11 @@ _MRTR = "2026-07-28/basic/patterns/mrtr.mdx"
 _SUBS = "2026-07-28/basic/patterns/subscriptions.mdx"
 _TASKS = "ext-tasks-draft.md"
 _SEP = "sep-2243-http-standardization.md"
-_PRODUCT = "product.md"  # the tool's own contract (shared/docs/), for rules the spec does not own
-_TOOL = "product.md § Rule catalog"
+# The tool's own contract, for rules the specification does not own: a section of
+# docs/rules.md (rendered by render_markdown below). The older spelling "product.md § ..."
+# is still read as that section (mcp_tap.core.citations).
+_TOOL = "docs/rules.md § The tool's own rules"
+_PRODUCT = "product.md"
 
 
 def _c(page: str, *sections: str) -> str:
@@ -594,7 +601,7 @@ RULES: tuple[Rule, ...] = (
         None,
         "the egress JSON-RPC body differs from origin",
         MUST,
-        "RFC 9110 § 7.7; " + _c(_PRODUCT, "Architecture principles"),
+        "RFC 9110 § 7.7; " + _TOOL,
     ),
     Rule(
         "hop.status-changed",
@@ -602,7 +609,7 @@ RULES: tuple[Rule, ...] = (
         None,
         "the egress status differs from origin",
         MUST,
-        "RFC 9110 § 7.7; " + _c(_PRODUCT, "Architecture principles"),
+        "RFC 9110 § 7.7; " + _TOOL,
     ),
     Rule(
         "hop.header-changed",
@@ -871,10 +878,11 @@ NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
         "needs every poll of a task; each answer is judged on its own",
     ),
     (
-        "2025-03-26 (not in shared/spec)",
+        _c("2025-03-26/basic/index.mdx", "Batching") + "; "
+        + _c("2025-03-26/basic/transports.mdx", "Sending Messages to the Server"),
         "one response per request of a batch",
         "judged as a SHOULD (`sse.unterminated` with its legacy strength) from the "
-        "2025-11-25 wording; the 2025-03-26 pages are not in `shared/spec`",
+        "2025-11-25 wording, which has no batches",
     ),
 )
 """MUSTs on the Streamable HTTP wire that no rule checks: (citation, the MUST, why not)."""
@@ -1021,6 +1029,34 @@ EXTENSIONS_WIDENED: tuple[tuple[str, str], ...] = (
 # -- end of the issue 27 (classes 4-7) block --
 
 
+def markdown_sources(cite: str) -> str:
+    """``cite`` as Markdown links for ``docs/rules.md``: public addresses as they are, this
+    repository's pages relative to ``docs/``."""
+    from mcp_tap.core.citations import citations
+
+    out = []
+    for found in citations(cite):
+        if found.url is None:
+            out.append(found.text)
+            continue
+        url = found.url.removeprefix("docs/") if found.local else found.url
+        out.append(f"[{found.text}]({url})")
+    return "; ".join(out)
+
+
+TOOL_RULES_TEXT = (
+    "The specification does not own every rule mcp-tap reports. The `tap.*` rules say what "
+    "the tap itself saw go wrong while it forwarded (it could not reach the upstream, a "
+    "check raised, a client stalled); the `sdk.*` rules compare the wire with what the "
+    "official SDK's typed view makes of it; the `gate.*` rules are the gate's reasons, "
+    "each a threshold or a condition of the operator's policy (`config/policy.toml`); "
+    "`hop.body-changed` and `hop.status-changed` hold a box between two hops (a gateway) "
+    "to forwarding MCP traffic unchanged, which RFC 9110 permits an intermediary to break "
+    "but a tapped canary must not. These are the tool's contract: a finding of one of them "
+    "is mcp-tap's word, not the specification's, and the `source` column says so.",
+)
+
+
 def render_markdown() -> str:
     """Render the catalog as the Markdown of ``docs/rules.md``."""
     lines = [
@@ -1029,8 +1065,9 @@ def render_markdown() -> str:
         "Generated from `mcp_tap/core/catalog.py` by `python -m mcp_tap.core.catalog`; "
         "do not edit by hand.",
         "",
-        "Every rule cites the page and section it comes from (pages under `shared/spec/`, "
-        "the published specification; `product.md` for the tool's own rules) and carries a "
+        "Every rule cites the page and section it comes from, linked: the published MCP "
+        "specification at modelcontextprotocol.io (its revision in the link), an RFC, or for "
+        "the tool's own rules [the section below](#the-tools-own-rules). Each carries a "
         "strength: `must` is a violation, `should` a warning; a MAY is never a finding. "
         "`must (legacy: should)` means the legacy revision words the rule as a SHOULD. By "
         "default the gate blocks on `must` findings and reports `should` ones.",
@@ -1043,11 +1080,10 @@ def render_markdown() -> str:
         strength = str(r.strength)
         if r.legacy_strength is not None:
             strength += f" (legacy: {r.legacy_strength})"
-        lines.append(
-            f"| `{r.id}` | {r.boundary} | {code} | {strength} | {r.summary} | {r.cite} |"
-        )
+        lines.append(f"| `{r.id}` | {r.boundary} | {code} | {strength} | {r.summary} | "
+                     f"{markdown_sources(r.cite)} |")
+    lines += ["", "## The tool's own rules", "", *TOOL_RULES_TEXT, ""]
     lines += [
-        "",
         "## Added from the specification review",
         "",
         "Reading every Streamable HTTP page of both eras for MUSTs no rule checked added:",
@@ -1063,7 +1099,7 @@ def render_markdown() -> str:
         "| source | requirement | why not |",
         "|---|---|---|",
     ]
-    lines += [f"| {cite} | {what} | {why} |" for cite, what, why in NOT_CHECKED]
+    lines += [f"| {markdown_sources(cite)} | {what} | {why} |" for cite, what, why in NOT_CHECKED]
     return "\n".join(lines) + "\n"
 
 

@@ -43,8 +43,9 @@ class VerifyReport:
     ``chain_head`` is the digest of the last record ("" for none); ``signer`` the hex public
     key whose signatures all verified (None: unsigned, or a signature failed); ``lost`` the
     records the bundle states lost (gap records, or the closing summary's count if larger);
-    ``exchanges`` the exchange records it holds; ``end`` is ``"closed"``, ``"abrupt"`` or
-    None (no closing summary); ``inflight`` the exchanges an abrupt end left in flight.
+    ``exchanges`` the exchange records it holds; ``end`` is ``"closed"``, ``"abrupt"``,
+    ``"open"`` (no closing summary yet, and verified as still being written) or None (no
+    closing summary); ``inflight`` the exchanges an abrupt end left in flight.
     """
 
     path: str

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,10 +116,10 @@ def read_bundle_meta(path: str | Path) -> tuple[int, dict[str, Any]]:
     :class:`BundleFormatError` if ``bundle.json`` is malformed or of an unknown format.
     """
     root = Path(path)
-    if not root.is_dir():
+    if not _stat(root, "evidence bundle").is_dir():
         raise InputError(f"{root}: not a directory")
     meta_path = root / BUNDLE_FILE
-    if not meta_path.exists():
+    if not _stat(meta_path, "evidence file").exists():
         raise InputError(f"{root}: not an evidence bundle (no {BUNDLE_FILE})")
     data = read_file(meta_path, "evidence file", limit=MAX_META_BYTES, within=root)
     try:
@@ -417,6 +418,35 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True, slots=True)
+class _Stat:
+    """What one ``stat`` found: a file, a directory, or nothing."""
+
+    path: Path
+    mode: int | None  # None: nothing there
+
+    def exists(self) -> bool:
+        return self.mode is not None
+
+    def is_file(self) -> bool:
+        return self.mode is not None and stat.S_ISREG(self.mode)
+
+    def is_dir(self) -> bool:
+        return self.mode is not None and stat.S_ISDIR(self.mode)
+
+
+def _stat(path: Path, what: str) -> _Stat:
+    """``stat`` ``path`` (following symlinks): nothing there is no error, anything else that
+    stops it (no permission to search the directory) is an :class:`InputError` naming it.
+    ``Path.exists`` and ``Path.is_file`` raise PermissionError for that, a traceback."""
+    try:
+        return _Stat(path, os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return _Stat(path, None)
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+
+
 def find_bundles(path: str | Path) -> list[Path]:
     """The bundles ``path`` names: itself if it is one, else the bundles directly inside it.
 
@@ -426,14 +456,19 @@ def find_bundles(path: str | Path) -> list[Path]:
     if isinstance(path, str) and not path.strip():
         raise InputError("an empty path names no evidence")
     root = Path(path)
-    meta = root / BUNDLE_FILE
+    meta = _stat(root / BUNDLE_FILE, "evidence file")
     if meta.is_file():
         return [root]
     if meta.exists():
-        raise InputError(f"{meta}: not a file")
-    if not root.is_dir():
+        raise InputError(f"{meta.path}: not a file")
+    if not _stat(root, "evidence").is_dir():
         raise InputError(f"{root}: not a directory")
-    found = sorted(p for p in root.iterdir() if (p / BUNDLE_FILE).is_file())
+    try:
+        entries = sorted(root.iterdir())
+    except OSError as exc:
+        raise InputError(f"cannot read evidence {root}: {exc.strerror or exc}") from None
+    # A subdirectory that cannot be read may be a bundle: an error, never silently skipped.
+    found = [p for p in entries if _stat(p / BUNDLE_FILE, "evidence file").is_file()]
     if not found:
         raise InputError(f"{root}: not an evidence bundle and holds none (no {BUNDLE_FILE})")
     return found

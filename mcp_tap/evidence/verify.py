@@ -27,6 +27,13 @@ What is checked, on records exactly as stored (before any migration):
 * every gap record is reported (``gap``) and an ``end: "abrupt"`` summary too (``abrupt``:
   the forwarder vanished with exchanges in flight): the evidence is incomplete, so it fails.
 
+A bundle verified as ``open`` (its writer is known to be still writing it: a running tap's
+own bundle, judged by its live ``/gate``) is judged on what is complete so far: while it has
+no closing summary, the last segment's missing manifest and an unfinished last line of that
+segment are what writing looks like, not problems, and that line is not read (the report's
+``end`` is ``"open"``). Everything before it is checked as for any bundle; the open segment's
+lines are covered by no signed manifest yet, so their numbers are always screened.
+
 Records are read one at a time from a chunked read of each segment, so memory is flat in the
 bundle's size. The sequence and chain are checked as the records stream past; only when a
 record is out of order does a second pass keep every ``(seq, prev, digest)`` to name exactly
@@ -43,6 +50,7 @@ import hashlib
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +63,11 @@ from mcp_tap.evidence.format import (
     DIGEST_TAIL,
     ED25519,
     END_CLOSED,
+    END_OPEN,
     SIGNATURE,
     SIGNING,
     line_digest,
+    manifest_name,
     record_digest,
     upgrade_manifest,
     upgrade_record,
@@ -142,7 +152,8 @@ class _Verifier:
                  trusted_keys: Sequence[bytes], require_signed: bool,
                  consumer: RecordConsumer | None = None, *, fast_keys: Sequence[bytes] = (),
                  decode: LineDecoder | None = None,
-                 prepare: Callable[[dict[str, Any]], Any] | None = None) -> None:
+                 prepare: Callable[[dict[str, Any]], Any] | None = None,
+                 open_bundle: bool = False) -> None:
         self.root = root
         self.consumer = consumer
         self.batch: list[Any] = []  # the records of the read being checked, for the consumer
@@ -154,6 +165,8 @@ class _Verifier:
         self.closed_raw = meta.get("closed")
         closed = self.closed_raw
         self.closed: dict[str, Any] | None = closed if isinstance(closed, dict) else None
+        # Still being written: a closing summary, once there, makes it a closed bundle.
+        self.open = open_bundle and closed is None
         self.trusted = tuple(trusted_keys)
         self.strict = require_signed or bool(self.trusted)
         self.problems: list[Problem] = []
@@ -244,14 +257,23 @@ class _Verifier:
             self.previous_chain_head = None
             return
         self.segment_files += 1
-        scan = SegmentScan(files.path, max_bytes=_manifest_size(files))
+        path = files.path
+        if files.manifest_path is None and self.open and not is_last:
+            files = _late_manifest(files, path)
+        scan = SegmentScan(path, max_bytes=_manifest_size(files))
+        # The segment an open bundle's writer is appending to: its unfinished line is skipped.
+        writing = self.open and is_last and files.manifest_path is None
         try:
-            first = self.records_of(name, scan)
+            first = self.records_of(name, scan, writing=writing,
+                                    covered=files.manifest_path is not None)
         except EvidenceLimitError as exc:
             # The read stopped at its bound: one problem, nothing past it read or checked.
             grown = scan.max_bytes is not None and scan.size >= scan.max_bytes
             self.problem("manifest" if grown else "format",
-                         f"{name}: {str(exc).removeprefix(f'{files.path}: ')}", segment=name)
+                         f"{name}: {str(exc).removeprefix(f'{path}: ')}", segment=name)
+            self.previous_chain_head = None
+            return
+        if writing:
             self.previous_chain_head = None
             return
         if files.manifest_path is None:
@@ -269,8 +291,13 @@ class _Verifier:
             return
         self.check_manifest(files, name, scan, first)
 
-    def records_of(self, name: str, scan: SegmentScan) -> Stored | None:
+    def records_of(self, name: str, scan: SegmentScan, *, writing: bool = False,
+                   covered: bool = True) -> Stored | None:
         """Check every line of one segment; return its first record (for the manifest).
+
+        ``writing``: the segment an open bundle's writer is appending to, whose unfinished
+        last line is not read; ``covered``: the segment has a manifest (which a trusted
+        signature would cover).
 
         The hot loop of verify: one SHA-256 per record over the line as stored, and its
         chain fields. Those come from :func:`~mcp_tap.evidence.head.decode_head` (the line's
@@ -303,7 +330,7 @@ class _Verifier:
         # Without a trusted signature each read is screened for numbers the narrow parse
         # cannot judge; lines past msgspec's nesting limit are sorted out per line where
         # that limit is not below orjson's.
-        screen = (fast or decode is not None) and not self.trusted_signer
+        screen = (fast or decode is not None) and not (self.trusted_signer and covered)
         deep = screen and not nesting_bounded()
         suspects: set[int] | None = None
         head_errors = DECODE_ERRORS
@@ -338,6 +365,8 @@ class _Verifier:
                 end = find(b"\n", pos)
                 complete = end >= 0
                 if not complete:
+                    if writing:  # the line the writer is still writing: not a record yet
+                        break
                     end = size
                 number += 1
                 line = view[pos:end]
@@ -576,6 +605,14 @@ class _Verifier:
         return max(self.gap_lost, stated if type(stated) is int and stated > 0 else 0)
 
 
+def _late_manifest(files: SegmentFiles, segment: Path) -> SegmentFiles:
+    """``files`` with the manifest an open bundle's writer wrote after the directory was
+    listed (it closes a segment, manifest and all, before it opens the next one, so a
+    segment before the last one always has its manifest by the time it is read)."""
+    manifest = segment.with_name(manifest_name(files.number))
+    return replace(files, manifest_path=manifest) if manifest.exists() else files
+
+
 def verify_bundle(
     path: str | Path,
     *,
@@ -585,8 +622,13 @@ def verify_bundle(
     fast_keys: Sequence[bytes] = (),
     decode: LineDecoder | None = None,
     prepare: Callable[[dict[str, Any]], Any] | None = None,
+    open_bundle: bool = False,
 ) -> VerifyReport:
     """Check the bundle at ``path`` and return every problem found.
+
+    ``open_bundle``: its writer is still writing it (a running tap's own bundle): without a
+    closing summary it is judged on what is complete so far (see the module docstring), and
+    the report's ``end`` is ``"open"``.
 
     ``consumer`` is handed each stored record, in file order, as it is checked (the record
     parsed from its line, as stored, before any migration): a list of them once per read of
@@ -613,12 +655,14 @@ def verify_bundle(
     root = Path(path)
     bundle_format, meta = read_bundle_meta(root)
     verifier = _Verifier(root, bundle_format, meta, trusted_keys, require_signed, consumer,
-                         fast_keys=fast_keys, decode=decode, prepare=prepare)
+                         fast_keys=fast_keys, decode=decode, prepare=prepare,
+                         open_bundle=open_bundle)
     verifier.run()
     signer = (verifier.public_key.hex()
               if verifier.public_key is not None and verifier.signatures_ok else None)
     closed = verifier.closed or {}
-    end = closed.get("end", END_CLOSED if verifier.closed is not None else None)
+    end = closed.get("end", END_CLOSED if verifier.closed is not None
+                     else END_OPEN if verifier.open else None)
     inflight = closed.get("inflight")
     return VerifyReport(
         path=str(root),

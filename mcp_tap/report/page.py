@@ -17,7 +17,7 @@ from mcp_tap.report.findings import findings_section
 from mcp_tap.report.health import health_section
 from mcp_tap.report.hops import hops_section
 from mcp_tap.report.latency import latency_section, sse_section
-from mcp_tap.report.markup import badge, e
+from mcp_tap.report.markup import PARTIES, badge, e, party_of
 from mcp_tap.report.model import ReportData
 
 CSS: Final = """
@@ -140,8 +140,16 @@ def summary_section(data: ReportData) -> str:
         (str(data.exchanges), "exchanges"),
         (str(data.exchanges - data.clean_exchanges), "exchanges with findings"),
         (str(sum(r.count for r in data.rules)), "findings"),
-        (str(data.stream_count), "SSE answers"),
     ]
+    # Who caused them: a request rule is the client's to keep, a response rule the
+    # server's, a hop rule the box's between two hops.
+    by_party: dict[str, int] = {}
+    for rule in data.rules:
+        party = party_of(rule.boundary)
+        by_party[party] = by_party.get(party, 0) + rule.count
+    cards += [(str(by_party[party]), f"findings by {party}")
+              for party in dict.fromkeys(PARTIES.values()) if by_party.get(party)]
+    cards.append((str(data.stream_count), "SSE answers"))
     if data.hop_comparisons:
         cards.append((str(data.hop_comparisons), "hop comparisons"))
     if data.gaps:
