@@ -49,7 +49,7 @@ class Finding:
     def to_json(self) -> dict[str, Any]:
         """Return the finding as a plain JSON object (the evidence and report shape);
         ``paths`` only when the finding has some (a hop comparison's)."""
-        data = {
+        data: dict[str, Any] = {
             "rule": self.rule,
             "code": self.code,
             "boundary": str(self.boundary),

@@ -18,7 +18,7 @@ Both kinds: ``hop.error-collapse`` and ``hop.sse-buffered``. Pure: views in, fin
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,14 +126,16 @@ def _mirrors(name: str, message: Any, value: Any) -> bool:
     """Whether the inner request's header ``name`` still mirrors its own body."""
     if not isinstance(message, dict) or not isinstance(value, str):
         return False
-    params = message.get("params") if isinstance(message.get("params"), dict) else {}
+    params = message.get("params")
+    if not isinstance(params, dict):
+        params = {}
     if name == "mcp-method":
         return value == message.get("method")
     if name == "mcp-name":
         return value in (params.get("name"), params.get("uri"))
     if name == "mcp-protocol-version":
-        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
-        return value == meta.get(META_PROTOCOL_VERSION)
+        meta = params.get("_meta")
+        return isinstance(meta, dict) and value == meta.get(META_PROTOCOL_VERSION)
     return False  # Mcp-Param-*: see _disposition
 
 
