@@ -19,6 +19,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+import orjson
+
 from mcp_tap.core.eras import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
@@ -235,7 +237,18 @@ def resolve(document: Any, path: str) -> Any:
 
 
 def _same(a: Any, b: Any) -> bool:
-    # JSON equality: true is not 1, 1.0 is 1 (a number's type is its JSON type).
+    # JSON equality: true is not 1, 1.0 is 1. Python's == holds True == 1 inside containers
+    # too, so equal containers are confirmed by their JSON text (unequal text is walked, and
+    # only the leaves decide).
+    if a is b:
+        return True
+    if isinstance(a, dict | list):
+        if a != b:
+            return False
+        try:
+            return orjson.dumps(a) == orjson.dumps(b)
+        except TypeError:  # a value orjson cannot write: walk it
+            return False
     return a == b and (type(a) is bool) == (type(b) is bool)
 
 
