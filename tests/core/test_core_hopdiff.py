@@ -75,8 +75,8 @@ HEADERS = HeaderMap((("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "too
 
 def compare(outer: dict[str, Any], inner: dict[str, Any], kind: str) -> HopComparison:
     base = {"request_headers": HEADERS, "status": 200}
-    return compare_hops(HopView("edge", **{**base, **outer}), HopView("origin", **{**base, **inner}),
-                        BOX, box_kind=kind)
+    return compare_hops(HopView("edge", **{**base, **outer}),
+                        HopView("origin", **{**base, **inner}), BOX, box_kind=kind)
 
 
 def fastmcp_pair(kind: str) -> HopComparison:
