@@ -679,6 +679,9 @@ RULES: tuple[Rule, ...] = (
         Boundary.GATE,
         None,
         "the policy requires a two-hop capture and no hop comparison was recorded", MUST, _TOOL),
+    Rule("gate.hop.change", Boundary.GATE, None,
+         "a box made a change of a class the policy blocks (`[hop] block`), though no rule "
+         "forbids it", MUST, _TOOL),
     Rule(
         "gate.integrity",
         Boundary.GATE,
