@@ -1011,13 +1011,13 @@ EXTENSIONS_NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
         "`response.payload.tools-list`",
     ),
     (
-        "2026-07-28/schema.json (format)",
+        _c(_BASE, "Schema Dialect"),
         "`format` (uri, byte, uri-template) values",
         "the schemas declare JSON Schema 2020-12, where `format` is an annotation, not an "
         "assertion; the validator leaves it unasserted",
     ),
     (
-        "2025-06-18, 2024-11-05 (no schema.json in shared/spec)",
+        _c(_BASE, "Schema"),
         "the schema of revisions without a published schema here",
         "judged by the nearest shipped schema: 2025-06-18 by 2025-11-25, 2024-11-05 by "
         "2025-03-26",
