@@ -244,11 +244,9 @@ def _same(a: Any, b: Any) -> bool:
     if a is b:
         return True
     if isinstance(a, dict | list):
-        if a != b:
-            return False
         try:
-            return orjson.dumps(a) == orjson.dumps(b)
-        except TypeError:  # a value orjson cannot write: walk it
+            return a == b and orjson.dumps(a) == orjson.dumps(b)
+        except (TypeError, RecursionError):  # too deep or not JSON to write: walk it
             return False
     return a == b and (type(a) is bool) == (type(b) is bool)
 

@@ -42,6 +42,22 @@ def redacted_sides(record: dict[str, Any]) -> RedactedSides:
     return RedactedSides(ingress.get("body"), responses)
 
 
+MAX_VALUE_DEPTH = 32
+"""Values nested deeper are shown as a note (the record must stay writable as JSON)."""
+
+
+def _shallow(value: Any) -> Any:
+    """``value``, or a note when it nests deeper than :data:`MAX_VALUE_DEPTH`."""
+    level: list[Any] = [value]
+    for _ in range(MAX_VALUE_DEPTH):
+        level = [child for node in level
+                 for child in (node.values() if isinstance(node, dict)
+                               else node if isinstance(node, list) else ())]
+        if not level:
+            return value
+    return f"[a value nested deeper than {MAX_VALUE_DEPTH} levels]"
+
+
 def _final(messages: Sequence[Any]) -> Any:
     for m in reversed(messages):
         if isinstance(m, dict) and "method" not in m and ("result" in m or "error" in m):
@@ -101,9 +117,9 @@ class ChangeRenderer:
             before = self._body_value(c.before, ahead, keys)
             after = self._body_value(c.after, behind, keys)
         if before is not ABSENT:
-            out["before"] = before
+            out["before"] = _shallow(before)
         if after is not ABSENT:
-            out["after"] = after
+            out["after"] = _shallow(after)
         return out
 
 
