@@ -25,6 +25,7 @@ from mcp_tap.gate.evaluation import load_request
 from mcp_tap.gate.hopchanges import box_lines
 from mcp_tap.outputs import Check, Outcome, add_format_option, emit, rule_strength
 from mcp_tap.outputs.locations import locate
+from mcp_tap.outputs.printable import printable_lines
 
 NAME = "gate"
 HELP = "decide promote / rollback / hold from evidence, a health window and rollback evidence"
@@ -109,7 +110,7 @@ def render_text(decision: Decision) -> str:
     else:
         lines.append("rollback: NOT READY")
     lines.append(f"evidence digest: {decision.evidence_digest}")
-    return "\n".join(lines) + "\n"
+    return printable_lines(lines)
 
 
 def checks(decision: Decision, bundles: Sequence[Path] = ()) -> tuple[Check, ...]:

@@ -74,6 +74,7 @@ from mcp_tap.evidence.disk import (
     Every,
     Opener,
     SegmentFile,
+    make_private_dirs,
     make_reserve,
     open_segment,
     release_reserve,
@@ -485,7 +486,7 @@ class EvidenceWriter:
 
     def _create_bundle(self, previous: dict[str, Any] | None = None) -> None:
         """Write a new ``bundle.json`` (OSError propagates; the caller decides what it means)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.directory)
         taken = [
             entry.name
             for entry in self.directory.iterdir()

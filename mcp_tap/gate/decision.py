@@ -399,8 +399,9 @@ class BundleCheck:
     ``head`` is the bundle's chain head (the digest of its last record, "" when unknown:
     :attr:`~mcp_tap.evidence.VerifyReport.chain_head`); ``signer`` the hex Ed25519 key whose
     signatures all verified (None: unsigned or forged); ``lost`` the records it states lost
-    and ``exchanges`` the exchange records it holds; ``end`` ``"closed"``, ``"abrupt"`` or
-    None (no closing summary).
+    and ``exchanges`` the exchange records it holds; ``end`` ``"closed"``, ``"abrupt"``,
+    ``"open"`` (still being written: judged on what is complete so far) or None (no closing
+    summary).
     """
 
     role: str

@@ -19,6 +19,7 @@ from typing import Any, Final
 from mcp_tap.core.catalog import CATALOG
 from mcp_tap.core.findings import Finding, Strength
 from mcp_tap.core.hashing import digest
+from mcp_tap.core.redaction import strip_url_secrets
 from mcp_tap.core.rulecounts import RuleCount, merge_rule_counts
 from mcp_tap.evidence.known import KnownJson
 from mcp_tap.evidence.view import RecordView, evidence_digest, view_of
@@ -207,6 +208,8 @@ def _box(record: RecordView, where: str) -> str:
     box = record.box
     between = record.between
     if isinstance(box, str) and box:
+        if "@" in box:  # an older tap named the box by its upstream URL, userinfo and all
+            box = strip_url_secrets(box)
         # The proxy's hop-comparison record: the box, and the two hops around it.
         if isinstance(between, list) and len(between) == 2:
             return f"{box}, between hop {between[0]} and hop {between[1]}"

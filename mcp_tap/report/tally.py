@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp_tap.core.redaction import strip_url_secrets
 from mcp_tap.gate.health import WindowTally
 from mcp_tap.gate.hopchanges import HopChanges
 from mcp_tap.gate.hopchanges import box_name as box_label
@@ -300,7 +301,8 @@ class ReportTally:
         between = record.get("between")
         pair = between if isinstance(between, list) else [between]
         shown = " \u2192 ".join(rec.text(b) for b in pair) or "-"
-        box_name = rec.text(record.get("box")) or "-"
+        # An older tap named the box by its upstream URL, userinfo and all.
+        box_name = strip_url_secrets(rec.text(record.get("box"))) or "-"
         key = (box_name, shown)
         if key not in self.boxes and len(self.boxes) >= bounds.groups:
             key = ("(other)", "-")
@@ -364,7 +366,8 @@ class ReportTally:
             kinds=dict(self.error_kinds), error_refs=tuple(self.error_refs),
             start=window.start, end=window.end,
             counting={"jsonrpc": self.counting.jsonrpc_errors,
-                      "http_5xx": self.counting.http_5xx, "http_4xx": self.counting.http_4xx})
+                      "http_5xx": self.counting.http_5xx, "http_4xx": self.counting.http_4xx},
+            rejected=window.rejected)
         return ReportData(
             generated=generated,
             bundles=tuple(bundles),
