@@ -1121,10 +1121,10 @@ def _hop_changes_markdown() -> list[str]:
         "values before and after, redacted, and the class below). Per hop pair the config "
         "says what the box is (`[[hop]] box`): `http` (a load balancer, mesh or HTTP proxy: "
         "bodies must come through unchanged) or `mcp-gateway` (an MCP server to the client "
-        "and an MCP client to the origin, conformant both ways: product.md § At fleet scale, "
-        "and around gateways). A rule id is a finding; `expected` is what a box of that kind "
-        "changes by being one; `recorded` is allowed by the specification and listed, and "
-        "the gate blocks it only when the policy names its class (`[hop] block`).",
+        "and an MCP client to the origin, which must be conformant both ways). A rule id "
+        "is a finding; `expected` is what a box of that kind changes by being one; "
+        "`recorded` is allowed by the specification and listed, and the gate blocks it only "
+        "when the policy names its class (`[hop] block`).",
         "",
         f"| class | what | `{BOX_HTTP}` | `{BOX_GATEWAY}` | why (for a gateway) |",
         "|---|---|---|---|---|",
