@@ -30,11 +30,14 @@ def test_box_defaults_to_http_and_takes_mcp_gateway(tmp_path: Path) -> None:
     assert [(h.name, h.box) for h in gateway] == [("edge", "mcp-gateway"), ("origin", "http")]
 
 
+KNOWN = "(known: box, listen, name, upstream)"
+
+
 @pytest.mark.parametrize(
     ("edge", "expected"),
     [
-        ('boxx = "mcp-gateway"\n', "[[hop]] #0 has unknown option(s): boxx"),
-        ("upstream_timeout = 3\n", "[[hop]] #0 has unknown option(s): upstream_timeout"),
+        ('boxx = "mcp-gateway"\n', f"unknown key hop.boxx in [[hop]] #0 {KNOWN}"),
+        ("upstream_timeout = 3\n", f"unknown key hop.upstream_timeout in [[hop]] #0 {KNOWN}"),
         ('box = "gateway"\n', "[[hop]] #0 box must be one of http, mcp-gateway, got 'gateway'"),
     ],
     ids=["typo", "unknown", "box-value"],
@@ -44,7 +47,8 @@ def test_unknown_hop_key_or_box_is_one_line_input_error(
 ) -> None:
     with pytest.raises(InputError) as caught:
         _load(tmp_path, edge)
-    assert str(caught.value) == expected
+    assert str(caught.value).endswith(expected)
+    assert "\n" not in str(caught.value)
 
 
 def test_cli_rejects_an_unknown_hop_key_with_exit_2(
@@ -58,4 +62,4 @@ def test_cli_rejects_an_unknown_hop_key_with_exit_2(
     assert main(["proxy", "--config", str(config)]) == 2
     out, err = capsys.readouterr()
     assert out == ""
-    assert err == "mcp-tap: error: [[hop]] #0 has unknown option(s): bx\n"
+    assert err == f"mcp-tap: error: {config}: unknown key hop.bx in [[hop]] #0 {KNOWN}\n"
