@@ -1129,11 +1129,11 @@ def _hop_changes_markdown() -> list[str]:
         f"| class | what | `{BOX_HTTP}` | `{BOX_GATEWAY}` | why (for a gateway) |",
         "|---|---|---|---|---|",
     ]
-    lines += [
-        f"| `{cls}` | {what} | {shown(DISPOSITIONS[BOX_HTTP][cls])} | "
-        f"{shown(DISPOSITIONS[BOX_GATEWAY][cls])} | {GATEWAY_WHY[cls]} |"
-        for cls, what in CLASSES.items()
-    ]
+    for cls, what in CLASSES.items():
+        why, cite = GATEWAY_WHY[cls]
+        sources = f" ({markdown_sources(cite)})" if cite else ""
+        lines.append(f"| `{cls}` | {what} | {shown(DISPOSITIONS[BOX_HTTP][cls])} | "
+                     f"{shown(DISPOSITIONS[BOX_GATEWAY][cls])} | {why}{sources} |")
     return lines
 
 

@@ -98,52 +98,59 @@ GATEWAY_FINDINGS: Final[Mapping[str, str]] = {
 """Change classes that are findings around an MCP gateway, and their rules."""
 
 _BASE = "2026-07-28/basic/index.mdx"
-GATEWAY_WHY: Final[Mapping[str, str]] = {
-    "jsonrpc-id": f"{_BASE} § Requests: the gateway sends the origin its own requests, and "
-                  "\"the request ID MUST NOT match the ID of any other request the sender has "
-                  "issued\" is the sender's rule",
-    "identity": f"{_BASE} § `_meta`: clientInfo / serverInfo \"are self-reported by the "
-                "sender\"; the gateway is the sender",
-    "trace": f"{_BASE} § `_meta` (OpenTelemetry trace context): each hop continues the trace",
-    "own-meta": f"{_BASE} § `_meta`: \"third-party extensions use their own vendor prefix\"; "
-                "2026-07-28/basic/patterns/progress.mdx: progress tokens are the requester's",
-    "session": "2025-11-25/basic/transports.mdx § Session Management: the server assigns "
-               "the session; the gateway holds its own with the origin",
-    "transport": "RFC 9110 § 7.6: an intermediary rewrites connection and routing fields",
-    "credentials": "2026-07-28/basic/authorization/security-considerations.mdx § Access "
-                   "Token Privilege Restriction: \"The MCP server MUST NOT pass through the "
-                   "token\" it received",
-    "protocol-version": "2026-07-28/basic/versioning.mdx: the gateway, a client, speaks a "
-                        "version the origin supports; each hop's exchanges are judged in "
-                        "their own era",
-    "capability-widened": "finding `hop.gateway.capability-widened` (should)",
-    "capability-narrowed": f"{_BASE} § `_meta`: declaring less is always safe for the origin "
-                           "(\"A server MUST NOT rely on capabilities the client has not "
-                           "declared\"); the client loses a feature: block it by policy",
-    "param-added": "finding `hop.gateway.param-added` (should)",
-    "param-changed": "not forbidden: the gateway writes its own requests "
-                     "(2026-07-28/server/tools.mdx § Tool Names: proxies SHOULD disambiguate "
-                     "names, e.g. by a prefix)",
-    "mirrored-header": "recorded when it mirrors the gateway's own body; dropped or "
-                       "rewritten alone: `hop.header-changed` (must; 2026-07-28/basic/"
-                       "transports/streamable-http.mdx § Standard Request Headers)",
-    "server-capabilities": "2026-07-28/server/discover.mdx: the gateway is the client's "
-                           "server and answers with its own capabilities",
-    "tool-metadata": "not forbidden: the gateway lists its own tools (2026-07-28/server/"
-                     "tools.mdx § Listing Tools)",
-    "tools": "not forbidden (2026-07-28/server/tools.mdx § Tool Names: proxies SHOULD "
-             "disambiguate; § x-mcp-header: a client MUST drop a tool with an invalid one)",
-    "result": "not forbidden: the gateway answers its own client; each hop's results are "
-              "judged by the response rules",
-    "error-recoded": "finding `hop.gateway.error-recoded` (should); an origin 4xx error "
-                     "turned into a 5xx is `hop.error-collapse` (must) for both kinds",
-    "error-detail": "not forbidden: messages are for humans (basic/index.mdx § Error Responses)",
-    "status": "each hop's status is judged against its own message (`response.http-status`)",
-    "stream": "each hop's stream is judged on its own (`sse.*`, "
-              "`response.notification.*`)",
-    "envelope": "each hop's envelope is judged on its own (`request.envelope`)",
+_TOOLS = "2026-07-28/server/tools.mdx"
+GATEWAY_WHY: Final[Mapping[str, tuple[str, str]]] = {
+    "jsonrpc-id": ("the gateway sends the origin its own requests, and \"The request ID MUST "
+                   "NOT match the ID of any other request the sender has issued\" is the "
+                   "sender's rule", f"{_BASE} § Requests"),
+    "identity": ("clientInfo and serverInfo \"are self-reported by the sender\": the gateway "
+                 "is the sender", f"{_BASE} § `_meta`"),
+    "trace": ("each hop continues the trace (OpenTelemetry trace context)",
+              f"{_BASE} § `_meta`"),
+    "own-meta": ("\"third-party extensions use their own vendor prefix\"; a progress token "
+                 "is the requester's", f"{_BASE} § `_meta`; 2026-07-28/basic/patterns/"
+                 "progress.mdx"),
+    "session": ("the server assigns the session: the gateway holds its own with the origin",
+                "2025-11-25/basic/transports.mdx § Session Management"),
+    "transport": ("an intermediary rewrites connection and routing fields",
+                  "RFC 9110 § 7.6"),
+    "credentials": ("\"The MCP server MUST NOT pass through the token\" it received",
+                    "2026-07-28/basic/authorization/security-considerations.mdx § Access "
+                    "Token Privilege Restriction"),
+    "protocol-version": ("the gateway, a client, speaks a version the origin supports; each "
+                         "hop's exchanges are judged in their own era",
+                         "2026-07-28/basic/versioning.mdx"),
+    "capability-widened": ("finding `hop.gateway.capability-widened` (should)", ""),
+    "capability-narrowed": ("declaring less is always safe for the origin (\"A server MUST "
+                            "NOT rely on capabilities the client has not declared\"); the "
+                            "client loses a feature: block it by policy", f"{_BASE} § `_meta`"),
+    "param-added": ("finding `hop.gateway.param-added` (should)", ""),
+    "param-changed": ("not forbidden: the gateway writes its own requests (proxies SHOULD "
+                      "disambiguate tool names, e.g. by a prefix)", f"{_TOOLS} § Tool Names"),
+    "mirrored-header": ("recorded when it mirrors the gateway's own body; dropped or "
+                        "rewritten alone: `hop.header-changed` (must)",
+                        "2026-07-28/basic/transports/streamable-http.mdx § Standard Request "
+                        "Headers"),
+    "server-capabilities": ("the gateway is the client's server and answers with its own "
+                            "capabilities", "2026-07-28/server/discover.mdx"),
+    "tool-metadata": ("not forbidden: the gateway lists its own tools",
+                      f"{_TOOLS} § Listing Tools"),
+    "tools": ("not forbidden (proxies SHOULD disambiguate names; a client MUST drop a tool "
+              "whose `x-mcp-header` is invalid)", f"{_TOOLS} § Tool Names; {_TOOLS} § "
+              "x-mcp-header"),
+    "result": ("not forbidden: the gateway answers its own client; each hop's results are "
+               "judged by the response rules", ""),
+    "error-recoded": ("finding `hop.gateway.error-recoded` (should); an origin 4xx error "
+                      "turned into a 5xx is `hop.error-collapse` (must) for both kinds", ""),
+    "error-detail": ("not forbidden: messages are for people", f"{_BASE} § Error Responses"),
+    "status": ("each hop's status is judged against its own message (`response.http-status`)",
+               ""),
+    "stream": ("each hop's stream is judged on its own (`sse.*`, `response.notification.*`)",
+               ""),
+    "envelope": ("each hop's envelope is judged on its own (`request.envelope`)", ""),
 }
-"""Why each class means what it does around an MCP gateway (docs/rules.md)."""
+"""Why each class means what it does around an MCP gateway, and the pages that say so
+(``page § section`` citations, as the catalog's; docs/rules.md links them)."""
 
 _GATEWAY_EXPECTED = ("jsonrpc-id", "identity", "trace", "own-meta", "session", "transport",
                      "credentials")

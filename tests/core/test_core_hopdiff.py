@@ -210,6 +210,25 @@ def test_every_class_has_a_meaning_for_both_boxes_and_a_reason() -> None:
     assert set(GATEWAY_WHY) == set(CLASSES)
 
 
+def test_every_reason_cites_a_published_page_and_heading() -> None:
+    """The class table's citations resolve like the rules' (the published headings)."""
+    import spec_headings
+
+    from mcp_tap.core.citations import SITE, citations, site_anchor
+
+    snapshot = spec_headings.load()
+    for cls, (_, cite) in GATEWAY_WHY.items():
+        for found in citations(cite):
+            assert found.url is not None, (cls, found.text)
+            if not found.url.startswith(SITE + "/"):
+                continue
+            url, _, anchor = found.url.partition("#")
+            page = url.removeprefix(SITE + "/") + ".mdx"
+            assert page in snapshot, (cls, page)
+            if anchor:
+                assert anchor in {site_anchor(h) for h in snapshot[page]}, (cls, found.text)
+
+
 # --- an MCP gateway ---------------------------------------------------------------------------
 
 
