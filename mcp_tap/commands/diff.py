@@ -126,6 +126,15 @@ def outcome(diff: CaptureDiff) -> Outcome:
                    f"candidate {_value(change.candidate)}",
             rule=f"drift.{change.area}" if breaking else None, strength="must",
             locations=locations))
+    for box, summary in diff.hops.get("candidate", {}).items():
+        rows = summary.get("changes", ())
+        shown = "; ".join(f"{c['meaning']} {c['class']} {c['path']} x{c['count']}"
+                          for c in rows[:8])
+        checks.append(Check(
+            name=f"hop: box {box}", group="mcp-tap.diff.hop", passed=True,
+            message=f"{summary.get('kind') or 'http'}, {summary.get('pairs', 0)} pair(s): "
+                    + (shown or "no change"),
+            locations=tuple(Location(path=b) for b in diff.candidate.bundles)))
     if not checks:
         checks.append(Check(name="diff", group="mcp-tap.diff", passed=True,
                             message=f"{diff.compared} request(s) compared, no change"))

@@ -16,7 +16,7 @@ server to the client and a client to the origin and changes some things by being
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
@@ -98,52 +98,59 @@ GATEWAY_FINDINGS: Final[Mapping[str, str]] = {
 """Change classes that are findings around an MCP gateway, and their rules."""
 
 _BASE = "2026-07-28/basic/index.mdx"
-GATEWAY_WHY: Final[Mapping[str, str]] = {
-    "jsonrpc-id": f"{_BASE} § Requests: the gateway sends the origin its own requests, and "
-                  "\"the request ID MUST NOT match the ID of any other request the sender has "
-                  "issued\" is the sender's rule",
-    "identity": f"{_BASE} § `_meta`: clientInfo / serverInfo \"are self-reported by the "
-                "sender\"; the gateway is the sender",
-    "trace": f"{_BASE} § `_meta` (OpenTelemetry trace context): each hop continues the trace",
-    "own-meta": f"{_BASE} § `_meta`: \"third-party extensions use their own vendor prefix\"; "
-                "2026-07-28/basic/patterns/progress.mdx: progress tokens are the requester's",
-    "session": "2025-11-25/basic/transports.mdx § Session Management: the server assigns "
-               "the session; the gateway holds its own with the origin",
-    "transport": "RFC 9110 § 7.6: an intermediary rewrites connection and routing fields",
-    "credentials": "2026-07-28/basic/authorization/security-considerations.mdx § Access "
-                   "Token Privilege Restriction: \"The MCP server MUST NOT pass through the "
-                   "token\" it received",
-    "protocol-version": "2026-07-28/basic/versioning.mdx: the gateway, a client, speaks a "
-                        "version the origin supports; each hop's exchanges are judged in "
-                        "their own era",
-    "capability-widened": "finding `hop.gateway.capability-widened` (should)",
-    "capability-narrowed": f"{_BASE} § `_meta`: declaring less is always safe for the origin "
-                           "(\"A server MUST NOT rely on capabilities the client has not "
-                           "declared\"); the client loses a feature: block it by policy",
-    "param-added": "finding `hop.gateway.param-added` (should)",
-    "param-changed": "not forbidden: the gateway writes its own requests "
-                     "(2026-07-28/server/tools.mdx § Tool Names: proxies SHOULD disambiguate "
-                     "names, e.g. by a prefix)",
-    "mirrored-header": "recorded when it mirrors the gateway's own body; dropped or "
-                       "rewritten alone: `hop.header-changed` (must; 2026-07-28/basic/"
-                       "transports/streamable-http.mdx § Standard Request Headers)",
-    "server-capabilities": "2026-07-28/server/discover.mdx: the gateway is the client's "
-                           "server and answers with its own capabilities",
-    "tool-metadata": "not forbidden: the gateway lists its own tools (2026-07-28/server/"
-                     "tools.mdx § Listing Tools)",
-    "tools": "not forbidden (2026-07-28/server/tools.mdx § Tool Names: proxies SHOULD "
-             "disambiguate; § x-mcp-header: a client MUST drop a tool with an invalid one)",
-    "result": "not forbidden: the gateway answers its own client; each hop's results are "
-              "judged by the response rules",
-    "error-recoded": "finding `hop.gateway.error-recoded` (should); an origin 4xx error "
-                     "turned into a 5xx is `hop.error-collapse` (must) for both kinds",
-    "error-detail": "not forbidden: messages are for humans (basic/index.mdx § Error Responses)",
-    "status": "each hop's status is judged against its own message (`response.http-status`)",
-    "stream": "each hop's stream is judged on its own (`sse.*`, "
-              "`response.notification.*`)",
-    "envelope": "each hop's envelope is judged on its own (`request.envelope`)",
+_TOOLS = "2026-07-28/server/tools.mdx"
+GATEWAY_WHY: Final[Mapping[str, tuple[str, str]]] = {
+    "jsonrpc-id": ("the gateway sends the origin its own requests, and \"The request ID MUST "
+                   "NOT match the ID of any other request the sender has issued\" is the "
+                   "sender's rule", f"{_BASE} § Requests"),
+    "identity": ("clientInfo and serverInfo \"are self-reported by the sender\": the gateway "
+                 "is the sender", f"{_BASE} § `_meta`"),
+    "trace": ("each hop continues the trace (OpenTelemetry trace context)",
+              f"{_BASE} § `_meta`"),
+    "own-meta": ("\"third-party extensions use their own vendor prefix\"; a progress token "
+                 "is the requester's", f"{_BASE} § `_meta`; 2026-07-28/basic/patterns/"
+                 "progress.mdx"),
+    "session": ("the server assigns the session: the gateway holds its own with the origin",
+                "2025-11-25/basic/transports.mdx § Session Management"),
+    "transport": ("an intermediary rewrites connection and routing fields",
+                  "RFC 9110 § 7.6"),
+    "credentials": ("\"The MCP server MUST NOT pass through the token\" it received",
+                    "2026-07-28/basic/authorization/security-considerations.mdx § Access "
+                    "Token Privilege Restriction"),
+    "protocol-version": ("the gateway, a client, speaks a version the origin supports; each "
+                         "hop's exchanges are judged in their own era",
+                         "2026-07-28/basic/versioning.mdx"),
+    "capability-widened": ("finding `hop.gateway.capability-widened` (should)", ""),
+    "capability-narrowed": ("declaring less is always safe for the origin (\"A server MUST "
+                            "NOT rely on capabilities the client has not declared\"); the "
+                            "client loses a feature: block it by policy", f"{_BASE} § `_meta`"),
+    "param-added": ("finding `hop.gateway.param-added` (should)", ""),
+    "param-changed": ("not forbidden: the gateway writes its own requests (proxies SHOULD "
+                      "disambiguate tool names, e.g. by a prefix)", f"{_TOOLS} § Tool Names"),
+    "mirrored-header": ("recorded when it mirrors the gateway's own body; dropped or "
+                        "rewritten alone: `hop.header-changed` (must)",
+                        "2026-07-28/basic/transports/streamable-http.mdx § Standard Request "
+                        "Headers"),
+    "server-capabilities": ("the gateway is the client's server and answers with its own "
+                            "capabilities", "2026-07-28/server/discover.mdx"),
+    "tool-metadata": ("not forbidden: the gateway lists its own tools",
+                      f"{_TOOLS} § Listing Tools"),
+    "tools": ("not forbidden (proxies SHOULD disambiguate names; a client MUST drop a tool "
+              "whose `x-mcp-header` is invalid)", f"{_TOOLS} § Tool Names; {_TOOLS} § "
+              "x-mcp-header"),
+    "result": ("not forbidden: the gateway answers its own client; each hop's results are "
+               "judged by the response rules", ""),
+    "error-recoded": ("finding `hop.gateway.error-recoded` (should); an origin 4xx error "
+                      "turned into a 5xx is `hop.error-collapse` (must) for both kinds", ""),
+    "error-detail": ("not forbidden: messages are for people", f"{_BASE} § Error Responses"),
+    "status": ("each hop's status is judged against its own message (`response.http-status`)",
+               ""),
+    "stream": ("each hop's stream is judged on its own (`sse.*`, `response.notification.*`)",
+               ""),
+    "envelope": ("each hop's envelope is judged on its own (`request.envelope`)", ""),
 }
-"""Why each class means what it does around an MCP gateway (docs/rules.md)."""
+"""Why each class means what it does around an MCP gateway, and the pages that say so
+(``page § section`` citations, as the catalog's; docs/rules.md links them)."""
 
 _GATEWAY_EXPECTED = ("jsonrpc-id", "identity", "trace", "own-meta", "session", "transport",
                      "credentials")
@@ -178,8 +185,8 @@ _NOT_COMPARED = frozenset({
 # Members where a whole object added or removed is listed member by member (so a widened
 # capability names its own path, not its parent's).
 _EXPAND = frozenset({
-    "/params/_meta", "/params/_meta/" + META_CLIENT_CAPABILITIES.replace("/", "~1"),
-    "/params/capabilities", "/result/capabilities", "/result/_meta",
+    ("params", "_meta"), ("params", "_meta", META_CLIENT_CAPABILITIES),
+    ("params", "capabilities"), ("result", "capabilities"), ("result", "_meta"),
 })
 
 
@@ -193,6 +200,7 @@ class Change:
     before: Any = ABSENT
     after: Any = ABSENT
     cls: str = ""
+    keys: tuple[str, ...] = field(default=(), compare=False)  # the path's tokens (a body's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,10 +226,10 @@ def tokens(path: str) -> list[str]:
     return [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
 
 
-def resolve(document: Any, path: str) -> Any:
-    """The value at ``path`` in ``document``, or :data:`ABSENT`."""
+def resolve(document: Any, path: str | Sequence[str]) -> Any:
+    """The value at ``path`` (a pointer, or its tokens) in ``document``, or :data:`ABSENT`."""
     node = document
-    for token in tokens(path):
+    for token in tokens(path) if isinstance(path, str) else path:
         if isinstance(node, dict):
             node = node.get(token, ABSENT)
         elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
@@ -243,11 +251,9 @@ def _same(a: Any, b: Any) -> bool:
     if a is b:
         return True
     if isinstance(a, dict | list):
-        if a != b:
-            return False
         try:
-            return orjson.dumps(a) == orjson.dumps(b)
-        except TypeError:  # a value orjson cannot write: walk it
+            return a == b and orjson.dumps(a) == orjson.dumps(b)
+        except (TypeError, RecursionError):  # too deep or not JSON to write: walk it
             return False
     return a == b and (type(a) is bool) == (type(b) is bool)
 
@@ -264,52 +270,59 @@ def _keyed(items: list[Any]) -> dict[str, int] | None:
     return index
 
 
-def _walk(before: Any, after: Any, path: str, depth: int) -> Iterator[tuple[str, str, Any, Any]]:
-    """(kind, path, before, after) of every difference, in document order."""
+_Found = list[tuple[str, tuple[str, ...], Any, Any]]  # (kind, tokens, before, after)
+
+
+def _walk(before: Any, after: Any, keys: tuple[str, ...], out: _Found) -> None:
+    """Append (kind, tokens, before, after) of every difference, in document order (the
+    pointer's text is made only for what differs, in :func:`pointer`)."""
     if _same(before, after):
         return
-    if depth < _MAX_DEPTH and isinstance(before, dict) and isinstance(after, dict):
+    if len(keys) < _MAX_DEPTH and isinstance(before, dict) and isinstance(after, dict):
         for key in (*before, *(k for k in after if k not in before)):
-            sub = f"{path}/{escape(str(key))}"
+            sub = (*keys, str(key))
             b, a = before.get(key, ABSENT), after.get(key, ABSENT)
             if b is ABSENT or a is ABSENT:
                 present = a if b is ABSENT else b
                 if sub in _EXPAND and isinstance(present, dict) and present:
-                    yield from _walk(before.get(key, {}), after.get(key, {}), sub, depth + 1)
+                    _walk(before.get(key, {}), after.get(key, {}), sub, out)
                 else:
-                    yield (ADDED if b is ABSENT else REMOVED), sub, b, a
+                    out.append(((ADDED if b is ABSENT else REMOVED), sub, b, a))
             else:
-                yield from _walk(b, a, sub, depth + 1)
+                _walk(b, a, sub, out)
         return
-    if depth < _MAX_DEPTH and isinstance(before, list) and isinstance(after, list):
-        yield from _walk_list(before, after, path, depth)
+    if len(keys) < _MAX_DEPTH and isinstance(before, list) and isinstance(after, list):
+        _walk_list(before, after, keys, out)
         return
-    yield CHANGED, path, before, after
+    out.append((CHANGED, keys, before, after))
 
 
-def _walk_list(
-    before: list[Any], after: list[Any], path: str, depth: int
-) -> Iterator[tuple[str, str, Any, Any]]:
+def _walk_list(before: list[Any], after: list[Any], keys: tuple[str, ...], out: _Found) -> None:
     old, new = _keyed(before), _keyed(after)
     if old is not None and new is not None:
         # Entries by name: a removed entry has its index in the list before, an added or
         # changed one its index in the list after (the pointer is into that document).
         for key, i in old.items():
             if key not in new:
-                yield REMOVED, f"{path}/{i}", before[i], ABSENT
+                out.append((REMOVED, (*keys, str(i)), before[i], ABSENT))
         for key, j in new.items():
             if key in old:
-                yield from _walk(before[old[key]], after[j], f"{path}/{j}", depth + 1)
+                _walk(before[old[key]], after[j], (*keys, str(j)), out)
             else:
-                yield ADDED, f"{path}/{j}", ABSENT, after[j]
+                out.append((ADDED, (*keys, str(j)), ABSENT, after[j]))
         return
     for i in range(max(len(before), len(after))):
         if i >= len(before):
-            yield ADDED, f"{path}/{i}", ABSENT, after[i]
+            out.append((ADDED, (*keys, str(i)), ABSENT, after[i]))
         elif i >= len(after):
-            yield REMOVED, f"{path}/{i}", before[i], ABSENT
+            out.append((REMOVED, (*keys, str(i)), before[i], ABSENT))
         else:
-            yield from _walk(before[i], after[i], f"{path}/{i}", depth + 1)
+            _walk(before[i], after[i], (*keys, str(i)), out)
+
+
+def pointer(keys: Sequence[str]) -> str:
+    """The RFC 6901 pointer of these reference tokens."""
+    return "".join("/" + escape(k) for k in keys)
 
 
 # -- classes -------------------------------------------------------------------------------
@@ -359,7 +372,10 @@ def _request_meta(key: str, kind: str, before: Any, after: Any) -> str:
 
 def request_class(path: str, kind: str, before: Any, after: Any) -> str:
     """The class of a change at ``path`` of the request (see :data:`CLASSES`)."""
-    parts = tokens(path)
+    return _request_class(tokens(path), kind, before, after)
+
+
+def _request_class(parts: Sequence[str], kind: str, before: Any, after: Any) -> str:
     if not parts or parts[0] in ("jsonrpc", "method"):
         return "envelope"
     if parts[0] == "id":
@@ -380,7 +396,7 @@ def request_class(path: str, kind: str, before: Any, after: Any) -> str:
     return "param-added" if kind == ADDED else "param-changed"
 
 
-def _result_class(parts: list[str]) -> str:
+def _result_class(parts: Sequence[str]) -> str:
     if len(parts) < 2:
         return "result"
     member = parts[1]
@@ -404,7 +420,10 @@ def _result_class(parts: list[str]) -> str:
 
 def response_class(path: str, kind: str) -> str:
     """The class of a change at ``path`` of the final response message."""
-    parts = tokens(path)
+    return _response_class(tokens(path), kind)
+
+
+def _response_class(parts: Sequence[str], kind: str) -> str:
     if not parts or parts[0] == "jsonrpc":
         return "envelope"
     if parts[0] == "id":
@@ -472,10 +491,12 @@ def _body_changes(direction: str, before: Any, after: Any) -> Iterator[Change]:
         kind = ADDED if before is ABSENT else REMOVED
         yield Change(direction, "", kind, before, after, "envelope")
         return
-    for kind, path, b, a in _walk(before, after, "", 0):
-        cls = (request_class(path, kind, b, a) if direction == REQUEST
-               else response_class(path, kind))
-        yield Change(direction, path, kind, b, a, cls)
+    found: _Found = []
+    _walk(before, after, (), found)
+    for kind, keys, b, a in found:
+        cls = (_request_class(keys, kind, b, a) if direction == REQUEST
+               else _response_class(keys, kind))
+        yield Change(direction, pointer(keys), kind, b, a, cls, keys)
 
 
 def _stream_changes(before: Sequence[Any], after: Sequence[Any]) -> Iterator[Change]:

@@ -192,8 +192,9 @@ class Correlator:
             self.ambiguous += 1
             return None
         other = self._index.remove(found).item
+        result = self._compare(other, item, paired_by)
         self.paired[paired_by] = self.paired.get(paired_by, 0) + 1
-        return self._compare(other, item, paired_by)
+        return result
 
     def _compare(self, a: Pending, b: Pending, paired_by: str) -> PairResult:
         # The hop that received the request first is nearer the client.

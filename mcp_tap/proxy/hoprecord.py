@@ -42,6 +42,22 @@ def redacted_sides(record: dict[str, Any]) -> RedactedSides:
     return RedactedSides(ingress.get("body"), responses)
 
 
+MAX_VALUE_DEPTH = 32
+"""Values nested deeper are shown as a note (the record must stay writable as JSON)."""
+
+
+def _shallow(value: Any) -> Any:
+    """``value``, or a note when it nests deeper than :data:`MAX_VALUE_DEPTH`."""
+    level: list[Any] = [value]
+    for _ in range(MAX_VALUE_DEPTH):
+        level = [child for node in level
+                 for child in (node.values() if isinstance(node, dict)
+                               else node if isinstance(node, list) else ())]
+        if not level:
+            return value
+    return f"[a value nested deeper than {MAX_VALUE_DEPTH} levels]"
+
+
 def _final(messages: Sequence[Any]) -> Any:
     for m in reversed(messages):
         if isinstance(m, dict) and "method" not in m and ("result" in m or "error" in m):
@@ -62,14 +78,13 @@ class ChangeRenderer:
         text = raw if isinstance(raw, str) else canonical_json(raw).decode()
         return self.redactor.pseudonym(text)
 
-    def _body_value(self, raw: Any, document: Any, path: str) -> Any:
+    def _body_value(self, raw: Any, document: Any, keys: tuple[str, ...]) -> Any:
         if raw is ABSENT:
             return ABSENT
-        redacted = resolve(document, path) if document is not None else ABSENT
+        redacted = resolve(document, keys) if document is not None else ABSENT
         if redacted is ABSENT:
             # Not in the record's body (stored as text, or cut): redact it under its own key.
-            parts = tokens(path)
-            key = parts[-1] if parts else "value"
+            key = keys[-1] if keys else "value"
             redacted = self.redactor.walk_plain({key: raw}).value[key]
         if redacted == raw and (type(redacted) is bool) == (type(raw) is bool):
             return raw
@@ -98,12 +113,13 @@ class ChangeRenderer:
             before, after = c.before, c.after
         else:
             ahead, behind = (docs[0], docs[1]) if c.direction == REQUEST else (docs[2], docs[3])
-            before = self._body_value(c.before, ahead, c.path)
-            after = self._body_value(c.after, behind, c.path)
+            keys = c.keys or tuple(tokens(c.path))
+            before = self._body_value(c.before, ahead, keys)
+            after = self._body_value(c.after, behind, keys)
         if before is not ABSENT:
-            out["before"] = before
+            out["before"] = _shallow(before)
         if after is not ABSENT:
-            out["after"] = after
+            out["after"] = _shallow(after)
         return out
 
 

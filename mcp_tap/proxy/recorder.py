@@ -246,7 +246,7 @@ class Recorder:
         found += self._tap_findings(cap)
         record = self.records.build(cap, judgement, found, parts)
         ids = self.tracing.export(cap, judgement, record)
-        pair = self._correlate(cap, judgement, record) if self._correlating else None
+        pair = self._compared(cap, judgement, record) if self._correlating else None
         self.sink.submit(record)
         if pair is not None:
             self.sink.submit(pair)
@@ -411,6 +411,18 @@ class Recorder:
                 )
             )
         return found
+
+    def _compared(
+        self, cap: Captured, j: Judgement, record: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """:meth:`_correlate`, whose failure never reaches forwarding or the exchange's own
+        record: it is counted and logged (the pair is lost)."""
+        try:
+            return self._correlate(cap, j, record)
+        except Exception as exc:  # noqa: BLE001 - a check must never break the proxy
+            self.metrics.check_errors.inc(hop=cap.hop)
+            log.warning("hop-comparison.failed", hop=cap.hop, error=type(exc).__name__)
+            return None
 
     def _correlate(
         self, cap: Captured, j: Judgement, record: dict[str, Any]

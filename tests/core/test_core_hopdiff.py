@@ -210,6 +210,25 @@ def test_every_class_has_a_meaning_for_both_boxes_and_a_reason() -> None:
     assert set(GATEWAY_WHY) == set(CLASSES)
 
 
+def test_every_reason_cites_a_published_page_and_heading() -> None:
+    """The class table's citations resolve like the rules' (the published headings)."""
+    import spec_headings
+
+    from mcp_tap.core.citations import SITE, citations, site_anchor
+
+    snapshot = spec_headings.load()
+    for cls, (_, cite) in GATEWAY_WHY.items():
+        for found in citations(cite):
+            assert found.url is not None, (cls, found.text)
+            if not found.url.startswith(SITE + "/"):
+                continue
+            url, _, anchor = found.url.partition("#")
+            page = url.removeprefix(SITE + "/") + ".mdx"
+            assert page in snapshot, (cls, page)
+            if anchor:
+                assert anchor in {site_anchor(h) for h in snapshot[page]}, (cls, found.text)
+
+
 # --- an MCP gateway ---------------------------------------------------------------------------
 
 
@@ -295,3 +314,33 @@ def test_mirrored_headers_dropped_for_a_legacy_origin_are_the_era_boundary() -> 
     classes = {j.change.cls: j.disposition for j in comparison.changes}
     assert classes["protocol-version"] == "recorded"
     assert classes["mirrored-header"] == "recorded"
+
+
+# --- hostile shapes: never an exception, always bounded ------------------------------------
+
+
+def _deep(levels: int) -> Any:
+    node: Any = "leaf"
+    for _ in range(levels):
+        node = {"a": node}
+    return node
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ({"id": 1, "params": _deep(900)}, {"id": 1, "params": _deep(899)}),
+        ({"id": 1, "params": {"x": list(range(5000))}}, {"id": 1, "params": {"x": []}}),
+        ([1, 2], "not an object"),
+        ({"id": True}, {"id": 1}),
+        ({"id": 1, "params": {"tools": [{"name": "a"}, {"name": "a"}]}},
+         {"id": 1, "params": {"tools": [{"name": "a"}]}}),
+    ],
+    ids=["deep", "long-list", "not-objects", "bool-id", "duplicate-names"],
+)
+def test_hostile_messages_give_bounded_changes(before: Any, after: Any) -> None:
+    comparison = compare({"request_message": before, "response_messages": ()},
+                         {"request_message": after, "response_messages": ()}, "mcp-gateway")
+    assert 1 <= len(comparison.changes) <= MAX_CHANGES
+    for judged in comparison.changes:
+        assert len(tokens(judged.change.path)) <= 33

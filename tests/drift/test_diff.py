@@ -359,3 +359,37 @@ class TestBadInput:
         both = raw_bundle(tmp_path / "b", [one, two])
         refused(["diff", str(both), str(both)], capsys, "pass --hop")
         refused(["diff", str(both), str(both), "--hop", "nope"], capsys, "no exchange at hop")
+
+
+def test_the_changes_per_box_of_each_side() -> None:
+    """A capture with hop-comparison records: each side's changes per box, most important
+    first, in the JSON and the text; a new hop rule in the candidate is conformance drift."""
+    from mcp_tap.drift.diff import iter_lines
+
+    def comparison(changes: list[dict[str, Any]], findings: list[dict[str, Any]]) -> Any:
+        return {"kind": "hop-comparison", "box": "gw", "boxKind": "mcp-gateway",
+                "between": ["edge", "origin"], "exchangeIds": ["e", "o"],
+                "pairedBy": "traceparent", "findings": findings, "changes": changes}
+
+    ident = {"class": "identity", "direction": "response", "kind": "changed",
+             "meaning": "expected", "path": "/result/_meta/x"}
+    widened = {"class": "capability-widened", "direction": "request", "kind": "added",
+               "meaning": "hop.gateway.capability-widened",
+               "path": "/params/_meta/io.modelcontextprotocol~1clientCapabilities/roots"}
+    finding = {"rule": "hop.gateway.capability-widened", "strength": "should",
+               "boundary": "hop", "code": None, "message": "m", "where": "box gw",
+               "paths": [widened["path"]]}
+    base = [_listing([TOOL]), comparison([ident], [])]
+    cand = [_listing([TOOL]), comparison([ident, widened], [finding])]
+    diff = diff_captures(base, cand)
+    box = "gw, between hop edge and hop origin"
+    rows = diff.to_json()["hopChanges"]["candidate"][box]["changes"]
+    assert [(r["meaning"], r["path"], r["count"]) for r in rows] == [
+        ("hop.gateway.capability-widened", widened["path"], 1),
+        ("expected", "/result/_meta/x", 1)]
+    lines = list(iter_lines(diff))
+    at = lines.index("between hops (candidate):")
+    assert lines[at + 1] == f"  box {box} (mcp-gateway): 1 pair(s)"
+    assert lines[at + 2].split()[0] == "hop.gateway.capability-widened"
+    assert [(c.area, c.severity, c.subject) for c in diff.changes] == [
+        (Area.CONFORMANCE, Severity.BREAKING, "rule hop.gateway.capability-widened")]

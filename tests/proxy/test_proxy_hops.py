@@ -169,6 +169,14 @@ async def test_gateway_collapsing_400_into_500_is_error_collapse(
     assert rules(comp["findings"]) == ["hop.error-collapse"]
     assert_names_gateway(comp, gateway)
     assert "HTTP 400 with JSON-RPC error -32020 became HTTP 500" in comp["findings"][0]["message"]
+    # The status and the error message itself: the client got neither.
+    (found,) = comp["findings"]
+    assert (found["strength"], found["paths"]) == ("must", ["http:status", ""])
+    collapsed = {c["path"]: (c["kind"], c.get("before"), c.get("after"))
+                 for c in comp["changes"] if c["meaning"] == "hop.error-collapse"}
+    assert collapsed["http:status"] == ("changed", 400, 500)
+    assert collapsed[""][0] == "removed"
+    assert collapsed[""][1]["error"]["code"] == -32020
 
 
 async def test_collapsing_gateway_passing_a_success_changes_nothing(
@@ -221,6 +229,34 @@ async def test_gateway_changing_mcp_name_is_header_changed(
     assert rules(comp["findings"]) == ["hop.header-changed"]
     assert_names_gateway(comp, gateway)
     assert "mcp-name: ['echo'] at hop edge" in comp["findings"][0]["message"]
+    (found,) = comp["findings"]
+    assert (found["strength"], found["paths"]) == ("must", ["header:mcp-name"])
+    (change,) = [c for c in comp["changes"] if c["path"] == "header:mcp-name"]
+    assert (change["kind"], change["before"], change.get("after")) == (
+        ("changed", "echo", "add") if forwarded else ("removed", "echo", None))
+
+
+async def test_gateway_rewriting_the_body_is_body_changed_at_its_path(
+    tmp_path: Path, origin: str
+) -> None:
+    """An HTTP box must pass bodies unchanged: the argument it rewrote is named by path."""
+    async with chain(tmp_path, origin, "rewrite-body") as (server, gateway):
+        headers, body = echo(24, "hello")
+        answer = await post(server, headers, body)
+    assert answer.status_code == 200
+    assert answer.json()["result"]["content"][0]["text"] == "rewritten"
+
+    comp = comparison_of(records(server), 24)
+    assert_names_gateway(comp, gateway)
+    assert comp["boxKind"] == "http"
+    # The origin answered what it was asked and the box passed that on: one finding.
+    assert [(f["rule"], f["strength"], f["paths"]) for f in comp["findings"]] == [
+        ("hop.body-changed", "must", ["/params/arguments/text"])]
+    (change,) = [c for c in comp["changes"] if c["direction"] == "request"
+                 and c["path"].startswith("/")]
+    assert change == {"class": "param-changed", "direction": "request", "kind": "changed",
+                      "meaning": "hop.body-changed", "path": "/params/arguments/text",
+                      "before": "hello", "after": "rewritten"}
 
 
 # --- (c) SSE buffered ----------------------------------------------------------------------

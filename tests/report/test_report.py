@@ -925,3 +925,36 @@ class TestBrowser:
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000
         if os.environ.get("MCP_TAP_UPDATE_SCREENSHOT") == "1":
             (REPO / "docs" / "report.png").write_bytes(data)
+
+
+def test_the_changes_each_box_made_most_important_first(tmp_path: Path) -> None:
+    """A hop-comparison record's changes: one table per box, rules before recorded before
+    expected, array indices folded (``/result/tools/*/title``)."""
+    from gate_bundles import write_bundle
+
+    changes = [
+        {"class": "jsonrpc-id", "direction": "request", "kind": "changed",
+         "meaning": "expected", "path": "/id", "before": 2, "after": 1},
+        *({"class": "tool-metadata", "direction": "response", "kind": "added",
+           "meaning": "recorded", "path": f"/result/tools/{i}/title", "after": "T"}
+          for i in range(2)),
+        {"class": "param-added", "direction": "request", "kind": "added",
+         "meaning": "hop.gateway.param-added",
+         "path": "/params/_meta/io.modelcontextprotocol~1logLevel", "after": "debug"},
+    ]
+    comparison = {"kind": "hop-comparison", "traceId": "a" * 32, "box": "gw",
+                  "boxKind": "mcp-gateway", "between": ["edge", "origin"],
+                  "exchangeIds": ["e1", "o1"], "pairedBy": "params", "findings": [],
+                  "changes": changes}
+    bundle = write_bundle(tmp_path / "b", [comparison])
+    data = load_report([bundle], generated="2026-01-01 00:00:00Z")
+    box = data.box_changes["gw, between hop edge and hop origin"]
+    assert [(c["meaning"], c["path"], c["count"]) for c in box["changes"]] == [
+        ("hop.gateway.param-added", "/params/_meta/io.modelcontextprotocol~1logLevel", 1),
+        ("recorded", "/result/tools/*/title", 2),
+        ("expected", "/id", 1),
+    ]
+    html = render_report(data)
+    table = html[html.index("What each box changed"):]
+    assert table.index("hop.gateway.param-added") < table.index("/result/tools/*/title") < (
+        table.index("<code class=\"mono\">/id</code>"))

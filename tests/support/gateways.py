@@ -19,6 +19,9 @@ misbehave the way real gateways do:
     a ``text/event-stream`` answer is read to its end and released in one write.
 ``"drop-traceparent"``
     ``traceparent`` and ``tracestate`` are not propagated.
+``"rewrite-body"``
+    a JSON request body's ``params.arguments.text`` becomes :attr:`Gateway.rewrite_text_to`
+    (the headers are left alone).
 
 The upstream can be set after start (:attr:`Gateway.upstream`), which lets a test start
 the gateway first, give its URL to one tap hop, and point it at another hop once the tap
@@ -27,6 +30,7 @@ listens.
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 import aiohttp
@@ -37,7 +41,8 @@ from yarl import URL
 __all__ = ["Fault", "Gateway"]
 
 Fault = Literal[
-    "none", "collapse-errors", "rewrite-name", "drop-name", "buffer-sse", "drop-traceparent"
+    "none", "collapse-errors", "rewrite-name", "drop-name", "buffer-sse", "drop-traceparent",
+    "rewrite-body",
 ]
 
 # RFC 9110 7.6.1 hop-by-hop fields, Transfer-Encoding included: this gateway re-frames the
@@ -74,6 +79,7 @@ class Gateway:
         self.upstream = upstream.rstrip("/")
         self.fault: Fault = fault
         self.rewrite_name_to = rewrite_name_to
+        self.rewrite_text_to = "rewritten"
         self.forwarded: list[list[tuple[str, str]]] = []
         """The request headers of every request sent upstream, in order."""
         self._runner: web.AppRunner | None = None
@@ -139,6 +145,8 @@ class Gateway:
         headers = self._request_headers(request)
         self.forwarded.append(headers)
         body = await request.read() if request.body_exists else None
+        if self.fault == "rewrite-body" and body:
+            body = self._rewritten(body)
         url = URL(self.upstream + request.raw_path, encoded=True)
         try:
             async with self._session.request(
@@ -147,6 +155,13 @@ class Gateway:
                 return await self._answer(request, upstream)
         except aiohttp.ClientError:
             return web.Response(status=502, text="Bad Gateway")
+
+    def _rewritten(self, body: bytes) -> bytes:
+        message = json.loads(body)
+        arguments = message.get("params", {}).get("arguments")
+        if isinstance(arguments, dict) and "text" in arguments:
+            arguments["text"] = self.rewrite_text_to
+        return json.dumps(message).encode()
 
     async def _answer(
         self, request: web.Request, upstream: aiohttp.ClientResponse

@@ -189,9 +189,6 @@ def _section(name: str, data: Any, env: Mapping[str, str]) -> Any:
 
 
 
-_HOP_KEYS = frozenset({"name", "listen", "upstream", "box"})
-
-
 def _hops(data: Any) -> tuple[HopOptions, ...]:
     if data is None:
         return ()
@@ -201,9 +198,6 @@ def _hops(data: Any) -> tuple[HopOptions, ...]:
     for i, item in enumerate(data):
         if not isinstance(item, dict):
             raise InputError(f"[[hop]] #{i} must be a table")
-        unknown = set(item) - _HOP_KEYS
-        if unknown:
-            raise InputError(f"[[hop]] #{i} has unknown option(s): {', '.join(sorted(unknown))}")
         box = item.get("box", BOX_HTTP)
         if box not in BOX_KINDS:
             raise InputError(f"[[hop]] #{i} box must be one of {', '.join(BOX_KINDS)}, "
