@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 
 from mcp_tap.cli import EXIT_NO, EXIT_OK
+from mcp_tap.commands.integrity import add_allow_unverified, check_integrity, marked
 from mcp_tap.commands.probe import timeout_seconds
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import find_bundles
@@ -58,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="per-request timeout: the whole answer, streamed or not, must "
                         "arrive within it (default 30, at most 3600)")
     add_format_option(parser)
+    add_allow_unverified(parser)
 
 
 def options(args: argparse.Namespace) -> ReplayOptions:
@@ -90,7 +92,7 @@ def outcome(report: ReplayReport) -> Outcome:
                    checks=tuple(checks))
 
 
-def _stream_text(items: Iterator[CaseResult | Skipped], target: str) -> bool:
+def _stream_text(items: Iterator[CaseResult | Skipped], target: str, flag: str = "") -> bool:
     """Print the human lines as the exchanges are replayed; return whether none changed.
 
     Nothing is printed before the target first answers (skips until then wait), so an
@@ -115,7 +117,7 @@ def _stream_text(items: Iterator[CaseResult | Skipped], target: str) -> bool:
     if not counts["replayed"] and not counts["skipped"]:
         raise InputError("the evidence holds no exchange to replay")
     sys.stdout.write(printable_lines(waiting or ()))
-    sys.stdout.write(printable_lines([summary_line(
+    sys.stdout.write(printable_lines([flag + summary_line(
         counts["replayed"], counts["changed"], counts["skipped"], shown_url(target))]))
     return not counts["changed"]
 
@@ -128,11 +130,13 @@ def run(args: argparse.Namespace) -> int:
     """
     opts = options(args)
     bundles = [bundle for path in args.evidence for bundle in find_bundles(path)]
-    items = iter_replay(bundle_records(bundles), opts)
+    integrity = check_integrity(bundles, allow=args.allow_unverified)
+    items = iter_replay(bundle_records(bundles, lenient=integrity.lenient), opts)
     if args.format == "text":
-        return EXIT_OK if _stream_text(items, opts.target) else EXIT_NO
+        flag = "" if integrity.ok else "UNVERIFIED: "  # (the banner went to stderr first)
+        return EXIT_OK if _stream_text(items, opts.target, flag) else EXIT_NO
     report = collect(items, opts.target)
     if not report.results and not report.skipped:
         raise InputError("the evidence holds no exchange to replay")
-    emit(outcome(report), args)
+    emit(marked(outcome(report), integrity), args)
     return EXIT_OK if report.ok else EXIT_NO

@@ -27,6 +27,8 @@ def _text(results: list[CaseResult]) -> str:
         lines.append(f"{mark} {r.name}: {verdict}")
         if not r.passed:
             lines.append(f"     {r.detail}")
+        if r.assumed:  # headers the fixture omitted, judged as a conforming client sends them
+            lines.append("     assumed " + ", ".join(f"{n}: {v}" for n, v in r.assumed))
     passed = sum(r.passed for r in results)
     lines.append(f"{passed}/{len(results)} cases met their expectation")
     return printable_lines(lines)

@@ -95,7 +95,7 @@ RULES: tuple[Rule, ...] = (
         "request.schema",
         _R,
         INVALID_PARAMS,
-        "a request the official generated schema of its revision rejects (after every rung)",
+        "a request the published schema.json of its revision rejects (after every rung)",
         MUST,
         _c(_BASE, "Schema") + "; " + _c(_LBASE, "Schema"),
     ),
@@ -410,10 +410,14 @@ RULES: tuple[Rule, ...] = (
         "response.payload.input-required",
         _S,
         INVALID_REQUEST,
-        "an `input_required` result on the wrong method, without inputRequests/requestState, or "
-        "asking for input the client's capabilities did not declare",
+        "an `input_required` result (or an `input_required` task) on the wrong method, without "
+        "inputRequests/requestState, or asking for input the client's capabilities did not "
+        "declare, members included (`elicitation: {}` is form only; `url` needs "
+        "`elicitation.url`; tool-enabled sampling needs `sampling.tools`)",
         MUST,
-        _c(_MRTR, "Supported Requests", "Server Requirements (Basic Workflow)"),
+        _c(_MRTR, "Supported Requests", "Server Requirements (Basic Workflow)")
+        + "; " + _c("2026-07-28/client/elicitation.mdx", "Capabilities")
+        + "; " + _c("2026-07-28/client/sampling.mdx", "Tools in Sampling"),
     ),
     Rule(
         "response.payload.caching",
@@ -482,6 +486,18 @@ RULES: tuple[Rule, ...] = (
         SHOULD,
         _c(_SHTTP, "Receiving Messages") + "; " + _c(_LHTTP, "Sending Messages to the Server"),
     ),
+    # --- issue 27, classes 1-3, 8, 9 (branch speca) ---
+    Rule(
+        "sse.progress.after-completion",
+        _S,
+        INVALID_REQUEST,
+        "a progress notification on a request stream after the request's final response",
+        MUST,
+        "2026-07-28/basic/patterns/progress.mdx § Behavior Requirements; "
+        "2025-11-25/basic/utilities/progress.mdx § Behavior Requirements; "
+        "2025-03-26/basic/utilities/progress.mdx § Behavior Requirements",
+    ),
+    # --- end of issue 27 (speca) ---
     Rule(
         "sse.get-response",
         _S,
@@ -513,10 +529,63 @@ RULES: tuple[Rule, ...] = (
         "wire.schema",
         _S,
         INVALID_REQUEST,
-        "a result the official generated schema of its revision rejects",
+        "a result the published schema.json of its revision rejects",
         MUST,
         _c(_SCHEMA, "interface Result") + "; " + _c(_LSCHEMA, "interface Result"),
     ),
+    # -- Issue 27, classes 4-7: the tasks extension, sub-capabilities, notifications and
+    # the published schema (one block: see ROUND3_EXTENSIONS_NOT_CHECKED below). --
+    Rule(
+        "request.capability.missing",
+        _R,
+        MISSING_CLIENT_CAPABILITY,
+        "`tasks/get`, `tasks/update`, `tasks/cancel`, or a `subscriptions/listen` asking for "
+        "`taskIds`, from a request that does not declare the `io.modelcontextprotocol/tasks` "
+        "extension (the server owes -32021)",
+        MUST,
+        _c(_TASKS, "Error Handling", "Task Status Notifications", "Capability Negotiation"),
+    ),
+    Rule(
+        "response.payload.sampling-context",
+        _S,
+        INVALID_REQUEST,
+        "an input request for sampling with `includeContext` `thisServer`/`allServers` to a "
+        "client that did not declare `sampling.context`",
+        SHOULD,
+        _c("2026-07-28/client/sampling.mdx", "Capabilities"),
+    ),
+    Rule(
+        "response.payload.structured-content",
+        _S,
+        INVALID_REQUEST,
+        "a `tools/call` result whose `structuredContent` is missing (not an error result) or "
+        "does not conform to the `outputSchema` the tool declared in `tools/list`",
+        MUST,
+        _c(_TOOLS, "Output Schema", "Structured Content"),
+    ),
+    Rule(
+        "sse.server-request",
+        _S,
+        INVALID_REQUEST,
+        "a legacy server request (elicitation, sampling, roots) on a stream for a capability, "
+        "or a capability member (elicitation mode, `sampling.tools`), the client did not "
+        "declare at `initialize`",
+        MUST,
+        "2025-11-25/basic/lifecycle.mdx § Operation; "
+        + _c("2025-11-25/client/elicitation.mdx", "Capabilities")
+        + "; " + _c("2025-11-25/client/sampling.mdx", "Tools in Sampling"),
+    ),
+    Rule(
+        "wire.schema.notification",
+        _S,
+        INVALID_REQUEST,
+        "a server notification on a request or listen stream that the published schema.json "
+        "of its revision rejects (e.g. a log level outside LoggingLevel, a non-numeric "
+        "progress)",
+        MUST,
+        _c(_BASE, "Schema", "Notifications") + "; " + _c(_LBASE, "Schema"),
+    ),
+    # -- end of the issue 27 (classes 4-7) block --
     # Hops: comparisons between two views or two hops.
     Rule(
         "hop.error-collapse",
@@ -818,6 +887,147 @@ NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
 )
 """MUSTs on the Streamable HTTP wire that no rule checks: (citation, the MUST, why not)."""
 
+# -- Issue 27, classes 4-7 (one block): what the tasks extension, the sub-capabilities, the
+# notifications and the published schema added, and what they deliberately leave alone. --
+EXTENSIONS_ADDED: tuple[str, ...] = (
+    "request.capability.missing",
+    "sse.server-request",
+    "response.payload.sampling-context",
+    "response.payload.structured-content",
+    "wire.schema.notification",
+)
+"""Rules added for the tasks extension, sub-capabilities, notifications and the schema."""
+
+EXTENSIONS_NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
+    (
+        _c(_TASKS, "Task Creation"),
+        "a server MUST NOT return `CreateTaskResult` until `tasks/get` for it would resolve",
+        "needs a later, separate exchange (the first poll) tied to this one; each answer is "
+        "judged on its own",
+    ),
+    (
+        _c(_TASKS, "Task Update Requests"),
+        "an `inputRequests` key MUST NOT be reused after its response was delivered",
+        "needs the task's whole history of polls and updates",
+    ),
+    (
+        _c(_TASKS, "Task Status Notifications"),
+        "each status notification is the `tasks/get` answer of that moment",
+        "needs a poll at the same instant; the notification's own Task fields are judged by "
+        "the listen filter and the task payload rules",
+    ),
+    (
+        _c(_TASKS, "Error Handling"),
+        "an invalid or nonexistent `taskId` MUST get -32602 from `tasks/get`",
+        "which task ids a server holds is its own state; the tap cannot tell an unknown id",
+    ),
+    (
+        _c(_TASKS, "Task Cancellation"),
+        "`notifications/cancelled` MUST NOT be used to cancel a task",
+        "needs tying a client notification to an earlier exchange whose answer created the "
+        "task; each exchange is judged on its own",
+    ),
+    (
+        _c(_TASKS, "Security Considerations"),
+        "task ids MUST be unguessable; every task request MUST be authorized",
+        "entropy and authorization are inside the server",
+    ),
+    (
+        _c(_TASKS, "Capability Negotiation"),
+        "a client MUST treat `CreateTaskResult` to an unsupported request as invalid",
+        "client-side handling is not on the wire; the server's answer is judged "
+        "(`response.payload.task`)",
+    ),
+    (
+        "2025-11-25/client/elicitation.mdx § Capabilities",
+        "legacy servers MUST NOT send an elicitation mode (or, client/sampling, tool-enabled "
+        "sampling) the client did not declare",
+        "judged (`sse.server-request`) only when the tap saw the session's `initialize` (the "
+        "one place a legacy client declares them); a session that began before the tap did "
+        "is not judged",
+    ),
+    (
+        "2025-11-25/schema.ts § interface ClientCapabilities",
+        "the 2025-11-25 `tasks` capability members (requests.sampling, requests.elicitation, "
+        "list, cancel)",
+        "task-augmented server-to-client requests are not sent on the Streamable HTTP "
+        "streams the tap sees apart from the session's initialize declaration (as above)",
+    ),
+    (
+        "2025-11-25/basic/lifecycle.mdx § Operation",
+        "a legacy server uses only the capabilities it negotiated (`tools.listChanged`, "
+        "`resources.subscribe`, `logging` before the notifications they announce)",
+        "not yet checked: the tap keeps the client's `initialize` capabilities per session "
+        "(`sse.server-request`) but not the server's; a modern server's notifications are "
+        "judged by the listen filter the client opted in with (`sse.listen`)",
+    ),
+    (
+        _c(_BASE, "JSON Schema Usage"),
+        "schemas MUST be valid in their dialect; `$ref` MUST NOT be fetched from the network",
+        "a tool's `outputSchema` that is not a valid schema, or refers outside itself, is not "
+        "used to judge `structuredContent` (never fetched); the tool listing is judged by "
+        "`response.payload.tools-list`",
+    ),
+    (
+        "2026-07-28/schema.ts",
+        "`format` (uri, byte, uri-template) values of its JSON Schema",
+        "the schemas declare JSON Schema 2020-12, where `format` is an annotation, not an "
+        "assertion; the validator leaves it unasserted",
+    ),
+    (
+        "2025-06-18/schema.ts; 2024-11-05/schema.ts",
+        "the schema of revisions mcp-tap ships no JSON Schema of",
+        "judged by the nearest shipped schema: 2025-06-18 by 2025-11-25, 2024-11-05 by "
+        "2025-03-26",
+    ),
+)
+"""MUSTs of the tasks extension, sub-capabilities and schema that no rule checks."""
+
+NOT_CHECKED = NOT_CHECKED + EXTENSIONS_NOT_CHECKED
+
+
+def _extensions_section() -> list[str]:
+    """The Markdown lines listing :data:`EXTENSIONS_ADDED`."""
+    lines = [
+        "",
+        "## Added for the tasks extension, sub-capabilities, notifications and the schema",
+        "",
+        "`wire.schema` and `request.schema` validate against the published `schema.json` of "
+        "each revision (shipped in `mcp_tap/core/specschema/`), no longer the SDK's models; "
+        "the tasks extension, capability members and notifications added:",
+        "",
+    ]
+    lines += [f"- `{rid}` ({CATALOG[rid].strength}): {CATALOG[rid].summary}"
+              for rid in EXTENSIONS_ADDED]
+    lines += ["", "and widened:", ""]
+    return lines + [f"- `{rid}` ({_strength(rid)}): {why}" for rid, why in EXTENSIONS_WIDENED]
+
+
+def _strength(ids: str) -> str:
+    return " / ".join(str(CATALOG[i].strength) for i in ids.split(" / "))
+
+
+EXTENSIONS_WIDENED: tuple[tuple[str, str], ...] = (
+    ("response.payload.input-required",
+     "the members of the declared capability, not only its key (`elicitation: {}` is form "
+     "only, a URL mode needs `elicitation.url`, tool-enabled sampling `sampling.tools`), also "
+     "for an `input_required` task polled with `tasks/get`"),
+    ("sse.listen", "the listen filter knows the tasks extension's `taskIds` "
+     "(`notifications/tasks` for a listed task is opted in)"),
+    ("response.payload.task", "a `notifications/tasks` carries the whole Task `tasks/get` would "
+     "answer; `tasks/update` and `tasks/cancel` are acknowledged with an empty result; a "
+     "2025-11-25 session's tasks are that revision's own (its schema judges them)"),
+    ("response.expected-error", "a request `request.capability.missing` rejects is owed -32021 "
+     "(HTTP 400); a rejected listen request answered with a stream is owed its error too"),
+    ("response.error.data", "the -32021 owed to a tasks-extension request names the extension "
+     "in `data.requiredCapabilities.extensions`"),
+    ("wire.schema / request.schema", "the published `schema.json` instead of the SDK's "
+     "generated models (e.g. `serverInfo` needs `name` and `version`; `isError` is a boolean; "
+     "`format` stays an annotation)"),
+)
+"""Rules whose reach the same work widened, with how."""
+# -- end of the issue 27 (classes 4-7) block --
+
 
 def markdown_sources(cite: str) -> str:
     """``cite`` as Markdown links for ``docs/rules.md``: public addresses as they are, this
@@ -881,6 +1091,7 @@ def render_markdown() -> str:
     ]
     lines += [f"- `{rid}` ({CATALOG[rid].strength}): {CATALOG[rid].summary}"
               for rid in ADDED_FROM_REVIEW]
+    lines += _extensions_section()
     lines += [
         "",
         "## MUSTs not checked",

@@ -74,6 +74,12 @@ class VerifyReport:
         return [p for p in self.problems if p.severity == "warning"]
 
     @property
+    def intact(self) -> bool:
+        """Whether every error is stated loss (a gap, an abrupt end) and nothing else: the
+        records there are the ones written, so a reader may use them (the loss is stated)."""
+        return all(p.kind in LOSS_KINDS for p in self.errors)
+
+    @property
     def loss_ratio(self) -> float:
         """The share of exchanges stated lost: ``lost / (exchanges + lost)`` (0 without loss)."""
         return self.lost / (self.exchanges + self.lost) if self.lost else 0.0

@@ -56,7 +56,7 @@ from typing import Any
 
 import orjson
 
-from mcp_tap.errors import BundleFormatError
+from mcp_tap.errors import BundleFormatError, EvidenceLimitError
 from mcp_tap.evidence.closing import _text, check_closed
 from mcp_tap.evidence.format import (
     DIGEST_MEMBER,
@@ -89,6 +89,7 @@ from mcp_tap.evidence.reader import (
     read_bundle_meta,
     read_manifest,
 )
+from mcp_tap.evidence.schema import line_problem, manifest_problem, record_problem
 from mcp_tap.evidence.screen import ORJSON_DEPTH, nesting_bounded, suspect_lines
 from mcp_tap.evidence.signing import signature_valid
 
@@ -117,6 +118,18 @@ def _record_digest(record: dict[str, Any]) -> str | None:
         return record_digest(record)
     except TypeError:  # orjson.JSONEncodeError: nesting past orjson's limit
         return None
+
+
+def _manifest_size(files: SegmentFiles) -> int | None:
+    """The segment size its manifest states, to bound the segment's read (None: no
+    manifest, or none readable; check_manifest reports why)."""
+    if files.manifest_path is None:
+        return None
+    try:
+        size = read_manifest(files.manifest_path).get("bytes")
+    except BundleFormatError:
+        return None
+    return size if type(size) is int and size >= 0 else None
 
 
 def _public_key(signing: object) -> bytes | None:
@@ -247,11 +260,19 @@ class _Verifier:
         path = files.path
         if files.manifest_path is None and self.open and not is_last:
             files = _late_manifest(files, path)
-        scan = SegmentScan(path)
+        scan = SegmentScan(path, max_bytes=_manifest_size(files))
         # The segment an open bundle's writer is appending to: its unfinished line is skipped.
         writing = self.open and is_last and files.manifest_path is None
-        first = self.records_of(name, scan, writing=writing,
-                                covered=files.manifest_path is not None)
+        try:
+            first = self.records_of(name, scan, writing=writing,
+                                    covered=files.manifest_path is not None)
+        except EvidenceLimitError as exc:
+            # The read stopped at its bound: one problem, nothing past it read or checked.
+            grown = scan.max_bytes is not None and scan.size >= scan.max_bytes
+            self.problem("manifest" if grown else "format",
+                         f"{name}: {str(exc).removeprefix(f'{path}: ')}", segment=name)
+            self.previous_chain_head = None
+            return
         if writing:
             self.previous_chain_head = None
             return
@@ -368,6 +389,8 @@ class _Verifier:
                     if decode is not None and narrow:
                         if block_utf8 or valid_utf8(line):
                             record = decode(line)
+                            if record is not None and line_problem(line) is not None:
+                                record = None  # the full parse below reports the value
                             if record is not None:  # its chain fields are typed
                                 seq, prev = record.seq, record.prev
                                 digest, kind = record.digest, record.kind
@@ -380,8 +403,9 @@ class _Verifier:
                             seq, prev = record.get("seq"), record.get("prev")
                             digest, kind = record.get("digest"), record.get("kind")
                             if (type(seq) is not int or seq < 0 or type(prev) is not str
-                                    or type(digest) is not str or type(kind) is not str):
-                                kind = None
+                                    or type(digest) is not str or type(kind) is not str
+                                    or record_problem(record) is not None):
+                                kind = None  # self.line below reports it
                 actual = None
                 if kind is not None and kind != "gap":
                     # The format-2 digest, hashed in place: SHA-256 of the line up to its
@@ -469,6 +493,10 @@ class _Verifier:
             )
             return None
         self.records += 1
+        problem = record_problem(upgrade_record(record, self.format))
+        if problem is not None:
+            # Counted in the chain (its chain fields are sound), never handed on.
+            self.problem("format", f"{name} line {number}: {problem}", segment=name, seq=seq)
         actual = line_digest(line) if self.format >= 2 else None
         if (actual if actual is not None else _record_digest(record)) != digest:
             self.problem("digest", f"record seq {seq} in {name}: digest mismatch",
@@ -481,7 +509,7 @@ class _Verifier:
             self.exchanges += 1
         elif kind == "gap":
             self.gap(name, seq, record)
-        if self.consumer is not None and complete:
+        if self.consumer is not None and complete and problem is None:
             self.batch.append(record if self.prepare is None else self.prepare(record))
         return seq, prev, digest
 
@@ -531,6 +559,9 @@ class _Verifier:
             self.signature_failed(f"{manifest_file}: signed, but bundle.json names no "
                                   "signing key", segment=name)
         manifest = upgrade_manifest(raw, self.format)
+        problem = manifest_problem(manifest)
+        if problem is not None:
+            self.problem("format", f"{manifest_file}: {problem}", segment=name)
         expected: dict[str, Any] = {
             "segment": files.number,
             "count": self.segment_count,

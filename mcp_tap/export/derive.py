@@ -33,6 +33,8 @@ from mcp_tap.evidence import EvidenceWriter, iter_records, verify_bundle
 from mcp_tap.evidence.reader import read_bundle_meta
 from mcp_tap.files import read_file
 from mcp_tap.proxy.options import redaction_policy
+from mcp_tap.proxy.options.redaction import REDACTION_TABLES
+from mcp_tap.tables import check_tables
 
 _VIEWS: Final = ("ingress", "origin", "egress")
 _HEADER_KEYS: Final = ("headers", "forwardedHeaders")
@@ -59,6 +61,9 @@ def load_policy_file(path: str) -> RedactionPolicy:
         raise InputError(f"{path}: not valid TOML ({exc})") from None
     if "redaction" not in data:
         raise InputError(f"{path}: has no [redaction] table (extra_keys, [[redaction.argument]])")
+    # Only the redaction tables are read (a proxy config's other tables are its own).
+    check_tables({"redaction": data["redaction"]},
+                 {"": frozenset({"redaction"}), **REDACTION_TABLES}, path)
     return redaction_policy(data["redaction"])
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -33,6 +33,9 @@ from aiohttp import web
 
 from mcp_tap.errors import TapError
 from mcp_tap.proxy.options import GateOptions
+
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+"""A route handler of the admin application."""
 
 # Flagger: 2xx proceeds; any other status halts the canary (and counts as a failed check).
 FLAGGER_STATUS = {"promote": 200, "rollback": 412, "hold": 503}
@@ -72,10 +75,13 @@ class CanaryAnalysis:
         self._pool: ProcessPoolExecutor | None = None
         self._running: asyncio.Future[dict[str, Any]] | None = None
 
-    def add_routes(self, app: web.Application) -> None:
-        """Add ``GET /gate`` and ``POST /gate/flagger`` to the admin application."""
-        app.router.add_get("/gate", self.gate)
-        app.router.add_post("/gate/flagger", self.flagger)
+    def add_routes(self, app: web.Application, admit: Callable[[Handler], Handler] | None = None
+                   ) -> None:
+        """Add ``GET /gate`` and ``POST /gate/flagger`` to the admin application, each
+        wrapped by ``admit`` when given (the admin listener's bound on waiting requests)."""
+        wrap = admit or (lambda handler: handler)
+        app.router.add_get("/gate", wrap(self.gate))
+        app.router.add_post("/gate/flagger", wrap(self.flagger))
         app.on_cleanup.append(self._close)
 
     async def decision(self) -> dict[str, Any]:

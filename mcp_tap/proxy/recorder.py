@@ -108,6 +108,8 @@ class _Bounded(OrderedDict[str, Any]):
 class _HopState:
     sessions: _Bounded = field(default_factory=_Bounded)  # session id -> negotiated version
     tools: _Bounded = field(default_factory=_Bounded)  # tool name -> inputSchema
+    outputs: _Bounded = field(default_factory=_Bounded)  # tool name -> outputSchema
+    declared: _Bounded = field(default_factory=_Bounded)  # session id -> client capabilities
     capabilities: set[str] = field(default_factory=set)
     frozen_capabilities: frozenset[str] = frozenset()  # the same, as the judge takes it
     clients: _Bounded = field(default_factory=_Bounded)  # client key -> ClientTracker
@@ -207,7 +209,7 @@ class Recorder:
             # The request's kind, method and id, read once (each is a chain of properties).
             parts = request_parts(judgement)
             kind, method, _ = parts
-            self._learn(cap, kind, method, state, result, session)
+            self._learn(cap, kind, method, state, result, session, judgement.request_message)
             if kind is KIND_REQUEST or kind is KIND_NOTIFICATION:
                 client = self._client(cap, judgement, method, state, result)
                 if client:
@@ -271,6 +273,8 @@ class Recorder:
             or bool(cap.sse_dropped) or (not response.ended and not cap.sse),
             [t.event for t in cap.sse] if cap.sse and not cap.sse_incomplete else None,
             None,  # allowed_origins
+            state.outputs,  # output_schemas (read only while judging: no copy)
+            state.declared.get(session) if session else None,  # session_capabilities
         )
         return judge(exchange)
 
@@ -309,13 +313,16 @@ class Recorder:
         state: _HopState,
         result: dict[str, Any] | None,
         session: str | None,
+        request: Any = None,
     ) -> None:
-        """Remember sessions, tools and advertised extensions from successful answers
+        """Remember sessions (with what an ``initialize`` ``request`` declared), tools and
+        advertised extensions from successful answers
         (``kind`` and ``method``: the judged request's, None without one; ``session``: the
         request's session header)."""
         if kind is not KIND_REQUEST:
             if cap.http_method == "DELETE" and session:
                 state.sessions.pop(session, None)
+                state.declared.pop(session, None)
             return
         if result is None:
             return
@@ -324,6 +331,10 @@ class Recorder:
             version = result.get("protocolVersion")
             if session and isinstance(version, str):
                 state.sessions.remember(session, version)
+                params = request.get("params") if isinstance(request, dict) else None
+                caps = params.get("capabilities") if isinstance(params, dict) else None
+                if isinstance(caps, dict):
+                    state.declared.remember(session, caps)
         if method in ("initialize", "server/discover"):
             caps = result.get("capabilities")
             ext = caps.get("extensions") if isinstance(caps, dict) else None
@@ -341,6 +352,10 @@ class Recorder:
                     if type(name) is str or isinstance(name, str):
                         tools[name] = tool.get("inputSchema")
                         to_end(name)
+                        if "outputSchema" in tool:
+                            state.outputs.remember(name, tool["outputSchema"])
+                        elif name in state.outputs:
+                            del state.outputs[name]  # the tool no longer declares one
             while len(tools) > _MAX_STATE:
                 tools.popitem(last=False)
 

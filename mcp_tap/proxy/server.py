@@ -173,7 +173,10 @@ class TapServer:
                 from mcp_tap.proxy.canary import CanaryAnalysis
 
                 canary = CanaryAnalysis(self.options.gate, self.bundle_dir)
-            app = admin_app(self.metrics, self.readiness, canary)
+            token_env = self.options.admin.token_env
+            # Read here, not kept in the options: the token appears in no config or log.
+            token = os.environ.get(token_env, "").strip() if token_env else None
+            app = admin_app(self.metrics, self.readiness, canary, token=token or None)
             self._admin_runner = web.AppRunner(app, access_log=None)
             await self._admin_runner.setup()
             host, port = parse_listen(self.options.admin.listen)

@@ -21,6 +21,7 @@ class BundleSummary:
     errors: int = 0
     warnings: int = 0
     problems: tuple[str, ...] = ()
+    intact: bool = True  # no error but stated loss: see VerifyReport.intact
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,6 +103,18 @@ class TestManifests:
             kubernetes_validate.validate(doc, KUBERNETES, strict=True)
         assert [d["metadata"]["name"] for d in docs] == ["mcp-server", "mcp-server-canary"]
 
+    def test_network_policy(self) -> None:
+        """The NetworkPolicy is a valid networking.k8s.io/v1 one: the tap's port open, the
+        admin port only from the monitoring and rollout namespaces; kustomize lists it."""
+        (policy,) = manifests("networkpolicy.yaml")
+        kubernetes_validate.validate(policy, KUBERNETES, strict=True)
+        tap, admin = policy["spec"]["ingress"]
+        assert tap == {"ports": [{"port": "mcp", "protocol": "TCP"}]}
+        assert admin["ports"] == [{"port": "admin", "protocol": "TCP"}]
+        assert len(admin["from"]) == 3
+        (kustomization,) = manifests("kustomization.yaml")
+        assert "networkpolicy.yaml" in kustomization["resources"]
+
     def test_analysis_template(self) -> None:
         """The AnalysisTemplate validates against the Argo Rollouts CRD, web provider on /gate."""
         (template,) = manifests("analysis-template.yaml")

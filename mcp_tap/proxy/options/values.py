@@ -161,9 +161,14 @@ class EraOptions:
 
 @dataclass(frozen=True, slots=True)
 class AdminOptions:
-    """The admin listener (health, readiness, metrics); empty ``listen`` disables it."""
+    """The admin listener (health, readiness, metrics); empty ``listen`` disables it.
+
+    ``token_env``: the name of an environment variable holding a bearer token; when set,
+    every admin route but ``/healthz`` and ``/readyz`` needs ``Authorization: Bearer``
+    with it (the token itself is never in the config)."""
 
     listen: str = "127.0.0.1:9464"
+    token_env: str = ""
 
 
 @dataclass(frozen=True, slots=True)
