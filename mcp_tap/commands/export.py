@@ -127,6 +127,6 @@ def run(args: argparse.Namespace) -> int:
         unverified = "" if integrity.ok else "UNVERIFIED: "
         sys.stdout.write(printable_lines([
             f"{unverified}exported {summary['records']} records ({summary['exchanges']} "
-            f"exchanges) from {len(records.sources)} bundle(s) to {args.out} as {args.format}: "
-            f"{written} bytes"]))
+            f"exchanges) from {len(records.sources)} bundle(s) to {args.out} as "
+            f"{args.format}: {written} bytes"]))
     return EXIT_OK

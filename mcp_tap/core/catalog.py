@@ -627,6 +627,42 @@ RULES: tuple[Rule, ...] = (
         SHOULD,
         _c(_SHTTP, "Receiving Messages"),
     ),
+    # Hops around an MCP gateway (box = "mcp-gateway"): what a gateway may not do silently.
+    Rule(
+        "hop.gateway.capability-widened",
+        Boundary.HOP,
+        None,
+        "the gateway declared to the origin a client capability the client did not declare "
+        "(the origin may now rely on it; the gateway, the client's server, \"MUST NOT rely on "
+        "capabilities the client has not declared\"): a warning, since declaring alone breaks "
+        "nothing yet",
+        SHOULD,
+        _c(_BASE, "`_meta`") + "; "
+        + _c("2026-07-28/client/elicitation.mdx", "Capabilities") + "; "
+        + _c("2026-07-28/client/sampling.mdx", "Capabilities") + "; "
+        + _c("2026-07-28/client/roots.mdx", "Capabilities") + "; "
+        + _c("2025-11-25/basic/lifecycle.mdx", "Capability Negotiation", "Operation"),
+    ),
+    Rule(
+        "hop.gateway.param-added",
+        Boundary.HOP,
+        None,
+        "the gateway added a request parameter the client did not send that changes what the "
+        "origin does (`io.modelcontextprotocol/logLevel`: the origin may now emit "
+        "`notifications/message` the client never asked for)",
+        SHOULD,
+        _c("2026-07-28/server/utilities/logging.mdx", "Per-request log level") + "; "
+        + _c(_BASE, "`_meta`"),
+    ),
+    Rule(
+        "hop.gateway.error-recoded",
+        Boundary.HOP,
+        None,
+        "the origin's JSON-RPC error reached the client with another code, or as a result "
+        "(the client loses what the code means: a missing capability, an unsupported version)",
+        SHOULD,
+        _c(_BASE, "Error Codes", "Error Responses"),
+    ),
     # Clients: era selection over one client's exchanges.
     Rule(
         "client.downgrade",
@@ -719,6 +755,9 @@ RULES: tuple[Rule, ...] = (
         Boundary.GATE,
         None,
         "the policy requires a two-hop capture and no hop comparison was recorded", MUST, _TOOL),
+    Rule("gate.hop.change", Boundary.GATE, None,
+         "a box made a change of a class the policy blocks (`[hop] block`), though no rule "
+         "forbids it", MUST, _TOOL),
     Rule(
         "gate.integrity",
         Boundary.GATE,
@@ -763,10 +802,12 @@ def finding(
     *,
     code: int | None = None,
     era: Era | None = None,
+    paths: tuple[str, ...] = (),
 ) -> Finding:
     """Make a :class:`Finding` for a catalog rule, with the rule's code unless ``code`` is given.
 
-    ``era`` picks the rule's legacy strength for a legacy exchange (see :class:`Rule`).
+    ``era`` picks the rule's legacy strength for a legacy exchange (see :class:`Rule`);
+    ``paths`` are the JSON pointers (or ``header:NAME``) a hop finding is about.
     """
     entry = CATALOG[rule_id]
     return Finding(
@@ -776,6 +817,7 @@ def finding(
         message=message,
         where=where,
         strength=entry.strength_in(era),
+        paths=paths,
     )
 
 
@@ -1057,6 +1099,45 @@ TOOL_RULES_TEXT = (
 )
 
 
+def _hop_changes_markdown() -> list[str]:
+    """The change classes of a hop comparison and what each means per kind of box."""
+    from mcp_tap.core.hopdiff import (  # (hopdiff imports no catalog: no cycle)
+        BOX_GATEWAY,
+        BOX_HTTP,
+        CLASSES,
+        DISPOSITIONS,
+        GATEWAY_WHY,
+    )
+
+    def shown(meaning: str) -> str:
+        return meaning if meaning in ("expected", "recorded") else f"`{meaning}`"
+
+    lines = [
+        "",
+        "## Changes between hops",
+        "",
+        "Two hops around a box record every change the box made (`changes` of a "
+        "`hop-comparison` record: direction, RFC 6901 `path` or `header:NAME`, kind, the "
+        "values before and after, redacted, and the class below). Per hop pair the config "
+        "says what the box is (`[[hop]] box`): `http` (a load balancer, mesh or HTTP proxy: "
+        "bodies must come through unchanged) or `mcp-gateway` (an MCP server to the client "
+        "and an MCP client to the origin, conformant both ways, so it may change what a "
+        "conformant client or server may change). A rule id is a finding; `expected` is what "
+        "a box of that kind changes by being one; `recorded` is allowed by the "
+        "specification and listed, and the gate blocks it only when the policy names its "
+        "class (`[hop] block`).",
+        "",
+        f"| class | what | `{BOX_HTTP}` | `{BOX_GATEWAY}` | why (for a gateway) |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| `{cls}` | {what} | {shown(DISPOSITIONS[BOX_HTTP][cls])} | "
+        f"{shown(DISPOSITIONS[BOX_GATEWAY][cls])} | {GATEWAY_WHY[cls]} |"
+        for cls, what in CLASSES.items()
+    ]
+    return lines
+
+
 def render_markdown() -> str:
     """Render the catalog as the Markdown of ``docs/rules.md``."""
     lines = [
@@ -1083,6 +1164,7 @@ def render_markdown() -> str:
         lines.append(f"| `{r.id}` | {r.boundary} | {code} | {strength} | {r.summary} | "
                      f"{markdown_sources(r.cite)} |")
     lines += ["", "## The tool's own rules", "", *TOOL_RULES_TEXT, ""]
+    lines += _hop_changes_markdown()
     lines += [
         "## Added from the specification review",
         "",

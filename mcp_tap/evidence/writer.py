@@ -211,6 +211,7 @@ class EvidenceWriter:
         self._lost_log = Every(_LOG_EVERY_S)
         self._end: dict[str, Any] = {"end": END_CLOSED}
         self._held: dict[str, Any] | None = None  # note_held(): for the closing summary
+        self._pairing: dict[str, Any] | None = None  # note_pairing(): two hops in one tap
 
         self.written = 0
         self.lost = 0
@@ -352,6 +353,12 @@ class EvidenceWriter:
         """State in the closing summary (``heldBack``) how often and how long the proxy held
         its clients back because recording was behind (timing only: nothing was lost)."""
         self._held = {"pauses": int(pauses), "seconds": round(float(seconds), 3)}
+
+    def note_pairing(self, counts: dict[str, Any]) -> None:
+        """State in the closing summary (``hopPairing``) how the exchanges of two hops were
+        paired (``paired`` by way), and how many stayed ``unpaired`` (per hop) or
+        ``ambiguous`` (several candidates: never guessed)."""
+        self._pairing = dict(counts)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Block until every record submitted so far is written or counted lost.
@@ -822,6 +829,7 @@ class EvidenceWriter:
             "lost": self._stated + unstated,
             **self._end,
             **({"heldBack": self._held} if self._held else {}),
+            **({"hopPairing": self._pairing} if self._pairing else {}),
         }
         try:
             write_json_atomically(

@@ -20,6 +20,7 @@ from typing import Any, Final, Literal, cast
 
 from mcp_tap.core.catalog import CATALOG
 from mcp_tap.core.hashing import sha256_hex
+from mcp_tap.core.hopdiff import CLASSES
 from mcp_tap.errors import InputError
 from mcp_tap.files import read_file
 from mcp_tap.tables import TableKeys, check_tables
@@ -68,9 +69,18 @@ class SdkPolicy:
 
 @dataclass(frozen=True, slots=True)
 class HopPolicy:
-    """Hop evidence: whether a two-hop capture (hop-comparison records) is required."""
+    """Hop evidence: whether a two-hop capture (hop-comparison records) is required, the
+    change classes that block although no rule forbids them (``block``: a box's recorded
+    or expected changes of these classes; see docs/rules.md § Changes between hops), and
+    the ``hop.*`` rules whose findings do not block (``allow``, rule patterns)."""
 
     require_two_hop: bool = False
+    block: tuple[str, ...] = ()
+    allow: tuple[str, ...] = ()
+
+    def blocks(self, rule_id: str) -> bool:
+        """Whether a ``hop.*`` finding of ``rule_id`` blocks promotion."""
+        return not _matches_any(rule_id, self.allow)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +223,7 @@ POLICY_TABLES: TableKeys = {
     "conformance": frozenset({"block", "allow", "examples", "strengths"}),
     "sdk": frozenset({"allow_fields"}),
     "drift": frozenset({"block"}),
-    "hop": frozenset({"require_two_hop"}),
+    "hop": frozenset({"require_two_hop", "block", "allow"}),
     "health": frozenset({
         "hop", "min_samples", "max_error_rate", "latency_percentile", "max_latency_ms",
         "max_sse_first_event_ms", "min_observation_seconds", "count_jsonrpc_errors",
@@ -392,7 +402,13 @@ def _drift(reader: _Reader, table: dict[str, Any]) -> DriftPolicy:
 
 def _hop(reader: _Reader, table: dict[str, Any]) -> HopPolicy:
     reader.no_unknown(table, _keys("hop"), "hop")
-    return HopPolicy(reader.boolean(table, "require_two_hop", "hop.require_two_hop", False))
+    block = reader.strings(table, "block", "hop.block", ())
+    for cls in block:
+        if cls not in CLASSES:
+            raise reader.fail("hop.block", f"change classes ({', '.join(CLASSES)})", cls)
+    allow = _rule_patterns(reader, reader.strings(table, "allow", "hop.allow", ()), "hop.allow")
+    return HopPolicy(reader.boolean(table, "require_two_hop", "hop.require_two_hop", False),
+                     block, allow)
 
 
 def _health(reader: _Reader, table: dict[str, Any]) -> HealthPolicy:

@@ -23,6 +23,7 @@ from mcp_tap.core.redaction import strip_url_secrets
 from mcp_tap.core.rulecounts import RuleCount, merge_rule_counts
 from mcp_tap.evidence.known import KnownJson
 from mcp_tap.evidence.view import RecordView, evidence_digest, view_of
+from mcp_tap.gate.hopchanges import HopChanges
 
 
 def record_digest(record: Mapping[str, Any]) -> str:
@@ -230,6 +231,7 @@ class HopTally:
     examples: int = 3
     comparisons: int = 0
     boxes: dict[tuple[str, str], Tally] = field(default_factory=dict)
+    changes: HopChanges = field(default_factory=HopChanges)
 
     def add(self, record: Mapping[str, Any]) -> None:
         """Count one record (hop-comparison and exchange records count)."""
@@ -244,6 +246,7 @@ class HopTally:
             kind = record.kind
             if kind == "hop-comparison":
                 self.comparisons += 1
+                self.changes.add(_box(record, ""), record.boxKind, record.changes)
             elif kind != "exchange":
                 continue
             if not record.findings:  # the common case: nothing to count
@@ -264,6 +267,7 @@ class HopTally:
         """Fold in the tally of a later bundle."""
         self.comparisons += other.comparisons
         _merge_tallies(self.boxes, other.boxes, self.examples)
+        self.changes.merge(other.changes)
 
 
 @dataclass(slots=True)

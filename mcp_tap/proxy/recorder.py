@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import orjson
 import structlog
 
 from mcp_tap.core.catalog import finding
@@ -22,7 +21,7 @@ from mcp_tap.core.exchange import Exchange, Judgement, judge
 from mcp_tap.core.fastinit import maker
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.hashing import DigestKey
-from mcp_tap.core.hops import HopView
+from mcp_tap.core.hops import BOX_HTTP, HopView
 from mcp_tap.core.jsonrpc import KIND_NOTIFICATION, KIND_REQUEST, Kind
 from mcp_tap.core.redaction import Redactor
 from mcp_tap.core.resume import Parked, ResumeTracker, last_event_id, resumable
@@ -32,6 +31,12 @@ from mcp_tap.logs import LineBatch
 from mcp_tap.proxy.capture import RawExchange
 from mcp_tap.proxy.captured import Captured, materialize
 from mcp_tap.proxy.correlate import Correlator, Pending
+from mcp_tap.proxy.hoprecord import (
+    ChangeRenderer,
+    comparison_record,
+    pair_secrets,
+    redacted_sides,
+)
 from mcp_tap.proxy.metrics import ExchangeTally, Metrics
 from mcp_tap.proxy.options import TapOptions
 from mcp_tap.proxy.records import RecordBuilder, request_parts
@@ -49,6 +54,7 @@ _ERA_TEXT = {era: str(era) for era in Era}
 _make_exchange = maker(Exchange)  # Exchange(...) by position, without type.__call__
 _NO_PARTS = (None, None, None)  # request_parts of a judgement without a request
 _SESSION_KEY = HEADER_SESSION_ID.lower()  # the header index's keys are lower-case
+_TRACEPARENT = "traceparent"
 
 
 class RecordSink(Protocol):
@@ -138,8 +144,11 @@ class Recorder:
         self.lines = LineBatch("mcp_tap.proxy")  # the exchange lines
         self._tallies: list[ExchangeTally] | None = None  # metrics held for a batch
         self.correlator = Correlator(
-            options.hop_comparison.thresholds(), window_s=options.hop_comparison.window_s
+            options.hop_comparison.thresholds(), window_s=options.hop_comparison.window_s,
+            params_window_s=options.hop_comparison.params_window_s, key=self.digest_key,
         )
+        self._boxes = {h.name: h.box for h in options.hops}  # hop -> its upstream's kind
+        self._changes = ChangeRenderer(self.redactor)
 
     # -- batches ------------------------------------------------------------------------
 
@@ -237,8 +246,7 @@ class Recorder:
         found += self._tap_findings(cap)
         record = self.records.build(cap, judgement, found, parts)
         ids = self.tracing.export(cap, judgement, record)
-        pair = (self._correlate(cap, judgement, record["exchangeId"])
-                if self._correlating else None)
+        pair = self._correlate(cap, judgement, record) if self._correlating else None
         self.sink.submit(record)
         if pair is not None:
             self.sink.submit(pair)
@@ -404,7 +412,11 @@ class Recorder:
             )
         return found
 
-    def _correlate(self, cap: Captured, j: Judgement, exchange_id: str) -> dict[str, Any] | None:
+    def _correlate(
+        self, cap: Captured, j: Judgement, record: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Offer this exchange to the correlator; the hop-comparison record of the pair it
+        completes, if it does (POSTs of two hops or more only)."""
         if len(self.options.hops) < 2 or not cap.trace_id or cap.http_method != "POST":
             return None
         view = HopView(
@@ -415,24 +427,21 @@ class Recorder:
             response_messages=j.response_messages,
             sse_times=tuple(t.at for t in cap.sse),
             first_byte_at=cap.first_byte_at,
+            forwarded_headers=cap.forwarded_headers,
+            response_headers=cap.response_headers,
         )
-        key = (cap.trace_id, orjson.dumps(j.rpc_id).decode())
-        pair = self.correlator.offer(
-            key, Pending(exchange_id, view, cap.received_at, cap.upstream), self.clock()
-        )
+        pending = Pending(
+            record["exchangeId"], view, cap.received_at, cap.upstream,
+            self._boxes.get(cap.hop, BOX_HTTP), cap.trace_id,
+            _TRACEPARENT not in cap.request_headers, cap.end_at, redacted_sides(record))
+        pair = self.correlator.offer(pending, self.clock())
         if pair is None:
             return None
-        return {
-            "kind": "hop-comparison",
-            "traceId": cap.trace_id,
-            "box": pair.comparison.box,
-            "between": [pair.outer_hop, pair.inner_hop],
-            "exchangeIds": [pair.outer_id, pair.inner_id],
-            "findings": self.records.findings_json(
-                pair.comparison.findings,
-                self.records.secrets(cap, j) if pair.comparison.findings else [],
-            ),
-        }
+        found = pair.comparison.findings
+        findings = (self.records.findings_json(found, pair_secrets(self.redactor, pair))
+                    if found else [])
+        trace = pair.outer.trace_id if pair.outer is not None else cap.trace_id
+        return comparison_record(pair, trace, self._changes, findings)
 
     def _account(
         self,

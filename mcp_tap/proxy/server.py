@@ -268,6 +268,8 @@ class TapServer:
             await self.recorder.aclose()
         elif self.writer is not None:
             self.flush_inline()
+            if len(self.options.hops) >= 2 and isinstance(self.recorder, Recorder):
+                self.writer.note_pairing(self.recorder.correlator.counts())
             await self.writer.aclose()
 
     def flush_inline(self) -> None:

@@ -199,6 +199,8 @@ class ReportData:
     clean_exchanges: int = 0
     bounds: Bounds = DEFAULT_BOUNDS
     version: str = field(default=__version__)
+    # What each box between two hops changed, most important first (the gate's rows).
+    box_changes: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def hops(self) -> tuple[str, ...]:

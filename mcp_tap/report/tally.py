@@ -18,6 +18,8 @@ from typing import Any
 
 from mcp_tap.core.redaction import strip_url_secrets
 from mcp_tap.gate.health import WindowTally
+from mcp_tap.gate.hopchanges import HopChanges
+from mcp_tap.gate.hopchanges import box_name as box_label
 from mcp_tap.gate.policy import ErrorCounting
 from mcp_tap.report import records as rec
 from mcp_tap.report.bounds import DEFAULT_BOUNDS, Bounds, Reservoir, bounded_key
@@ -125,6 +127,7 @@ class ReportTally:
         self.hops: dict[str, _Hop] = {}
         self.boxes: dict[tuple[str, str], _Box] = {}
         self.changes: list[HopChange] = []
+        self.box_changes = HopChanges()
         self.rows: list[ExchangeRow] = []
         self.stream_rows: list[StreamRow] = []
         self.latency = Reservoir(bounds.samples)
@@ -305,6 +308,8 @@ class ReportTally:
             key = ("(other)", "-")
         box = self.boxes.setdefault(key, _Box())
         box.pairs += 1
+        self.box_changes.add(box_label(record.get("box"), record.get("between")),
+                             record.get("boxKind"), record.get("changes"))
         found = rec.findings(record)
         rules = tuple(str(f["rule"]) for f in found)
         for column, column_rules in HOP_COLUMNS:
@@ -372,6 +377,7 @@ class ReportTally:
             hop_summaries=hops,
             hop_boxes=boxes,
             hop_changes=tuple(self.changes),
+            box_changes=self.box_changes.to_json(),
             hop_comparisons=self.comparisons,
             rows=tuple(self.rows),
             latency=self.latency.snapshot(),

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import fields, replace
 from typing import Any
 
+from mcp_tap.core.hopdiff import BOX_HTTP, BOX_KINDS
 from mcp_tap.errors import InputError
 from mcp_tap.files import read_file
 from mcp_tap.proxy.options.redaction import REDACTION_TABLES, digest_key, redaction_policy
@@ -188,6 +189,9 @@ def _section(name: str, data: Any, env: Mapping[str, str]) -> Any:
 
 
 
+_HOP_KEYS = frozenset({"name", "listen", "upstream", "box"})
+
+
 def _hops(data: Any) -> tuple[HopOptions, ...]:
     if data is None:
         return ()
@@ -197,6 +201,13 @@ def _hops(data: Any) -> tuple[HopOptions, ...]:
     for i, item in enumerate(data):
         if not isinstance(item, dict):
             raise InputError(f"[[hop]] #{i} must be a table")
+        unknown = set(item) - _HOP_KEYS
+        if unknown:
+            raise InputError(f"[[hop]] #{i} has unknown option(s): {', '.join(sorted(unknown))}")
+        box = item.get("box", BOX_HTTP)
+        if box not in BOX_KINDS:
+            raise InputError(f"[[hop]] #{i} box must be one of {', '.join(BOX_KINDS)}, "
+                             f"got {box!r}")
         missing = [k for k in ("listen", "upstream") if not isinstance(item.get(k), str)]
         if missing:
             raise InputError(f"[[hop]] #{i} needs string {', '.join(missing)}")
@@ -207,7 +218,8 @@ def _hops(data: Any) -> tuple[HopOptions, ...]:
         parse_listen(item["listen"], f"[[hop]] {name} listen")
         hops.append(
             HopOptions(
-                name, item["listen"], check_upstream(item["upstream"], f"[[hop]] {name} upstream")
+                name, item["listen"], check_upstream(item["upstream"], f"[[hop]] {name} upstream"),
+                box,
             )
         )
     names = [h.name for h in hops]
