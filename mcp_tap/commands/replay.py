@@ -117,7 +117,7 @@ def _stream_text(items: Iterator[CaseResult | Skipped], target: str, flag: str =
     if not counts["replayed"] and not counts["skipped"]:
         raise InputError("the evidence holds no exchange to replay")
     sys.stdout.write(printable_lines(waiting or ()))
-    sys.stdout.write(flag + printable_lines([summary_line(
+    sys.stdout.write(printable_lines([flag + summary_line(
         counts["replayed"], counts["changed"], counts["skipped"], shown_url(target))]))
     return not counts["changed"]
 

@@ -20,6 +20,7 @@ the policy applied.
 
 from __future__ import annotations
 
+import re
 import time
 import tomllib
 from collections.abc import Mapping
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from mcp_tap.core.redaction import RedactionPolicy, Redactor, strip_url_secrets
+from mcp_tap.core.redaction.keys import SESSION_HEADER, canonical_key
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import EvidenceWriter, iter_records, verify_bundle
 from mcp_tap.evidence.reader import read_bundle_meta
@@ -73,6 +75,14 @@ def _pairs(value: Any) -> list[tuple[str, str]]:
     return [(str(p[0]), str(p[1])) for p in value if isinstance(p, list | tuple) and len(p) == 2]
 
 
+_PSEUDONYM: Final = re.compile(r"\[REDACTED:[0-9a-f]{16}\]")
+
+
+def _is_pseudonym(name: str, value: str) -> bool:
+    """Whether ``name: value`` is a session header the capture already pseudonymised."""
+    return canonical_key(name) == SESSION_HEADER and _PSEUDONYM.fullmatch(value) is not None
+
+
 def _body_messages(view: Mapping[str, Any]) -> list[Any]:
     messages: list[Any] = []
     body = view.get("body")
@@ -100,7 +110,13 @@ class _RecordRedactor:
         out = dict(view)
         for key in _HEADER_KEYS:
             if key in view:
-                out[key] = [list(p) for p in self.redactor.redact_headers(_pairs(view[key]))]
+                pairs = _pairs(view[key])
+                redacted = self.redactor.redact_headers(pairs)
+                # A session id the capture already replaced by its keyed pseudonym keeps
+                # it: this redactor's key is another, and a second pseudonym would only
+                # hide which records share a session.
+                out[key] = [[name, before] if _is_pseudonym(name, before) else [name, after]
+                            for (name, before), (_, after) in zip(pairs, redacted, strict=True)]
         body_changed = False
         if view.get("body") is not None:
             out["body"] = self._body(view["body"])

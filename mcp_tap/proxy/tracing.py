@@ -60,7 +60,7 @@ def check_tracing(options: TracingOptions) -> None:
     except ImportError:
         raise InputError(
             "[tracing] otlp_endpoint is set but OpenTelemetry is not installed: "
-            "pip install 'mcp-tap[otel]'"
+            "pip install 'mcp-tap-proxy[otel]'"
         ) from None
 
 

@@ -32,6 +32,7 @@ WIRE_BOUNDARIES = {Boundary.REQUEST, Boundary.RESPONSE}
 WIRE_RULES = [r for r in RULES if r.boundary in WIRE_BOUNDARIES]
 KNOWN_CODES = {-32700, -32600, -32601, -32602, -32603, -32020, -32021, -32022}
 RULE_ID = re.compile(r"[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)+")
+OTHER_REVISIONS = {"2024-11-05", "2025-06-18"}  # published, not judged, not in the snapshot
 SPEC = Path("/work/shared/spec")  # present on the project's machines, absent on a fresh CI box
 CITE = re.compile(r"(?P<page>[\w./-]+\.(?:mdx|md|ts))(?: § (?P<section>.+))?")
 
@@ -214,6 +215,8 @@ class TestCitations:
                 continue
             heads = published.get(m["page"])
             section = (m["section"] or "").removeprefix("interface ")
+            if heads is None and not section and m["page"].split("/")[0] in OTHER_REVISIONS:
+                continue  # a whole page of a revision mcp-tap does not judge (its schema)
             if heads is None or (section and section not in heads):
                 missing.append(part)
         assert missing == []

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CITES = [r.cite for r in RULES] + [c for c, _, _ in NOT_CHECKED]
 PRIVATE = re.compile(r"shared/spec|shared/docs|product\.md|mcp-wire-rules")
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
+PUBLISHED_REVISIONS = {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"}
 
 
 def page_key(found: Citation) -> tuple[str, str | None]:
@@ -76,6 +77,11 @@ def test_every_citation_has_an_address_that_resolves(cite: str) -> None:
                                 found.url), found.url
         else:
             page, anchor = page_key(found)
+            if page not in published and anchor is None:
+                # A whole page of a published revision the snapshot does not hold (the
+                # schema of a revision mcp-tap does not judge): the revision must be real.
+                assert page.split("/")[0] in PUBLISHED_REVISIONS, found.url
+                continue
             assert page in published, found.url
             assert anchor is None or anchor in anchors_of(page, published[page]), found.url
 

@@ -199,3 +199,17 @@ def test_add(mcp_tap):
 ''')
         result = await _run(pytester)
         result.assert_outcomes(passed=1)
+
+
+def test_readme_example_fails_as_shown(pytester: pytest.Pytester) -> None:
+    """examples/pytest/test_tools.py (the README's example, its server included) fails
+    on the tap's finding, with the line the README shows."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "pytest" / "test_tools.py"
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_tools=example.read_text(encoding="utf-8"))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "mcp-tap: 1 blocking finding(s) in this test's traffic:",
+        "  response.http-status (-32600) at origin: a success result must be HTTP 200, "
+        "got 201 [[]tools/list, exchange *[]]"])

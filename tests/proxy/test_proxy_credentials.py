@@ -195,3 +195,33 @@ def test_redact_cuts_old_credentials(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert exchange["ingress"]["path"] == "/mcp?tenant=[REDACTED]&v=1"
     assert comparison["box"] == "http://[REDACTED]@gw:8080 (hop edge upstream)"
     assert "gw:8080" in comparison["findings"][0]["where"]
+
+
+async def test_redact_keeps_session_pseudonyms(tmp_path: Path, origin: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A legacy session's id, already a keyed pseudonym in the capture, keeps that
+    pseudonym through ``redact`` (a second one would hide which records share a session)."""
+    evidence = tmp_path / "evidence"
+    async with running_tap(tap_options(evidence, upstream=origin)) as tap:
+        await sdk_call_tool(hop_url(tap), Era.LEGACY, "deploy",
+                            {"tenant_key": TENANT_KEY, "service": "billing"})
+    (bundle,) = [p for p in evidence.iterdir() if p.is_dir()]
+    policy = tmp_path / "stricter.toml"
+    policy.write_text('[redaction]\nextra_keys = ["service"]\n')
+    out = tmp_path / "derived"
+    code, _, err = cli(["redact", str(bundle), "--policy", str(policy), "--out", str(out)],
+                       capsys)
+    assert code == 0, err
+
+    def sessions(root: Path) -> list[str]:
+        found = []
+        for segment in sorted(root.glob("segment-*.jsonl")):
+            for line in segment.read_bytes().splitlines():
+                record = orjson.loads(line)
+                for view in ("ingress", "origin"):
+                    found += [v for k, v in (record.get(view) or {}).get("headers", [])
+                              if k.lower() == "mcp-session-id"]
+        return found
+
+    before, after = sessions(bundle), sessions(out)
+    assert before and before == after and all(v.startswith("[REDACTED:") for v in before)

@@ -325,5 +325,5 @@ class TestOptions:
         """An endpoint without the [otel] extra installed says how to install it."""
         monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # as if absent
         env = {"MCP_TAP_TRACING_OTLP_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}
-        with pytest.raises(InputError, match=r"mcp-tap\[otel\]"):
+        with pytest.raises(InputError, match=r"mcp-tap-proxy\[otel\]"):
             load_options(None, env=env, listen="127.0.0.1:0", upstream="http://127.0.0.1:1")

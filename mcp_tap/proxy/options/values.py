@@ -144,7 +144,7 @@ class TracingOptions:
     are exported (with ``otlp_endpoint`` set, the tap's own sampling decision sets it).
     ``otlp_endpoint``: the OTLP/HTTP traces URL
     (e.g. ``http://127.0.0.1:4318/v1/traces``) spans are exported to; empty exports none and
-    needs no extra (``pip install 'mcp-tap[otel]'`` otherwise). ``sample_ratio``: the share
+    needs no extra (``pip install 'mcp-tap-proxy[otel]'`` otherwise). ``sample_ratio``: the share
     of traces the tap starts that it records (a parent's sampled flag decides the others).
     ``export_delay_s``: how long finished spans wait to be sent in one batch.
     """
