@@ -79,6 +79,7 @@ from mcp_tap.evidence.reader import (
     read_bundle_meta,
     read_manifest,
 )
+from mcp_tap.evidence.sealed import SealedConsumer, take_sealed
 from mcp_tap.evidence.screen import ORJSON_DEPTH, nesting_bounded, suspect_lines
 from mcp_tap.evidence.signing import signature_valid
 
@@ -129,8 +130,10 @@ class _Verifier:
                  trusted_keys: Sequence[bytes], require_signed: bool,
                  consumer: RecordConsumer | None = None, *, fast_keys: Sequence[bytes] = (),
                  decode: LineDecoder | None = None,
-                 prepare: Callable[[dict[str, Any]], Any] | None = None) -> None:
+                 prepare: Callable[[dict[str, Any]], Any] | None = None,
+                 sealed: SealedConsumer | None = None) -> None:
         self.root = root
+        self.sealed = sealed
         self.consumer = consumer
         self.batch: list[Any] = []  # the records of the read being checked, for the consumer
         self.prepare = prepare
@@ -230,6 +233,8 @@ class _Verifier:
                          segment=name)
             self.previous_chain_head = None
             return
+        if self.sealed is not None and take_sealed(self, files, self.sealed):
+            return  # its signed manifest's tallies stand for its records
         self.segment_files += 1
         scan = SegmentScan(files.path)
         first = self.records_of(name, scan)
@@ -554,6 +559,7 @@ def verify_bundle(
     fast_keys: Sequence[bytes] = (),
     decode: LineDecoder | None = None,
     prepare: Callable[[dict[str, Any]], Any] | None = None,
+    sealed: SealedConsumer | None = None,
 ) -> VerifyReport:
     """Check the bundle at ``path`` and return every problem found.
 
@@ -577,12 +583,14 @@ def verify_bundle(
     gap record always is). It is called only with lines whose UTF-8 verify has checked, as
     bytes or a memoryview. ``prepare``: with a consumer, what a record parsed fully (a dict)
     is handed on as, made as soon as it is parsed (a batch of whole parsed records would
-    hold a read's worth of JSON trees at once).
+    hold a read's worth of JSON trees at once). ``sealed``: a segment whose signed manifest
+    carries tallies the caller takes is accounted for from the manifest, not read
+    (:mod:`mcp_tap.evidence.sealed`); the consumer then sees only the other segments' records.
     """
     root = Path(path)
     bundle_format, meta = read_bundle_meta(root)
     verifier = _Verifier(root, bundle_format, meta, trusted_keys, require_signed, consumer,
-                         fast_keys=fast_keys, decode=decode, prepare=prepare)
+                         fast_keys=fast_keys, decode=decode, prepare=prepare, sealed=sealed)
     verifier.run()
     signer = (verifier.public_key.hex()
               if verifier.public_key is not None and verifier.signatures_ok else None)

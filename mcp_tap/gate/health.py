@@ -24,7 +24,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from msgspec import UNSET
 
@@ -134,7 +134,17 @@ def percentile(values: Sequence[float], p: float) -> float:
     return ordered[rank - 1]
 
 
-def _percentiles(values: ValueCounts) -> Percentiles | None:
+class Measured(Protocol):
+    """Counted measurements that give nearest-rank percentiles: exact
+    (:class:`~mcp_tap.gate.counts.ValueCounts`) or sketched
+    (:class:`mcp_tap.gate.sketch.Measure`)."""
+
+    def __len__(self) -> int: ...
+
+    def percentiles(self, ps: Sequence[float]) -> list[float]: ...
+
+
+def _percentiles(values: Measured) -> Percentiles | None:
     if not values:
         return None
     return Percentiles(*values.percentiles((50, 95, 99)))
@@ -145,6 +155,23 @@ def _num(value: Any) -> float | None:
     if type(value) in (int, float) and math.isfinite(value):
         return float(value)
     return None
+
+
+# What failed in a failing sample (bits of WindowTally.failures): no upstream answer (a tap
+# error or no status), a 5xx or 4xx status, a JSON-RPC error response.
+FAILED_UNANSWERED: Final = 1
+FAILED_5XX: Final = 2
+FAILED_4XX: Final = 4
+FAILED_JSONRPC: Final = 8
+
+
+def errors_of(failures: Mapping[int, int], counting: ErrorCounting) -> int:
+    """The errors ``counting`` counts among failing samples tallied by what failed."""
+    counted = FAILED_UNANSWERED
+    counted |= FAILED_5XX if counting.http_5xx else 0
+    counted |= FAILED_4XX if counting.http_4xx else 0
+    counted |= FAILED_JSONRPC if counting.jsonrpc_errors else 0
+    return sum(n for mask, n in failures.items() if mask & counted)
 
 
 _NO_ORIGIN = Origin()  # what a record without an origin object reads as
@@ -162,9 +189,9 @@ class WindowTally:
     extreme.
     """
 
-    __slots__ = ("counting", "durations", "end", "errors", "first_events", "hop", "hops",
-                 "http_4xx", "http_5xx", "jsonrpc", "latencies", "max_events", "samples",
-                 "sse_events", "sse_streams", "start", "tap", "unanswered")
+    __slots__ = ("counting", "durations", "end", "errors", "failures", "first_events", "hop",
+                 "hops", "http_4xx", "http_5xx", "jsonrpc", "latencies", "max_events",
+                 "samples", "sse_events", "sse_streams", "start", "tap", "unanswered")
 
     def __init__(self, counting: ErrorCounting, hop: str | None = None) -> None:
         self.counting = counting
@@ -172,6 +199,9 @@ class WindowTally:
         self.hops: set[str] = set()
         self.samples = self.errors = self.jsonrpc = self.http_5xx = self.http_4xx = 0
         self.tap = self.unanswered = 0
+        # Failing samples by what failed (FAILED_* bits): the errors of any counting, so a
+        # segment's tally (mcp_tap.gate.segments) serves every policy.
+        self.failures: dict[int, int] = {}
         self.latencies = ValueCounts()
         self.first_events = ValueCounts()
         self.durations = ValueCounts()
@@ -200,6 +230,7 @@ class WindowTally:
             self.samples, self.errors, self.jsonrpc, self.http_5xx, self.http_4xx)
         tap, unanswered, start, latest = self.tap, self.unanswered, self.start, self.end
         sse_streams, sse_events, max_events = self.sse_streams, self.sse_events, self.max_events
+        failures = self.failures
         latency = self.latencies.pending.append
         first_event = self.first_events.pending.append
         duration = self.durations.pending.append
@@ -235,24 +266,32 @@ class WindowTally:
             # A request that never got an upstream answer is a failure whatever the policy
             # counts; the others count as the policy says.
             failed = False
+            mask = 0
             if record.tapError is not None:
                 tap += 1
                 failed = True
+                mask = FAILED_UNANSWERED
             elif type(status) is not int:
                 unanswered += 1
                 failed = True
+                mask = FAILED_UNANSWERED
             if type(status) is int:
                 if 500 <= status <= 599:
                     http_5xx += 1
                     failed = failed or count_5xx
+                    mask |= FAILED_5XX
                 elif 400 <= status <= 499:
                     http_4xx += 1
                     failed = failed or count_4xx
+                    mask |= FAILED_4XX
             if is_rpc_error:
                 jsonrpc += 1
                 failed = failed or count_jsonrpc
+                mask |= FAILED_JSONRPC
             if failed:
                 errors += 1
+            if mask:
+                failures[mask] = failures.get(mask, 0) + 1
             ingress = record.ingress
             received = ingress.receivedAt if isinstance(ingress, INGRESSES) else None
             if type(received) is not float or received - received != 0.0:
@@ -310,6 +349,8 @@ class WindowTally:
                      "unanswered", "sse_streams", "sse_events"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.max_events = max(self.max_events, other.max_events)
+        for mask, count in other.failures.items():
+            self.failures[mask] = self.failures.get(mask, 0) + count
         self.latencies.merge(other.latencies)
         self.first_events.merge(other.first_events)
         self.durations.merge(other.durations)
@@ -318,8 +359,14 @@ class WindowTally:
         self.start = min(starts) if starts else None
         self.end = max(ends) if ends else None
 
-    def window(self) -> HealthWindow:
-        """Return the finished window; InputError when several hops and none named."""
+    def window(self, measures: tuple[Measured, Measured, Measured] | None = None
+               ) -> HealthWindow:
+        """Return the finished window; InputError when several hops and none named.
+
+        ``measures``: the latencies, first-event latencies and stream durations to take the
+        percentiles of, instead of this tally's own (merged segment tallies' measures)."""
+        latencies, first_events, durations = measures or (
+            self.latencies, self.first_events, self.durations)
         hops = sorted(self.hops)
         if self.hop is None and len(hops) > 1:
             raise InputError(f"the evidence holds hops {', '.join(hops)}: set health.hop in "
@@ -331,9 +378,9 @@ class WindowTally:
             errors=self.errors,
             counts=ErrorCounts(self.jsonrpc, self.http_5xx, self.http_4xx, self.tap,
                                self.unanswered),
-            latency_ms=_percentiles(self.latencies),
-            sse_first_event_ms=_percentiles(self.first_events),
-            stream_duration_ms=_percentiles(self.durations),
+            latency_ms=_percentiles(latencies),
+            sse_first_event_ms=_percentiles(first_events),
+            stream_duration_ms=_percentiles(durations),
             sse_streams=self.sse_streams,
             sse_events=self.sse_events,
             max_events_per_stream=self.max_events,
