@@ -3,7 +3,10 @@
 Each input is a small real bundle (signed or not, two segments, a gap, an abrupt end)
 with one to four random mutations from ``tests/support/bundle_mutations.py``: flipped bytes, cut
 files, inserted junk (deep brackets, NUL, invalid UTF-8), deleted files, JSON fields and
-record lines replaced with arbitrary JSON, duplicated or swapped lines, stray segments.
+record lines replaced with arbitrary JSON, duplicated or swapped lines, stray segments,
+impossible values at the record paths consumers read (a finding boundary "bogus", times of
+1e20 or below zero), and files that are not regular files (a FIFO, a symlink to /dev/zero
+or out of the bundle, a directory, a 20 GB sparse file).
 Every input runs through ``verify_bundle`` (and, for signed seeds, ``verify_bundle`` with the
 key trusted), ``read_bundle(lenient=True)`` and ``iter_records``. A crash is anything but a
 report, a one-line ``BundleFormatError`` or a one-line ``InputError``; for signed seeds a

@@ -23,6 +23,7 @@ from types import ModuleType
 
 from mcp_tap import __version__
 from mcp_tap.errors import InputError, TapError, UpstreamError
+from mcp_tap.outputs.printable import printable_lines
 
 # Command modules, in the order `--help` lists them.
 COMMANDS: tuple[str, ...] = (
@@ -53,7 +54,7 @@ class _Parser(argparse.ArgumentParser):
     """An argparse parser whose usage errors are one line and exit 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]  # argparse returns NoReturn
-        sys.stderr.write(f"mcp-tap: error: {message}\n")
+        sys.stderr.write(printable_lines([f"mcp-tap: error: {message}"]))
         raise SystemExit(EXIT_BAD_INPUT)
 
 
@@ -135,13 +136,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_stdout()
         return EXIT_NO
     except InputError as exc:
-        sys.stderr.write(f"mcp-tap: error: {exc}\n")
+        sys.stderr.write(printable_lines([f"mcp-tap: error: {exc}"]))
         return EXIT_BAD_INPUT
     except UpstreamError as exc:
-        sys.stderr.write(f"mcp-tap: upstream error: {exc}\n")
+        sys.stderr.write(printable_lines([f"mcp-tap: upstream error: {exc}"]))
         return EXIT_BAD_INPUT
     except TapError as exc:
-        sys.stderr.write(f"mcp-tap: error: {exc}\n")
+        sys.stderr.write(printable_lines([f"mcp-tap: error: {exc}"]))
+        return EXIT_BAD_INPUT
+    except OSError as exc:
+        # The boundary for what a command did not translate itself (a file it could not
+        # read or write): one line, bad input, never a traceback.
+        where = f" {exc.filename}" if exc.filename else ""
+        sys.stderr.write(printable_lines([f"mcp-tap: error:{where}: {exc.strerror or exc}"]))
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130

@@ -4,6 +4,7 @@
 TapError                    base of everything mcp-tap raises on purpose
  ├── InputError             bad input from the user: file, fixture, policy, config (exit 2)
  │    └── BundleFormatError unknown bundle version or malformed evidence record
+ │         └── EvidenceLimitError a segment line or file past its bound (read no further)
  └── UpstreamError          the upstream could not be reached (probe, replay, proxy)
 ```
 
@@ -24,6 +25,11 @@ class InputError(TapError):
 
 class BundleFormatError(InputError):
     """An evidence bundle of an unknown format version, or a malformed record."""
+
+
+class EvidenceLimitError(BundleFormatError):
+    """A segment line longer than the record limit, or a segment larger than its manifest
+    says: the read stopped there (what follows is not read at all)."""
 
 
 class UpstreamError(TapError):

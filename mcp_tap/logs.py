@@ -24,6 +24,7 @@ from structlog.typing import Processor
 
 from mcp_tap.errors import InputError
 from mcp_tap.log_redaction import redact_event, redaction_is_noop, route_library_logs
+from mcp_tap.outputs.printable import json_safe
 
 
 class _CurrentStderr:
@@ -53,7 +54,9 @@ class _CurrentStderr:
 
 
 def _dumps(obj: Any, **_kw: Any) -> str:
-    return orjson.dumps(obj, default=str).decode()
+    # JSON escapes C0 controls itself; C1 and the bidi controls it leaves raw would still
+    # reach a terminal that shows the log.
+    return json_safe(orjson.dumps(obj, default=str).decode())
 
 
 # ``exc_info`` -> ``exception`` as structured frames; no locals (they can hold secrets).
@@ -178,7 +181,7 @@ class LineBatch:
             vouched = mine
         if not redaction_is_noop(stamped, "timestamp", vouched):  # (skip, vouched)
             stamped = redact_event(None, "info", stamped)
-        line = orjson.dumps(stamped, default=str).decode()  # _dumps, without the call
+        line = json_safe(orjson.dumps(stamped, default=str).decode())  # _dumps
         if self._held is not None:
             self._held.append(line)
         else:

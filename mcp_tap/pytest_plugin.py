@@ -24,6 +24,8 @@ tap names the server it tests, so the client-side audit of era fallback
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import re
 import threading
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, replace
@@ -203,11 +205,29 @@ def _policy(config: pytest.Config) -> ConformancePolicy:
         raise pytest.UsageError(f"--mcp-tap-policy: {exc}") from None
 
 
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_.\-\[\]=+,]")
+_MAX_NAME = 100
+
+
+def evidence_dir_name(nodeid: str) -> str:
+    """One safe directory name for a test's evidence under ``--mcp-tap-evidence``.
+
+    A test id holds what its parameters hold (``/``, ``..``, control characters, any
+    length), so it is never joined as a path: the test's name with every other character
+    replaced by ``_``, no leading dot, cut short, and a digest of the whole id so two tests
+    never share a directory.
+    """
+    name = nodeid.rpartition("::")[2] or "test"
+    safe = _UNSAFE_NAME.sub("_", name).lstrip(".")[:_MAX_NAME] or "test"
+    return f"{safe}-{hashlib.sha256(nodeid.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
+
+
 @pytest.fixture
 def mcp_tap(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[McpTap]:
     """Start taps in front of servers under test (and mocks from captures) for this test."""
     root = request.config.getoption("--mcp-tap-evidence")
-    evidence = Path(root) / request.node.name if root else tmp_path / "mcp-tap-evidence"
+    evidence = (Path(root) / evidence_dir_name(request.node.nodeid) if root
+                else tmp_path / "mcp-tap-evidence")
     handle = McpTap(evidence)
     request.node.stash[_KEY] = handle
     try:

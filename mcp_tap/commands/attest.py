@@ -28,6 +28,7 @@ from mcp_tap.gate.attest import (
     load_ed25519_private_key,
 )
 from mcp_tap.gate.rollback import read_hmac_key_file
+from mcp_tap.outputs.printable import printable_lines
 
 NAME = "attest"
 HELP = "attest rollback evidence with HMAC-SHA-256 or Ed25519 for `mcp-tap gate`"
@@ -134,5 +135,6 @@ def run(args: argparse.Namespace) -> int:
                                        "algorithm": attested["attestation"]["algorithm"]})
                          .decode() + "\n")
     else:
-        sys.stdout.write(f"attested {args.payload} as {args.signer} ({note}) -> {args.out}\n")
+        sys.stdout.write(printable_lines(
+            [f"attested {args.payload} as {args.signer} ({note}) -> {args.out}"]))
     return 0

@@ -30,6 +30,7 @@ from mcp_tap.core.eras import (
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import read_bundle, verify_bundle
 from mcp_tap.logs import add_log_level_option, configure_logging
+from mcp_tap.outputs.printable import printable_lines
 from mcp_tap.proxy.options import load_options
 from mcp_tap.proxy.server import TapServer
 
@@ -173,7 +174,7 @@ async def _run(args: argparse.Namespace, origin: str) -> None:
         lines = await _tour(f"http://{host}:{port}/mcp")
     finally:
         await server.stop()
-    sys.stdout.write("".join(f"client: {line}\n" for line in lines))
+    sys.stdout.write(printable_lines(f"client: {line}" for line in lines))
     sys.stdout.write(_summary(server))
 
 

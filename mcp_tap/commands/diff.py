@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from mcp_tap.cli import EXIT_NO, EXIT_OK
+from mcp_tap.commands.integrity import add_allow_unverified, check_integrity, marked
 from mcp_tap.drift import (
     CaptureDiff,
     CaptureSide,
@@ -29,6 +30,7 @@ from mcp_tap.evidence import find_bundles, iter_records
 from mcp_tap.evidence.reader import read_bundle_meta
 from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit
 from mcp_tap.outputs.locations import locate_exchanges
+from mcp_tap.outputs.printable import printable_lines
 
 NAME = "diff"
 HELP = "what changed between two captures of one service (inventory, behaviour, rules, health)"
@@ -44,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="compare the exchanges recorded at this hop (needed when a "
                         "capture holds several)")
     add_format_option(parser)
+    add_allow_unverified(parser)
 
 
 # One SARIF rule per comparison: a breaking change is a result of its area's rule.
@@ -69,6 +72,7 @@ class Side:
         """Find the bundles (InputError when ``path`` names none)."""
         self.bundles = find_bundles(path)
         self.heads: list[str] = []
+        self.lenient = False  # read leniently: set when unverified bundles are allowed
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Every record of every bundle, in order (BundleFormatError for a malformed one)."""
@@ -76,7 +80,7 @@ class Side:
         for found in self.bundles:
             _format, meta = read_bundle_meta(found)
             last: object = None
-            for record in iter_records(found):
+            for record in iter_records(found, lenient=self.lenient):
                 last = record.get("digest")
                 yield record
             closed = meta.get("closed")
@@ -131,7 +135,7 @@ def outcome(diff: CaptureDiff) -> Outcome:
              "baseline": ", ".join(diff.baseline.bundles),
              "candidate": ", ".join(diff.candidate.bundles)}
     return Outcome(command="diff", headline="ok" if diff.ok else "breaking", ok=diff.ok,
-                   data=diff.to_json(), text="".join(line + "\n" for line in iter_lines(diff)),
+                   data=diff.to_json(), text=printable_lines(iter_lines(diff)),
                    checks=tuple(checks), facts=facts, rules=RULES)
 
 
@@ -139,8 +143,10 @@ def run(args: argparse.Namespace) -> int:
     """Diff the two captures; print the report; return the exit code."""
     # Both sides streamed, baseline first, in bounded memory (mcp_tap.drift.stream).
     old, new = Side(args.baseline), Side(args.candidate)
+    integrity = check_integrity([*old.bundles, *new.bundles], allow=args.allow_unverified)
+    old.lenient = new.lenient = integrity.lenient
     diff = diff_captures(old.records(), new.records(), hop=args.hop)
     diff = replace(diff, baseline=old.describe(diff.baseline),
                    candidate=new.describe(diff.candidate))
-    emit(outcome(diff), args)
+    emit(marked(outcome(diff), integrity), args)
     return EXIT_OK if diff.ok else EXIT_NO

@@ -20,11 +20,14 @@ from typing import Any, BinaryIO
 import orjson
 
 from mcp_tap.cli import EXIT_OK
+from mcp_tap.commands.integrity import add_allow_unverified, check_integrity
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import find_bundles, iter_records
+from mcp_tap.evidence.disk import open_private
 from mcp_tap.evidence.reader import read_bundle_meta
 from mcp_tap.export import iter_jsonl, to_har
 from mcp_tap.outputs import add_summary_option
+from mcp_tap.outputs.printable import printable_lines
 
 NAME = "export"
 HELP = "export evidence as HAR 1.2 (--format har) or plain JSON lines (--format jsonl)"
@@ -39,13 +42,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     add_summary_option(parser, "--summary-format", default=None,
                        what="(with --out) a summary of the file written")
+    add_allow_unverified(parser)
 
 
 class _Counted:
     """The records of the bundles, read one at a time, counted per kind on the way."""
 
-    def __init__(self, bundles: list[Path]) -> None:
+    def __init__(self, bundles: list[Path], *, lenient: bool = False) -> None:
         self.bundles = bundles
+        self.lenient = lenient
         self.records = 0
         self.exchanges = 0
         self.sources: list[dict[str, Any]] = []
@@ -55,7 +60,7 @@ class _Counted:
             _, meta = read_bundle_meta(found)
             closed = meta.get("closed")
             count = 0
-            for record in iter_records(found):
+            for record in iter_records(found, lenient=self.lenient):
                 count += 1
                 if record.get("kind") == "exchange":
                     self.exchanges += 1
@@ -77,7 +82,7 @@ def _output(path: str | None) -> Iterator[BinaryIO]:
     target = Path(path)
     partial = target.with_name(target.name + ".partial")
     try:
-        with partial.open("wb") as out:
+        with open_private(partial) as out:  # as private as the evidence it comes from
             yield out
         partial.replace(target)
     except OSError as exc:
@@ -97,7 +102,9 @@ def run(args: argparse.Namespace) -> int:
     if args.summary_format is not None and args.out is None:
         raise InputError("--summary-format / --json print a summary of the file written: "
                          "give --out FILE")
-    records = _Counted([found for path in args.evidence for found in find_bundles(path)])
+    bundles = [found for path in args.evidence for found in find_bundles(path)]
+    integrity = check_integrity(bundles, allow=args.allow_unverified)
+    records = _Counted(bundles, lenient=integrity.lenient)
     written = 0
     with _output(args.out) as out:
         if args.format == "har":
@@ -111,12 +118,15 @@ def run(args: argparse.Namespace) -> int:
                 out.write(line)
                 written += len(line)
     summary = {"out": args.out, "format": args.format, "bytes": written,
+               "verified": integrity.ok,
                "records": records.records, "exchanges": records.exchanges,
                "sources": records.sources}
     if args.summary_format == "json":
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
     elif args.summary_format == "text":
-        sys.stdout.write(f"exported {summary['records']} records ({summary['exchanges']} "
-                         f"exchanges) from {len(records.sources)} bundle(s) to {args.out} as "
-                         f"{args.format}: {written} bytes\n")
+        unverified = "" if integrity.ok else "UNVERIFIED: "
+        sys.stdout.write(printable_lines([
+            f"{unverified}exported {summary['records']} records ({summary['exchanges']} "
+            f"exchanges) from {len(records.sources)} bundle(s) to {args.out} as "
+            f"{args.format}: {written} bytes"]))
     return EXIT_OK

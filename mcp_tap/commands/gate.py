@@ -22,8 +22,10 @@ from mcp_tap.files import file_argument
 from mcp_tap.gate.decision import Action, Decision, SourceResult
 from mcp_tap.gate.evaluation import evaluate as evaluate_request
 from mcp_tap.gate.evaluation import load_request
+from mcp_tap.gate.hopchanges import box_lines
 from mcp_tap.outputs import Check, Outcome, add_format_option, emit, rule_strength
 from mcp_tap.outputs.locations import locate
+from mcp_tap.outputs.printable import printable_lines
 
 NAME = "gate"
 HELP = "decide promote / rollback / hold from evidence, a health window and rollback evidence"
@@ -71,13 +73,36 @@ def _source_line(source: SourceResult) -> str:
     return f"{source.name}: {verdict} ({detail})"
 
 
+def _box_checks(source: SourceResult) -> list[Check]:
+    """One check per box with changes: its most important rows (a failure of the box is
+    already a reason's check)."""
+    boxes = source.summary.get("changes")
+    if not isinstance(boxes, dict):
+        return []
+    out = []
+    for box, summary in boxes.items():
+        rows = summary.get("changes", ())
+        shown = "; ".join(f"{c['meaning']} {c['class']} {c['path']} x{c['count']}"
+                          for c in rows[:8])
+        more = len(rows) - 8 + summary.get("moreRows", 0)
+        out.append(Check(
+            name=f"hop: box {box}", group="mcp-tap.gate.hop", passed=True,
+            message=f"{summary.get('kind') or 'http'}, {summary.get('pairs', 0)} pair(s): "
+                    + (shown or "no change") + (f"; {more} more" if more > 0 else ""),
+            detail=orjson.dumps(summary).decode()))
+    return out
+
+
 def render_text(decision: Decision) -> str:
     """Render the decision for a person: action, reasons, per-source lines, digest."""
     lines = [f"gate: {decision.action}"]
     for reason in decision.reasons:
         underlying = f" [{', '.join(reason.findings)}]" if reason.findings else ""
         lines.append(f"  {reason.rule}{underlying}: {reason.message}")
-    lines.extend(_source_line(s) for s in decision.sources)
+    for source in decision.sources:
+        lines.append(_source_line(source))
+        if source.name == "hop":
+            lines.extend(box_lines(source.summary.get("changes")))
     rb = decision.rollback
     if rb.ready:
         lines.append(f"rollback: ready ({rb.summary.get('previousVersion')} attested by "
@@ -85,7 +110,7 @@ def render_text(decision: Decision) -> str:
     else:
         lines.append("rollback: NOT READY")
     lines.append(f"evidence digest: {decision.evidence_digest}")
-    return "\n".join(lines) + "\n"
+    return printable_lines(lines)
 
 
 def checks(decision: Decision, bundles: Sequence[Path] = ()) -> tuple[Check, ...]:
@@ -97,6 +122,9 @@ def checks(decision: Decision, bundles: Sequence[Path] = ()) -> tuple[Check, ...
     groups = [(s.name, s.passed, s.reasons, _source_line(s)) for s in decision.sources]
     groups.append(("rollback", decision.rollback.ready, decision.rollback.reasons,
                    "rollback target verified" if decision.rollback.ready else ""))
+    for source in decision.sources:
+        if source.name == "hop":
+            out.extend(_box_checks(source))
     for name, passed, reasons, line in groups:
         if passed:
             out.append(Check(name=name, group="mcp-tap.gate", passed=True, message=line))

@@ -14,6 +14,7 @@ from mcp_tap.core.eras import Era
 from mcp_tap.errors import InputError
 from mcp_tap.header_options import add_header_options, headers_from_args
 from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit, rule_strength
+from mcp_tap.outputs.printable import printable_lines
 from mcp_tap.probe import (
     DEFAULT_TIMEOUT,
     MAX_TIMEOUT,
@@ -92,7 +93,7 @@ def _text(report: ProbeReport) -> str:
         f"{passed}/{len(probed)} probed cases passed, {len(report.failed)} failed, "
         f"{len(report.results) - len(probed)} skipped; {len(report.not_probeable)} "
         "response-side corpus case(s) are not probeable")
-    return "\n".join(lines) + "\n"
+    return printable_lines(lines)
 
 
 def outcome(report: ProbeReport) -> Outcome:
@@ -121,5 +122,5 @@ def run(args: argparse.Namespace) -> int:
     failed = [r.name for r in report.failed]
     why = (f"{len(failed)} probed case(s) failed: {', '.join(failed)}" if failed
            else "no case could be probed")
-    sys.stderr.write(f"mcp-tap: {why}\n")
+    sys.stderr.write(printable_lines([f"mcp-tap: {why}"]))
     return 1

@@ -22,6 +22,7 @@ from mcp_tap.errors import InputError
 from mcp_tap.evidence import find_bundles
 from mcp_tap.export import derive, load_policy_file
 from mcp_tap.outputs import add_summary_option
+from mcp_tap.outputs.printable import printable_lines
 
 NAME = "redact"
 HELP = "apply a stricter redaction policy to a bundle, writing a new derived bundle"
@@ -51,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
                    "digestsDropped": done.digests_dropped, "derivedFrom": done.derived_from}
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
         return EXIT_OK
-    sys.stdout.write(
+    sys.stdout.write(printable_lines([
         f"derived {done.path} from {done.derived_from['bundle']} (chain head "
         f"{str(done.derived_from['chainHead'])[:16]}): {done.records} records, "
-        f"{done.changed} changed, {done.digests_dropped} body digest(s) dropped\n")
+        f"{done.changed} changed, {done.digests_dropped} body digest(s) dropped"]))
     return EXIT_OK

@@ -16,11 +16,13 @@ import sys
 from collections.abc import Iterator
 
 from mcp_tap.cli import EXIT_NO, EXIT_OK
+from mcp_tap.commands.integrity import add_allow_unverified, check_integrity, marked
 from mcp_tap.commands.probe import timeout_seconds
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import find_bundles
 from mcp_tap.header_options import add_header_options, headers_from_args
 from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit
+from mcp_tap.outputs.printable import printable_lines
 from mcp_tap.probe.client import check_timeout
 from mcp_tap.replay import (
     CaseResult,
@@ -54,8 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hop", metavar="NAME",
                         help="replay only the exchanges recorded at this hop")
     parser.add_argument("--timeout", type=timeout_seconds, default=30.0, metavar="SECONDS",
-                        help="per-request timeout (default 30, at most 3600)")
+                        help="per-request timeout: the whole answer, streamed or not, must "
+                        "arrive within it (default 30, at most 3600)")
     add_format_option(parser)
+    add_allow_unverified(parser)
 
 
 def options(args: argparse.Namespace) -> ReplayOptions:
@@ -84,11 +88,11 @@ def outcome(report: ReplayReport) -> Outcome:
     checks += [Check(name=f"{s.exchange_id} {s.method or '-'}", group="mcp-tap.replay",
                      passed=True, skipped=True, message=s.reason) for s in report.skipped]
     return Outcome(command="replay", headline="same" if report.ok else "changed", ok=report.ok,
-                   data=report.to_json(), text="".join(line + "\n" for line in iter_lines(report)),
+                   data=report.to_json(), text=printable_lines(iter_lines(report)),
                    checks=tuple(checks))
 
 
-def _stream_text(items: Iterator[CaseResult | Skipped], target: str) -> bool:
+def _stream_text(items: Iterator[CaseResult | Skipped], target: str, flag: str = "") -> bool:
     """Print the human lines as the exchanges are replayed; return whether none changed.
 
     Nothing is printed before the target first answers (skips until then wait), so an
@@ -109,12 +113,12 @@ def _stream_text(items: Iterator[CaseResult | Skipped], target: str) -> bool:
         if waiting is not None:
             waiting += lines
         else:
-            sys.stdout.write("".join(line + "\n" for line in lines))
+            sys.stdout.write(printable_lines(lines))
     if not counts["replayed"] and not counts["skipped"]:
         raise InputError("the evidence holds no exchange to replay")
-    sys.stdout.write("".join(line + "\n" for line in waiting or ()))
-    sys.stdout.write(summary_line(counts["replayed"], counts["changed"], counts["skipped"],
-                                  shown_url(target)) + "\n")
+    sys.stdout.write(printable_lines(waiting or ()))
+    sys.stdout.write(flag + printable_lines([summary_line(
+        counts["replayed"], counts["changed"], counts["skipped"], shown_url(target))]))
     return not counts["changed"]
 
 
@@ -126,11 +130,13 @@ def run(args: argparse.Namespace) -> int:
     """
     opts = options(args)
     bundles = [bundle for path in args.evidence for bundle in find_bundles(path)]
-    items = iter_replay(bundle_records(bundles), opts)
+    integrity = check_integrity(bundles, allow=args.allow_unverified)
+    items = iter_replay(bundle_records(bundles, lenient=integrity.lenient), opts)
     if args.format == "text":
-        return EXIT_OK if _stream_text(items, opts.target) else EXIT_NO
+        flag = "" if integrity.ok else "UNVERIFIED: "  # (the banner went to stderr first)
+        return EXIT_OK if _stream_text(items, opts.target, flag) else EXIT_NO
     report = collect(items, opts.target)
     if not report.results and not report.skipped:
         raise InputError("the evidence holds no exchange to replay")
-    emit(outcome(report), args)
+    emit(marked(outcome(report), integrity), args)
     return EXIT_OK if report.ok else EXIT_NO

@@ -5,8 +5,10 @@ Writes one self-contained HTML page (see :mod:`mcp_tap.report`): the gate's deci
 evidence are given (otherwise conformance verdicts only), the health window and its error
 exchanges, findings grouped by rule, the hops, latency plots, SSE first-event latency, an
 exchange index and the exchange view. Records are streamed, so memory does not grow with the
-bundles. Exit 0 when the page was written, 2 for bad input (an unreadable bundle, policy or
-rollback file, or an output file that cannot be written).
+bundles. Exit 0 when the page was written; 1 when it was written but a bundle does not
+verify (the page's first card and the summary line say so; ``--allow-unverified`` makes
+that 0); 2 for bad input (an unreadable bundle, policy or rollback file, or an output file
+that cannot be written).
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from pathlib import Path
 
 import orjson
 
-from mcp_tap.cli import EXIT_OK
+from mcp_tap.cli import EXIT_NO, EXIT_OK
+from mcp_tap.commands.integrity import add_allow_unverified
 from mcp_tap.errors import InputError
 from mcp_tap.files import file_argument
+from mcp_tap.outputs.printable import printable_lines
 from mcp_tap.report import DEFAULT_BOUNDS, MAX_ROWS, load_report, render_report
 
 NAME = "report"
@@ -44,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"rows of the exchange index (default {MAX_ROWS})")
     parser.add_argument("--json", action="store_true",
                         help="print a one-line JSON summary of what was written")
+    add_allow_unverified(parser)
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -72,14 +77,22 @@ def run(args: argparse.Namespace) -> int:
                        generated=generated, bounds=replace(DEFAULT_BOUNDS, rows=args.max_rows))
     write_atomically(args.out, render_report(data))
     action = data.decision.get("action") if data.decision else None
+    unverified = sum(1 for b in data.bundles if not b.intact)
     if args.json:
         summary = {"out": str(args.out), "bundles": len(data.bundles),
+                   "unverified": unverified,
                    "exchanges": data.exchanges, "rules": {r.rule: r.count for r in data.rules},
                    "decision": action}
         sys.stdout.write(orjson.dumps(summary).decode() + "\n")
     else:
         decided = f", decision {action}" if action else ""
-        sys.stdout.write(f"report: {args.out} ({len(data.bundles)} bundle(s), "
-                         f"{data.exchanges} exchanges, {len(data.rules)} rule(s) with findings"
-                         f"{decided})\n")
-    return EXIT_OK
+        first = next((p for b in data.bundles if not b.intact for p in b.problems
+                      if p.startswith("error")), "")
+        flag = (f"UNVERIFIED ({unverified} bundle(s) do not verify; first {first}): "
+                if unverified else "")
+        sys.stdout.write(printable_lines([
+            f"{flag}report: {args.out} ({len(data.bundles)} bundle(s), {data.exchanges} "
+            f"exchanges, {len(data.rules)} rule(s) with findings{decided})"]))
+    # The page is written either way (it is where damaged evidence is looked at), but a
+    # run on evidence that does not verify fails unless the user allowed it.
+    return EXIT_OK if not unverified or args.allow_unverified else EXIT_NO

@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from mcp_tap.commands.integrity import add_allow_unverified, check_integrity, marked
 from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit, rule_strength
+from mcp_tap.outputs.printable import printable_lines
 
 if TYPE_CHECKING:
     from mcp_tap.sdkdiff import SdkDiffReport
@@ -34,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "resultType, _meta, ttlMs, cacheScope",
     )
     add_format_option(parser)
+    add_allow_unverified(parser)
 
 
 def _text(report: SdkDiffReport) -> str:
@@ -56,7 +59,7 @@ def _text(report: SdkDiffReport) -> str:
         f"{report.differences} difference(s), {report.rejected} rejected, "
         f"{report.allowed} allowed"
     )
-    return "\n".join(lines) + "\n"
+    return printable_lines(lines)
 
 
 def _allow_fields(names: list[str]) -> frozenset[str]:
@@ -91,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
 
     allowlist = DEFAULT_ALLOWLIST | _allow_fields(args.allow)
     # Streamed (one record at a time, whatever the bundles' size), one process per bundle.
-    report = diff_bundles(find_bundles(args.evidence), allowlist)
-    emit(outcome(report, str(args.evidence)), args)
+    bundles = find_bundles(args.evidence)
+    integrity = check_integrity(bundles, allow=args.allow_unverified)
+    report = diff_bundles(bundles, allowlist, lenient=integrity.lenient)
+    emit(marked(outcome(report, str(args.evidence)), integrity), args)
     return 0 if report.ok else 1

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit, rule_strength
+from mcp_tap.outputs.printable import printable_lines
 from mcp_tap.transcripts import CaseResult, load_corpus, load_file, report, run_cases
 
 NAME = "transcripts"
@@ -26,9 +27,11 @@ def _text(results: list[CaseResult]) -> str:
         lines.append(f"{mark} {r.name}: {verdict}")
         if not r.passed:
             lines.append(f"     {r.detail}")
+        if r.assumed:  # headers the fixture omitted, judged as a conforming client sends them
+            lines.append("     assumed " + ", ".join(f"{n}: {v}" for n, v in r.assumed))
     passed = sum(r.passed for r in results)
     lines.append(f"{passed}/{len(results)} cases met their expectation")
-    return "\n".join(lines) + "\n"
+    return printable_lines(lines)
 
 
 def outcome(results: list[CaseResult]) -> Outcome:
@@ -55,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
     emit(outcome(results), args)
     failed = [r.name for r in results if not r.passed]
     if failed:
-        sys.stderr.write(
-            f"mcp-tap: {len(failed)} case(s) did not meet their expectation: {', '.join(failed)}\n"
-        )
+        sys.stderr.write(printable_lines([
+            f"mcp-tap: {len(failed)} case(s) did not meet their expectation: {', '.join(failed)}"
+        ]))
         return 1
     return 0

@@ -20,6 +20,7 @@ from mcp_tap.evidence.signing import load_trusted_key
 from mcp_tap.evidence.verify import VerifyReport, verify_bundles
 from mcp_tap.files import file_argument
 from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit
+from mcp_tap.outputs.printable import printable_lines
 
 NAME = "verify"
 HELP = "check an evidence bundle: digests, chain, sequence, manifests, signatures, gaps"
@@ -78,7 +79,7 @@ def outcome(reports: list[VerifyReport]) -> Outcome:
     for report in reports:
         if len(reports) > 1:
             text.append(f"{report.path}:\n")
-        text.append("".join(line + "\n" for line in summary(report)))
+        text.append(printable_lines(summary(report)))
     ok = all(r.ok for r in reports)
     return Outcome(command="verify", headline="verified" if ok else "FAILED", ok=ok, data=data,
                    text="".join(text), checks=tuple(c for r in reports for c in _check(r)))

@@ -26,8 +26,11 @@ UNSUPPORTED_PROTOCOL_VERSION = -32022
 class Rule:
     """A catalog entry: id, boundary, JSON-RPC code (if any), what it means, and its source.
 
-    ``cite`` names where the rule comes from: ``page § section`` with the page under the
-    published specification (``shared/spec/``), several joined by ``; ``. ``strength`` is
+    ``cite`` names where the rule comes from: ``page § section``, several joined by ``; ``:
+    a page of the published specification as ``<revision>/<path>.mdx`` (or
+    ``<revision>/schema.ts § interface Name``), ``RFC <n> § <section>``, or for the tool's
+    own rules a page of ``docs/`` (``_TOOL``); :mod:`mcp_tap.core.citations` turns each into
+    the public address a reader follows, and a test checks every one resolves. ``strength`` is
     the keyword's: ``must`` (a violation) or ``should`` (a warning); ``legacy_strength``
     overrides it for legacy-era exchanges when the legacy revision words the rule more
     weakly.
@@ -53,7 +56,8 @@ _S = Boundary.RESPONSE
 MUST = Strength.MUST
 SHOULD = Strength.SHOULD
 
-# Spec pages (paths under shared/spec/).
+# Spec pages: <revision>/<path> as published at modelcontextprotocol.io/specification
+# (mcp_tap.core.citations makes the address).
 _SHTTP = "2026-07-28/basic/transports/streamable-http.mdx"
 _LHTTP = "2025-11-25/basic/transports.mdx"
 _BASE = "2026-07-28/basic/index.mdx"
@@ -66,8 +70,11 @@ _MRTR = "2026-07-28/basic/patterns/mrtr.mdx"
 _SUBS = "2026-07-28/basic/patterns/subscriptions.mdx"
 _TASKS = "ext-tasks-draft.md"
 _SEP = "sep-2243-http-standardization.md"
-_PRODUCT = "product.md"  # the tool's own contract (shared/docs/), for rules the spec does not own
-_TOOL = "product.md § Rule catalog"
+# The tool's own contract, for rules the specification does not own: a section of
+# docs/rules.md (rendered by render_markdown below). The older spelling "product.md § ..."
+# is still read as that section (mcp_tap.core.citations).
+_TOOL = "docs/rules.md § The tool's own rules"
+_PRODUCT = "product.md"
 
 
 def _c(page: str, *sections: str) -> str:
@@ -88,7 +95,7 @@ RULES: tuple[Rule, ...] = (
         "request.schema",
         _R,
         INVALID_PARAMS,
-        "a request the official generated schema of its revision rejects (after every rung)",
+        "a request the published schema.json of its revision rejects (after every rung)",
         MUST,
         _c(_BASE, "Schema") + "; " + _c(_LBASE, "Schema"),
     ),
@@ -403,10 +410,14 @@ RULES: tuple[Rule, ...] = (
         "response.payload.input-required",
         _S,
         INVALID_REQUEST,
-        "an `input_required` result on the wrong method, without inputRequests/requestState, or "
-        "asking for input the client's capabilities did not declare",
+        "an `input_required` result (or an `input_required` task) on the wrong method, without "
+        "inputRequests/requestState, or asking for input the client's capabilities did not "
+        "declare, members included (`elicitation: {}` is form only; `url` needs "
+        "`elicitation.url`; tool-enabled sampling needs `sampling.tools`)",
         MUST,
-        _c(_MRTR, "Supported Requests", "Server Requirements (Basic Workflow)"),
+        _c(_MRTR, "Supported Requests", "Server Requirements (Basic Workflow)")
+        + "; " + _c("2026-07-28/client/elicitation.mdx", "Capabilities")
+        + "; " + _c("2026-07-28/client/sampling.mdx", "Tools in Sampling"),
     ),
     Rule(
         "response.payload.caching",
@@ -475,6 +486,18 @@ RULES: tuple[Rule, ...] = (
         SHOULD,
         _c(_SHTTP, "Receiving Messages") + "; " + _c(_LHTTP, "Sending Messages to the Server"),
     ),
+    # --- issue 27, classes 1-3, 8, 9 (branch speca) ---
+    Rule(
+        "sse.progress.after-completion",
+        _S,
+        INVALID_REQUEST,
+        "a progress notification on a request stream after the request's final response",
+        MUST,
+        "2026-07-28/basic/patterns/progress.mdx § Behavior Requirements; "
+        "2025-11-25/basic/utilities/progress.mdx § Behavior Requirements; "
+        "2025-03-26/basic/utilities/progress.mdx § Behavior Requirements",
+    ),
+    # --- end of issue 27 (speca) ---
     Rule(
         "sse.get-response",
         _S,
@@ -506,10 +529,63 @@ RULES: tuple[Rule, ...] = (
         "wire.schema",
         _S,
         INVALID_REQUEST,
-        "a result the official generated schema of its revision rejects",
+        "a result the published schema.json of its revision rejects",
         MUST,
         _c(_SCHEMA, "interface Result") + "; " + _c(_LSCHEMA, "interface Result"),
     ),
+    # -- Issue 27, classes 4-7: the tasks extension, sub-capabilities, notifications and
+    # the published schema (one block: see ROUND3_EXTENSIONS_NOT_CHECKED below). --
+    Rule(
+        "request.capability.missing",
+        _R,
+        MISSING_CLIENT_CAPABILITY,
+        "`tasks/get`, `tasks/update`, `tasks/cancel`, or a `subscriptions/listen` asking for "
+        "`taskIds`, from a request that does not declare the `io.modelcontextprotocol/tasks` "
+        "extension (the server owes -32021)",
+        MUST,
+        _c(_TASKS, "Error Handling", "Task Status Notifications", "Capability Negotiation"),
+    ),
+    Rule(
+        "response.payload.sampling-context",
+        _S,
+        INVALID_REQUEST,
+        "an input request for sampling with `includeContext` `thisServer`/`allServers` to a "
+        "client that did not declare `sampling.context`",
+        SHOULD,
+        _c("2026-07-28/client/sampling.mdx", "Capabilities"),
+    ),
+    Rule(
+        "response.payload.structured-content",
+        _S,
+        INVALID_REQUEST,
+        "a `tools/call` result whose `structuredContent` is missing (not an error result) or "
+        "does not conform to the `outputSchema` the tool declared in `tools/list`",
+        MUST,
+        _c(_TOOLS, "Output Schema", "Structured Content"),
+    ),
+    Rule(
+        "sse.server-request",
+        _S,
+        INVALID_REQUEST,
+        "a legacy server request (elicitation, sampling, roots) on a stream for a capability, "
+        "or a capability member (elicitation mode, `sampling.tools`), the client did not "
+        "declare at `initialize`",
+        MUST,
+        "2025-11-25/basic/lifecycle.mdx § Operation; "
+        + _c("2025-11-25/client/elicitation.mdx", "Capabilities")
+        + "; " + _c("2025-11-25/client/sampling.mdx", "Tools in Sampling"),
+    ),
+    Rule(
+        "wire.schema.notification",
+        _S,
+        INVALID_REQUEST,
+        "a server notification on a request or listen stream that the published schema.json "
+        "of its revision rejects (e.g. a log level outside LoggingLevel, a non-numeric "
+        "progress)",
+        MUST,
+        _c(_BASE, "Schema", "Notifications") + "; " + _c(_LBASE, "Schema"),
+    ),
+    # -- end of the issue 27 (classes 4-7) block --
     # Hops: comparisons between two views or two hops.
     Rule(
         "hop.error-collapse",
@@ -525,7 +601,7 @@ RULES: tuple[Rule, ...] = (
         None,
         "the egress JSON-RPC body differs from origin",
         MUST,
-        "RFC 9110 § 7.7; " + _c(_PRODUCT, "Architecture principles"),
+        "RFC 9110 § 7.7; " + _TOOL,
     ),
     Rule(
         "hop.status-changed",
@@ -533,7 +609,7 @@ RULES: tuple[Rule, ...] = (
         None,
         "the egress status differs from origin",
         MUST,
-        "RFC 9110 § 7.7; " + _c(_PRODUCT, "Architecture principles"),
+        "RFC 9110 § 7.7; " + _TOOL,
     ),
     Rule(
         "hop.header-changed",
@@ -550,6 +626,42 @@ RULES: tuple[Rule, ...] = (
         "SSE events held back and flushed together, or the first event delayed",
         SHOULD,
         _c(_SHTTP, "Receiving Messages"),
+    ),
+    # Hops around an MCP gateway (box = "mcp-gateway"): what a gateway may not do silently.
+    Rule(
+        "hop.gateway.capability-widened",
+        Boundary.HOP,
+        None,
+        "the gateway declared to the origin a client capability the client did not declare "
+        "(the origin may now rely on it; the gateway, the client's server, \"MUST NOT rely on "
+        "capabilities the client has not declared\"): a warning, since declaring alone breaks "
+        "nothing yet",
+        SHOULD,
+        _c(_BASE, "`_meta`") + "; "
+        + _c("2026-07-28/client/elicitation.mdx", "Capabilities") + "; "
+        + _c("2026-07-28/client/sampling.mdx", "Capabilities") + "; "
+        + _c("2026-07-28/client/roots.mdx", "Capabilities") + "; "
+        + _c("2025-11-25/basic/lifecycle.mdx", "Capability Negotiation", "Operation"),
+    ),
+    Rule(
+        "hop.gateway.param-added",
+        Boundary.HOP,
+        None,
+        "the gateway added a request parameter the client did not send that changes what the "
+        "origin does (`io.modelcontextprotocol/logLevel`: the origin may now emit "
+        "`notifications/message` the client never asked for)",
+        SHOULD,
+        _c("2026-07-28/server/utilities/logging.mdx", "Per-request log level") + "; "
+        + _c(_BASE, "`_meta`"),
+    ),
+    Rule(
+        "hop.gateway.error-recoded",
+        Boundary.HOP,
+        None,
+        "the origin's JSON-RPC error reached the client with another code, or as a result "
+        "(the client loses what the code means: a missing capability, an unsupported version)",
+        SHOULD,
+        _c(_BASE, "Error Codes", "Error Responses"),
     ),
     # Clients: era selection over one client's exchanges.
     Rule(
@@ -643,6 +755,9 @@ RULES: tuple[Rule, ...] = (
         Boundary.GATE,
         None,
         "the policy requires a two-hop capture and no hop comparison was recorded", MUST, _TOOL),
+    Rule("gate.hop.change", Boundary.GATE, None,
+         "a box made a change of a class the policy blocks (`[hop] block`), though no rule "
+         "forbids it", MUST, _TOOL),
     Rule(
         "gate.integrity",
         Boundary.GATE,
@@ -687,10 +802,12 @@ def finding(
     *,
     code: int | None = None,
     era: Era | None = None,
+    paths: tuple[str, ...] = (),
 ) -> Finding:
     """Make a :class:`Finding` for a catalog rule, with the rule's code unless ``code`` is given.
 
-    ``era`` picks the rule's legacy strength for a legacy exchange (see :class:`Rule`).
+    ``era`` picks the rule's legacy strength for a legacy exchange (see :class:`Rule`);
+    ``paths`` are the JSON pointers (or ``header:NAME``) a hop finding is about.
     """
     entry = CATALOG[rule_id]
     return Finding(
@@ -700,6 +817,7 @@ def finding(
         message=message,
         where=where,
         strength=entry.strength_in(era),
+        paths=paths,
     )
 
 
@@ -802,13 +920,221 @@ NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
         "needs every poll of a task; each answer is judged on its own",
     ),
     (
-        "2025-03-26 (not in shared/spec)",
+        _c("2025-03-26/basic/index.mdx", "Batching") + "; "
+        + _c("2025-03-26/basic/transports.mdx", "Sending Messages to the Server"),
         "one response per request of a batch",
         "judged as a SHOULD (`sse.unterminated` with its legacy strength) from the "
-        "2025-11-25 wording; the 2025-03-26 pages are not in `shared/spec`",
+        "2025-11-25 wording, which has no batches",
     ),
 )
 """MUSTs on the Streamable HTTP wire that no rule checks: (citation, the MUST, why not)."""
+
+# -- Issue 27, classes 4-7 (one block): what the tasks extension, the sub-capabilities, the
+# notifications and the published schema added, and what they deliberately leave alone. --
+EXTENSIONS_ADDED: tuple[str, ...] = (
+    "request.capability.missing",
+    "sse.server-request",
+    "response.payload.sampling-context",
+    "response.payload.structured-content",
+    "wire.schema.notification",
+)
+"""Rules added for the tasks extension, sub-capabilities, notifications and the schema."""
+
+EXTENSIONS_NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
+    (
+        _c(_TASKS, "Task Creation"),
+        "a server MUST NOT return `CreateTaskResult` until `tasks/get` for it would resolve",
+        "needs a later, separate exchange (the first poll) tied to this one; each answer is "
+        "judged on its own",
+    ),
+    (
+        _c(_TASKS, "Task Update Requests"),
+        "an `inputRequests` key MUST NOT be reused after its response was delivered",
+        "needs the task's whole history of polls and updates",
+    ),
+    (
+        _c(_TASKS, "Task Status Notifications"),
+        "each status notification is the `tasks/get` answer of that moment",
+        "needs a poll at the same instant; the notification's own Task fields are judged by "
+        "the listen filter and the task payload rules",
+    ),
+    (
+        _c(_TASKS, "Error Handling"),
+        "an invalid or nonexistent `taskId` MUST get -32602 from `tasks/get`",
+        "which task ids a server holds is its own state; the tap cannot tell an unknown id",
+    ),
+    (
+        _c(_TASKS, "Task Cancellation"),
+        "`notifications/cancelled` MUST NOT be used to cancel a task",
+        "needs tying a client notification to an earlier exchange whose answer created the "
+        "task; each exchange is judged on its own",
+    ),
+    (
+        _c(_TASKS, "Security Considerations"),
+        "task ids MUST be unguessable; every task request MUST be authorized",
+        "entropy and authorization are inside the server",
+    ),
+    (
+        _c(_TASKS, "Capability Negotiation"),
+        "a client MUST treat `CreateTaskResult` to an unsupported request as invalid",
+        "client-side handling is not on the wire; the server's answer is judged "
+        "(`response.payload.task`)",
+    ),
+    (
+        "2025-11-25/client/elicitation.mdx § Capabilities",
+        "legacy servers MUST NOT send an elicitation mode (or, client/sampling, tool-enabled "
+        "sampling) the client did not declare",
+        "judged (`sse.server-request`) only when the tap saw the session's `initialize` (the "
+        "one place a legacy client declares them); a session that began before the tap did "
+        "is not judged",
+    ),
+    (
+        "2025-11-25/schema.ts § interface ClientCapabilities",
+        "the 2025-11-25 `tasks` capability members (requests.sampling, requests.elicitation, "
+        "list, cancel)",
+        "task-augmented server-to-client requests are not sent on the Streamable HTTP "
+        "streams the tap sees apart from the session's initialize declaration (as above)",
+    ),
+    (
+        "2025-11-25/basic/lifecycle.mdx § Operation",
+        "a legacy server uses only the capabilities it negotiated (`tools.listChanged`, "
+        "`resources.subscribe`, `logging` before the notifications they announce)",
+        "not yet checked: the tap keeps the client's `initialize` capabilities per session "
+        "(`sse.server-request`) but not the server's; a modern server's notifications are "
+        "judged by the listen filter the client opted in with (`sse.listen`)",
+    ),
+    (
+        _c(_BASE, "JSON Schema Usage"),
+        "schemas MUST be valid in their dialect; `$ref` MUST NOT be fetched from the network",
+        "a tool's `outputSchema` that is not a valid schema, or refers outside itself, is not "
+        "used to judge `structuredContent` (never fetched); the tool listing is judged by "
+        "`response.payload.tools-list`",
+    ),
+    (
+        "2026-07-28/schema.json (format)",
+        "`format` (uri, byte, uri-template) values",
+        "the schemas declare JSON Schema 2020-12, where `format` is an annotation, not an "
+        "assertion; the validator leaves it unasserted",
+    ),
+    (
+        "2025-06-18, 2024-11-05 (no schema.json in shared/spec)",
+        "the schema of revisions without a published schema here",
+        "judged by the nearest shipped schema: 2025-06-18 by 2025-11-25, 2024-11-05 by "
+        "2025-03-26",
+    ),
+)
+"""MUSTs of the tasks extension, sub-capabilities and schema that no rule checks."""
+
+NOT_CHECKED = NOT_CHECKED + EXTENSIONS_NOT_CHECKED
+
+
+def _extensions_section() -> list[str]:
+    """The Markdown lines listing :data:`EXTENSIONS_ADDED`."""
+    lines = [
+        "",
+        "## Added for the tasks extension, sub-capabilities, notifications and the schema",
+        "",
+        "`wire.schema` and `request.schema` validate against the published `schema.json` of "
+        "each revision (shipped in `mcp_tap/core/specschema/`), no longer the SDK's models; "
+        "the tasks extension, capability members and notifications added:",
+        "",
+    ]
+    lines += [f"- `{rid}` ({CATALOG[rid].strength}): {CATALOG[rid].summary}"
+              for rid in EXTENSIONS_ADDED]
+    lines += ["", "and widened:", ""]
+    return lines + [f"- `{rid}` ({_strength(rid)}): {why}" for rid, why in EXTENSIONS_WIDENED]
+
+
+def _strength(ids: str) -> str:
+    return " / ".join(str(CATALOG[i].strength) for i in ids.split(" / "))
+
+
+EXTENSIONS_WIDENED: tuple[tuple[str, str], ...] = (
+    ("response.payload.input-required",
+     "the members of the declared capability, not only its key (`elicitation: {}` is form "
+     "only, a URL mode needs `elicitation.url`, tool-enabled sampling `sampling.tools`), also "
+     "for an `input_required` task polled with `tasks/get`"),
+    ("sse.listen", "the listen filter knows the tasks extension's `taskIds` "
+     "(`notifications/tasks` for a listed task is opted in)"),
+    ("response.payload.task", "a `notifications/tasks` carries the whole Task `tasks/get` would "
+     "answer; `tasks/update` and `tasks/cancel` are acknowledged with an empty result; a "
+     "2025-11-25 session's tasks are that revision's own (its schema judges them)"),
+    ("response.expected-error", "a request `request.capability.missing` rejects is owed -32021 "
+     "(HTTP 400); a rejected listen request answered with a stream is owed its error too"),
+    ("response.error.data", "the -32021 owed to a tasks-extension request names the extension "
+     "in `data.requiredCapabilities.extensions`"),
+    ("wire.schema / request.schema", "the published `schema.json` instead of the SDK's "
+     "generated models (e.g. `serverInfo` needs `name` and `version`; `isError` is a boolean; "
+     "`format` stays an annotation)"),
+)
+"""Rules whose reach the same work widened, with how."""
+# -- end of the issue 27 (classes 4-7) block --
+
+
+def markdown_sources(cite: str) -> str:
+    """``cite`` as Markdown links for ``docs/rules.md``: public addresses as they are, this
+    repository's pages relative to ``docs/``."""
+    from mcp_tap.core.citations import citations
+
+    out = []
+    for found in citations(cite):
+        if found.url is None:
+            out.append(found.text)
+            continue
+        url = found.url.removeprefix("docs/") if found.local else found.url
+        out.append(f"[{found.text}]({url})")
+    return "; ".join(out)
+
+
+TOOL_RULES_TEXT = (
+    "The specification does not own every rule mcp-tap reports. The `tap.*` rules say what "
+    "the tap itself saw go wrong while it forwarded (it could not reach the upstream, a "
+    "check raised, a client stalled); the `sdk.*` rules compare the wire with what the "
+    "official SDK's typed view makes of it; the `gate.*` rules are the gate's reasons, "
+    "each a threshold or a condition of the operator's policy (`config/policy.toml`); "
+    "`hop.body-changed` and `hop.status-changed` hold a box between two hops (a gateway) "
+    "to forwarding MCP traffic unchanged, which RFC 9110 permits an intermediary to break "
+    "but a tapped canary must not. These are the tool's contract: a finding of one of them "
+    "is mcp-tap's word, not the specification's, and the `source` column says so.",
+)
+
+
+def _hop_changes_markdown() -> list[str]:
+    """The change classes of a hop comparison and what each means per kind of box."""
+    from mcp_tap.core.hopdiff import (  # (hopdiff imports no catalog: no cycle)
+        BOX_GATEWAY,
+        BOX_HTTP,
+        CLASSES,
+        DISPOSITIONS,
+        GATEWAY_WHY,
+    )
+
+    def shown(meaning: str) -> str:
+        return meaning if meaning in ("expected", "recorded") else f"`{meaning}`"
+
+    lines = [
+        "",
+        "## Changes between hops",
+        "",
+        "Two hops around a box record every change the box made (`changes` of a "
+        "`hop-comparison` record: direction, RFC 6901 `path` or `header:NAME`, kind, the "
+        "values before and after, redacted, and the class below). Per hop pair the config "
+        "says what the box is (`[[hop]] box`): `http` (a load balancer, mesh or HTTP proxy: "
+        "bodies must come through unchanged) or `mcp-gateway` (an MCP server to the client "
+        "and an MCP client to the origin, conformant both ways: product.md § At fleet scale, "
+        "and around gateways). A rule id is a finding; `expected` is what a box of that kind "
+        "changes by being one; `recorded` is allowed by the specification and listed, and "
+        "the gate blocks it only when the policy names its class (`[hop] block`).",
+        "",
+        f"| class | what | `{BOX_HTTP}` | `{BOX_GATEWAY}` | why (for a gateway) |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| `{cls}` | {what} | {shown(DISPOSITIONS[BOX_HTTP][cls])} | "
+        f"{shown(DISPOSITIONS[BOX_GATEWAY][cls])} | {GATEWAY_WHY[cls]} |"
+        for cls, what in CLASSES.items()
+    ]
+    return lines
 
 
 def render_markdown() -> str:
@@ -819,8 +1145,9 @@ def render_markdown() -> str:
         "Generated from `mcp_tap/core/catalog.py` by `python -m mcp_tap.core.catalog`; "
         "do not edit by hand.",
         "",
-        "Every rule cites the page and section it comes from (pages under `shared/spec/`, "
-        "the published specification; `product.md` for the tool's own rules) and carries a "
+        "Every rule cites the page and section it comes from, linked: the published MCP "
+        "specification at modelcontextprotocol.io (its revision in the link), an RFC, or for "
+        "the tool's own rules [the section below](#the-tools-own-rules). Each carries a "
         "strength: `must` is a violation, `should` a warning; a MAY is never a finding. "
         "`must (legacy: should)` means the legacy revision words the rule as a SHOULD. By "
         "default the gate blocks on `must` findings and reports `should` ones.",
@@ -833,11 +1160,11 @@ def render_markdown() -> str:
         strength = str(r.strength)
         if r.legacy_strength is not None:
             strength += f" (legacy: {r.legacy_strength})"
-        lines.append(
-            f"| `{r.id}` | {r.boundary} | {code} | {strength} | {r.summary} | {r.cite} |"
-        )
+        lines.append(f"| `{r.id}` | {r.boundary} | {code} | {strength} | {r.summary} | "
+                     f"{markdown_sources(r.cite)} |")
+    lines += ["", "## The tool's own rules", "", *TOOL_RULES_TEXT, ""]
+    lines += _hop_changes_markdown()
     lines += [
-        "",
         "## Added from the specification review",
         "",
         "Reading every Streamable HTTP page of both eras for MUSTs no rule checked added:",
@@ -845,6 +1172,7 @@ def render_markdown() -> str:
     ]
     lines += [f"- `{rid}` ({CATALOG[rid].strength}): {CATALOG[rid].summary}"
               for rid in ADDED_FROM_REVIEW]
+    lines += _extensions_section()
     lines += [
         "",
         "## MUSTs not checked",
@@ -852,7 +1180,7 @@ def render_markdown() -> str:
         "| source | requirement | why not |",
         "|---|---|---|",
     ]
-    lines += [f"| {cite} | {what} | {why} |" for cite, what, why in NOT_CHECKED]
+    lines += [f"| {markdown_sources(cite)} | {what} | {why} |" for cite, what, why in NOT_CHECKED]
     return "\n".join(lines) + "\n"
 
 

@@ -70,6 +70,8 @@ class Exchange:
     response_truncated: bool = False
     sse_events: Sequence[SSEEvent] | None = None
     allowed_origins: tuple[str, ...] | None = None
+    output_schemas: Mapping[str, Any] = field(default_factory=dict)
+    session_capabilities: dict[str, Any] | None = None
 
 
 @fast_init  # made per exchange: see core/fastinit.py
@@ -174,6 +176,8 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
                 exchange.response_headers,
                 _events(exchange),
                 where,
+                exchange.negotiated_version,
+                exchange.session_capabilities,
             )
         return Judgement(era, None, tuple(found), None, ())
     # decode_body and body_meta, without the calls.
@@ -247,7 +251,16 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         declared: dict[str, Any] | None = caps
     else:
         extensions = declared = None
-    rctx = _make_context(era, exchange.capabilities, extensions, verdict.version, declared)
+        if era is ERA_LEGACY:
+            declared = exchange.session_capabilities  # a legacy client declares them once
+    output_schema = None
+    if exchange.output_schemas and verdict.method == "tools/call":
+        params = message.get("params") if isinstance(message, dict) else None
+        name = params.get("name") if isinstance(params, dict) else None
+        output_schema = exchange.output_schemas.get(name) if isinstance(name, str) else None
+    rctx = _make_context(
+        era, exchange.capabilities, extensions, verdict.version, declared, output_schema
+    )
     if exchange.response_status is not None and not exchange.response_truncated and not refused:
         response_found, messages = check_response(
             verdict,

@@ -44,10 +44,12 @@ class Finding:
     message: str
     where: str = ""
     strength: Strength = Strength.MUST
+    paths: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """Return the finding as a plain JSON object (the evidence and report shape)."""
-        return {
+        """Return the finding as a plain JSON object (the evidence and report shape);
+        ``paths`` only when the finding has some (a hop comparison's)."""
+        data: dict[str, Any] = {
             "rule": self.rule,
             "code": self.code,
             "boundary": str(self.boundary),
@@ -55,6 +57,9 @@ class Finding:
             "where": self.where,
             "strength": str(self.strength),
         }
+        if self.paths:
+            data["paths"] = list(self.paths)
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Finding:
@@ -70,4 +75,6 @@ class Finding:
             message=str(data.get("message", "")),
             where=str(data.get("where", "")),
             strength=Strength.SHOULD if data.get("strength") == "should" else Strength.MUST,
+            paths=tuple(str(p) for p in paths) if isinstance(paths := data.get("paths"), list)
+            else (),
         )

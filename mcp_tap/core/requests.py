@@ -37,6 +37,7 @@ from mcp_tap.core.eras import (
     MODERN_VERSIONS,
     NAME_ROUTED_PARAMS,
     REMOVED_IN_MODERN,
+    TASKS_EXTENSION,
     Era,
     body_meta,
 )
@@ -264,11 +265,39 @@ def request_verdict(
             "request.method.removed", f"{method} does not exist in the modern era", WHERE
         )
         return _make_verdict(c, ERA_MODERN, version, (found,))
+    if method in TASKS_METHODS or method == "subscriptions/listen":
+        undeclared = tasks_capability_problem(method, message.get("params"), meta)
+        if undeclared:
+            found = finding("request.capability.missing", undeclared, WHERE)
+            return _make_verdict(c, ERA_MODERN, version, (found,))
     schema_problem = schema.request_problem(method, version or "", message.get("params"))
     if schema_problem:
         found = finding("request.schema", schema_problem, WHERE)
         return _make_verdict(c, ERA_MODERN, version, (found,))
     return _make_verdict(c, ERA_MODERN, version, ())
+
+
+TASKS_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+"""The tasks extension's own requests (ext-tasks-draft "Error Handling")."""
+
+
+def tasks_capability_problem(method: str, params: Any, meta: dict[str, Any] | None) -> str:
+    """Why a server owes -32021 to this request (ext-tasks-draft "Error Handling"), or "".
+
+    ``tasks/get``, ``tasks/update`` and ``tasks/cancel``, and a ``subscriptions/listen``
+    whose filter asks for ``taskIds``, from a client whose request does not declare the
+    ``io.modelcontextprotocol/tasks`` extension (declarations are per request).
+    """
+    if method == "subscriptions/listen":
+        wanted = params.get("notifications") if isinstance(params, dict) else None
+        if not isinstance(wanted, dict) or "taskIds" not in wanted:
+            return ""
+    caps = meta.get(META_CLIENT_CAPABILITIES) if meta is not None else None
+    extensions = caps.get("extensions") if isinstance(caps, dict) else None
+    if isinstance(extensions, dict) and TASKS_EXTENSION in extensions:
+        return ""
+    what = "a listen request asking for taskIds" if method == "subscriptions/listen" else method
+    return f"{what} from a client that did not declare the {TASKS_EXTENSION} extension"
 
 
 def _legacy(

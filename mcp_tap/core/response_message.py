@@ -20,12 +20,13 @@ from mcp_tap.core.catalog import (
     UNSUPPORTED_PROTOCOL_VERSION,
     finding,
 )
-from mcp_tap.core.eras import ERA_MODERN, Era
+from mcp_tap.core.eras import ERA_MODERN, TASKS_EXTENSION, Era
 from mcp_tap.core.fastinit import fast_init
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.jsonrpc import KIND_REQUEST, json_type
 from mcp_tap.core.requests import RequestVerdict
-from mcp_tap.core.results import result_findings
+from mcp_tap.core.results import result_findings, task_input_capabilities
+from mcp_tap.core.structured import check_structured
 
 DEFINED_RESERVED_CODES = frozenset(
     {HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION}
@@ -47,6 +48,7 @@ _OWED_ERRORS = {
     "request.version.unsupported",
     "request.method.removed",
     "request.schema",
+    "request.capability.missing",
 }
 _JSONRPC_OWED = frozenset({"request.parse", "request.envelope", "request.schema"})
 
@@ -61,6 +63,7 @@ class ResponseContext:
     client_extensions: frozenset[str] | None = None
     version: str | None = None
     client_capabilities: dict[str, Any] | None = None
+    output_schema: Any = None  # the called tool's outputSchema, learnt from tools/list
 
 
 def id_key(value: Any) -> object:
@@ -110,6 +113,12 @@ def check_message(
         and type(message["id"]) is type(expected_id)
         and message["id"] == expected_id
     )
+    if not id_ok and status == 403 and not in_stream and message.get("id") is None \
+            and "error" in message:
+        # The answer to a refused Origin MAY be a JSON-RPC error with no id (streamable-http
+        # "Security & Endpoint", every revision); which origins a server refuses is its own
+        # policy, so any 403 may be that answer.
+        id_ok = True
     if not id_ok:
         got = message.get("id", "<absent>")
         found.append(
@@ -135,6 +144,8 @@ def check_message(
         code = code if isinstance(code, int) and not isinstance(code, bool) else None
         if rejected:
             found += owed_answer(verdict, code, status, where, id_ok=id_ok)
+            if code == MISSING_CLIENT_CAPABILITY and not found:
+                found += _names_extension(verdict, error, where)
         return found
     if status != 200 and not in_stream:
         # In a stream the status belongs to the stream, judged once by check_sse_stream.
@@ -155,10 +166,35 @@ def check_message(
         where,
         ctx.client_capabilities,
     )
+    if not result_found and (
+        ctx.output_schema is not None
+        or (request and classified.message["method"] == "tasks/get")
+    ):
+        result_found = _learnt_rules(verdict, message["result"], ctx, where)
     if found:
         found += result_found
         return found
     return result_found
+
+
+def _learnt_rules(
+    verdict: RequestVerdict, result: Any, ctx: ResponseContext, where: str
+) -> list[Finding]:
+    """The rules on a success result that need what the tap learnt or the request declared:
+    an ``input_required`` task's inputRequests against the polling request's capabilities
+    (ext-tasks-draft "Task Update Requests": the same rules as a direct input request), and
+    ``structuredContent`` against the called tool's learnt ``outputSchema``."""
+    if ctx.client_capabilities is not None and verdict.method == "tasks/get":
+        found = task_input_capabilities(result, ctx.client_capabilities, where)
+        if found:
+            return found
+    if (
+        ctx.output_schema is not None
+        and isinstance(result, dict)
+        and result.get("resultType", "complete") == "complete"
+    ):
+        return check_structured(ctx.output_schema, result, where)
+    return []
 
 
 def _error(
@@ -236,6 +272,22 @@ def _error(
             )
         ]
     return []
+
+
+def _names_extension(verdict: RequestVerdict, error: dict[str, Any], where: str) -> list[Finding]:
+    """The -32021 a tasks-extension request is owed names the extension it needs
+    (ext-tasks-draft "Capability Negotiation": "indicating the required extension")."""
+    rejection = verdict.rejection
+    if rejection is None or rejection.rule != "request.capability.missing":
+        return []
+    data = error.get("data")
+    caps = data.get("requiredCapabilities") if isinstance(data, dict) else None
+    ext = caps.get("extensions") if isinstance(caps, dict) else None
+    if isinstance(ext, dict) and TASKS_EXTENSION in ext:
+        return []
+    return [finding("response.error.data",
+                    f"error -32021 data.requiredCapabilities must name the extension "
+                    f"({{'extensions': {{'{TASKS_EXTENSION}': {{}}}}}})", where)]
 
 
 def _error_data(code: int, data: Any) -> str:

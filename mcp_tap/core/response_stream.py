@@ -13,8 +13,9 @@ from typing import Any
 
 import orjson
 
+from mcp_tap.core import schema
 from mcp_tap.core.catalog import finding
-from mcp_tap.core.eras import ERA_MODERN, META_LOG_LEVEL, META_SUBSCRIPTION_ID
+from mcp_tap.core.eras import ERA_MODERN, LEGACY_VERSIONS, META_LOG_LEVEL, META_SUBSCRIPTION_ID
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.jsonrpc import (
     KIND_INVALID,
@@ -26,6 +27,7 @@ from mcp_tap.core.jsonrpc import (
 )
 from mcp_tap.core.requests import RequestVerdict
 from mcp_tap.core.response_message import ResponseContext, check_message, id_key, owed_answer
+from mcp_tap.core.results import server_request_problem, task_answer_problem
 from mcp_tap.core.sse import SSEEvent
 
 
@@ -71,6 +73,8 @@ def check_sse_stream(
         meta = params.get("_meta") if isinstance(params, dict) else None
         if isinstance(meta, dict):
             request_meta = meta
+    # The revision whose schema judges the stream's notifications (None: not judged).
+    schema_version = ctx.version or verdict.version or (None if modern else LEGACY_VERSIONS[0])
     for index, event in enumerate(events):
         data = event.data
         if data == "":
@@ -85,7 +89,14 @@ def check_sse_stream(
         seen += 1
         if answered:
             at = _at(where, index)
-            found.append(finding("sse.after-response", "a message after the final response", at))
+            if type(message) is dict and message.get("method") == "notifications/progress":
+                # progress.mdx "Behavior Requirements": progress MUST stop after completion.
+                found.append(finding(
+                    "sse.progress.after-completion", "a progress notification after the "
+                    "final response", at))
+            else:
+                found.append(
+                    finding("sse.after-response", "a message after the final response", at))
             continue
         # The kind only (no Classified): this runs for every event of every stream. Its two
         # usual answers, a notification and a response, are kind_of's without the call.
@@ -123,9 +134,13 @@ def check_sse_stream(
                         _at(where, index),
                     )
                 )
+            elif ctx.client_capabilities is not None:  # declared at the session's initialize
+                found += _server_request(message, ctx.client_capabilities, _at(where, index))
         elif kind is KIND_NOTIFICATION:
             # The place is formatted only for a finding: most notifications pass.
             note = message["method"]  # kind_of made sure of a string
+            if schema_version is not None:
+                found += _notification_schema(schema_version, message, where, index)
             if note == "notifications/progress":
                 # The usual notification: its order and, on a modern request stream, its
                 # relatedness in one call.
@@ -169,7 +184,27 @@ def check_sse_stream(
         # A stream that never carried the response did not give a rejected request the
         # answer it is owed (400/-32020 for a header mismatch, the ladder's code otherwise).
         found += owed_answer(verdict, None, status, where)
+    elif listen and verdict.findings:
+        # A listen request the ladder rejected (e.g. taskIds without the tasks extension)
+        # is owed its error, not a stream.
+        found += owed_answer(verdict, None, status, where)
     return found, messages
+
+
+def _notification_schema(
+    version: str, message: dict[str, Any], where: str, index: int
+) -> list[Finding]:
+    """A server notification against its revision's published schema."""
+    problem = schema.notification_problem(version, message)
+    return [finding("wire.schema.notification", problem, _at(where, index))] if problem else []
+
+
+def _server_request(
+    message: dict[str, Any], capabilities: dict[str, Any], at: str
+) -> list[Finding]:
+    """A legacy server request against what the client declared at ``initialize``."""
+    bad = server_request_problem(message["method"], message.get("params"), capabilities)
+    return [finding(bad[0], bad[1], at)] if bad is not None else []
 
 
 def _at(where: str, index: int) -> str:
@@ -290,6 +325,18 @@ def _listen(
     uris = uris if isinstance(uris, list) else []
     if method == "notifications/resources/updated" and params.get("uri") in uris:
         return []
+    task_ids = wanted.get("taskIds")  # the tasks extension's filter field
+    if (
+        method == TASK_STATUS_NOTIFICATION
+        and isinstance(task_ids, list)
+        and params.get("taskId") in task_ids
+    ):
+        # Each carries the whole Task, as tasks/get would answer it (the extension's
+        # TaskStatusNotificationParams = NotificationParams & Task).
+        problem = task_answer_problem(params)
+        if problem:
+            return [finding("response.payload.task", f"{method}: {problem}", at)]
+        return []
     if method in opted:
         return []
     return [
@@ -302,3 +349,5 @@ def _listen(
 
 
 _ABSENT = object()
+TASK_STATUS_NOTIFICATION = "notifications/tasks"
+"""The tasks extension's status notification (ext-tasks-draft "Task Status Notifications")."""

@@ -219,8 +219,12 @@ def _payload(
         problems += _tools_list(result, where, canonical)
     elif method == "completion/complete":
         problems += _completion(result, where)
-    elif method == "tasks/get":
+    elif era is ERA_MODERN and method == "tasks/get":
+        # The extension's Task (ttlMs, result on completion); a 2025-11-25 session's tasks
+        # are that revision's own (ttl, tasks/result), judged by its schema.
         problems += _task_get(result, where)
+    elif era is ERA_MODERN and (method == "tasks/update" or method == "tasks/cancel"):
+        problems += _task_ack(method, result, where)
     if era is ERA_MODERN and method in CACHEABLE_METHODS:
         problems += _caching(method, result, where)
     return problems
@@ -437,16 +441,37 @@ def _task_fields(result: dict[str, Any]) -> str:
 _STATUS_FIELD = {"completed": "result", "failed": "error", "input_required": "inputRequests"}
 
 
+def task_answer_problem(task: dict[str, Any]) -> str:
+    """Why a Task as ``tasks/get`` answers it (or ``notifications/tasks`` carries it) breaks
+    the extension ("Task Polling": its status carries its payload, e.g. completed: result),
+    or ``""``."""
+    problem = _task_fields(task)
+    if not problem:
+        status = task["status"]
+        key = _STATUS_FIELD.get(status)
+        if key is not None and not isinstance(task.get(key), dict):
+            got = json_type(task.get(key))
+            problem = f"a {status} task must carry {key} (an object), got {got}"
+    return problem
+
+
 def _task_get(result: dict[str, Any], where: str) -> list[Finding]:
     """A ``tasks/get`` answer: a Task whose status carries its payload (e.g. completed: result)."""
-    problem = _task_fields(result)
-    if not problem:
-        status = result["status"]
-        key = _STATUS_FIELD.get(status)
-        if key is not None and not isinstance(result.get(key), dict):
-            got = json_type(result.get(key))
-            problem = f"a {status} task must carry {key} (an object), got {got}"
+    problem = task_answer_problem(result)
     return [finding("response.payload.task", f"tasks/get: {problem}", where)] if problem else []
+
+
+_ACK_KEYS = frozenset({"resultType", "_meta"})
+
+
+def _task_ack(method: str, result: dict[str, Any], where: str) -> list[Finding]:
+    """``tasks/update`` and ``tasks/cancel`` MUST acknowledge with an empty result
+    (ext-tasks-draft "Task Update Requests", "Task Cancellation")."""
+    extra = sorted(k for k in result if k not in _ACK_KEYS)
+    if not extra:
+        return []
+    return [finding("response.payload.task",
+                    f"{method} must be acknowledged with an empty result, got {extra}", where)]
 
 
 # The client capability each kind of input request needs (mrtr "Server Requirements").
@@ -455,6 +480,16 @@ _INPUT_CAPABILITY = {
     "sampling/createMessage": "sampling",
     "roots/list": "roots",
 }
+
+
+def task_input_capabilities(
+    result: Any, capabilities: dict[str, Any], where: str
+) -> list[Finding]:
+    """An ``input_required`` task's ``inputRequests`` (a ``tasks/get`` answer) against the
+    capabilities the polling request declared, as a direct ``InputRequiredResult``'s."""
+    if not isinstance(result, dict) or result.get("status") != "input_required":
+        return []
+    return _input_capabilities(result, capabilities, where)
 
 
 def _input_capabilities(
@@ -476,7 +511,9 @@ def _input_capabilities(
                     where,
                 )
             ]
-        if capabilities is not None and needed not in capabilities:
+        if capabilities is None:
+            continue
+        if needed not in capabilities:
             return [
                 finding(
                     "response.payload.input-required",
@@ -484,7 +521,71 @@ def _input_capabilities(
                     where,
                 )
             ]
+        params = request.get("params") if isinstance(request, dict) else None
+        sub = sub_capability_problem(str(method), params, capabilities.get(needed))
+        if sub is not None:
+            rule_id, problem = sub
+            return [finding(rule_id, f"inputRequests[{key!r}]: {problem}", where)]
     return []
+
+
+def server_request_problem(
+    method: str, params: Any, capabilities: dict[str, Any]
+) -> tuple[str, str] | None:
+    """A legacy server-to-client request against the capabilities the client declared at
+    ``initialize``: ``(rule id, why)`` or None. Methods other than the three capability-bound
+    ones (``ping``, ``tasks/*``) are not judged here."""
+    needed = _INPUT_CAPABILITY.get(method)
+    if needed is None:
+        return None
+    if needed not in capabilities:
+        return ("sse.server-request",
+                f"{method}, but the client did not declare {needed} at initialize")
+    found = sub_capability_problem(method, params, capabilities.get(needed))
+    if found is None:
+        return None
+    rule_id, why = found
+    return ("sse.server-request" if rule_id == "response.payload.input-required" else rule_id,
+            f"{method}: {why}")
+
+
+def sub_capability_problem(
+    method: str, params: Any, declared: Any
+) -> tuple[str, str] | None:
+    """What a server-to-client request asks beyond the members of the capability the client
+    declared: ``(rule id, why)``, or None.
+
+    ``elicitation``: ``form`` and ``url`` are the modes; an empty object means form only
+    (client/elicitation "Capabilities": servers MUST NOT send a mode the client did not
+    declare). ``sampling``: ``tools`` allows tool-enabled requests (a MUST, client/sampling
+    "Tools in Sampling"); ``context`` allows ``includeContext`` other than ``none`` (a
+    SHOULD NOT, "Capabilities"). ``roots`` has no member a request uses.
+    """
+    declared = declared if isinstance(declared, dict) else {}
+    params = params if isinstance(params, dict) else {}
+    if method == "elicitation/create":
+        mode = params.get("mode", "form")
+        modes = {m for m in ("form", "url") if m in declared} or {"form"}
+        if isinstance(mode, str) and mode in ("form", "url") and mode not in modes:
+            shown = ", ".join(sorted(modes))
+            return (
+                "response.payload.input-required",
+                f"elicitation mode {mode!r}, but the client declared elicitation for {shown} only",
+            )
+    elif method == "sampling/createMessage":
+        if ("tools" in params or "toolChoice" in params) and "tools" not in declared:
+            return (
+                "response.payload.input-required",
+                "tool-enabled sampling (tools/toolChoice), but the client did not declare "
+                "sampling.tools",
+            )
+        context = params.get("includeContext")
+        if context in ("thisServer", "allServers") and "context" not in declared:
+            return (
+                "response.payload.sampling-context",
+                f"includeContext {context!r}, but the client did not declare sampling.context",
+            )
+    return None
 
 
 def _input_required(method: str | None, result: dict[str, Any], where: str) -> list[Finding]:

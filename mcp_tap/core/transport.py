@@ -14,20 +14,25 @@ from ipaddress import ip_address
 from typing import Any
 from urllib.parse import urlsplit
 
+from mcp_tap.core import schema
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import (
     ERA_LEGACY,
     ERA_MODERN,
     HEADER_SESSION_ID,
+    LEGACY_VERSIONS,
     Era,
 )
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap, media_type
 from mcp_tap.core.jsonrpc import (
+    KIND_NOTIFICATION,
+    KIND_REQUEST,
     KIND_RESPONSE,
     classify,
     parse_json,
 )
+from mcp_tap.core.results import server_request_problem
 from mcp_tap.core.sse import SSEEvent
 
 REQUEST_MEDIA_TYPES = ("application/json", "text/event-stream")
@@ -178,8 +183,12 @@ def check_non_post(
     headers: HeaderMap,
     events: Iterable[SSEEvent] | None,
     where: str,
+    version: str | None = None,
+    capabilities: dict[str, Any] | None = None,
 ) -> list[Finding]:
-    """Judge a GET, DELETE or OPTIONS exchange in its era (no JSON-RPC request body)."""
+    """Judge a GET, DELETE or OPTIONS exchange in its era (no JSON-RPC request body);
+    ``version`` is a legacy session's negotiated revision and ``capabilities`` what its
+    client declared at ``initialize``, when known."""
     method = http_method.upper()
     found: list[Finding] = []
     if status is None:
@@ -209,10 +218,14 @@ def check_non_post(
             )
         )
         return found
-    if "last-event-id" in request_headers:
-        return found  # A resumption may carry the resumed request's response.
+    # A resumption may carry the resumed request's response.
+    resumes = "last-event-id" in request_headers
+    answered = False
     for index, event in enumerate(events or ()):
-        if _is_response(event.data):
+        message = _message(event.data)
+        kind = classify(message).kind if message is not None else None
+        if kind is KIND_RESPONSE and not resumes and not answered:
+            answered = True
             found.append(
                 finding(
                     "sse.get-response",
@@ -221,15 +234,26 @@ def check_non_post(
                     f"{where} sse[{index}]",
                 )
             )
-            break
+        elif kind is KIND_REQUEST and capabilities is not None:
+            bad = server_request_problem(message["method"], message.get("params"), capabilities)
+            if bad is not None:
+                found.append(finding(bad[0], bad[1], f"{where} sse[{index}]"))
+        elif kind is KIND_NOTIFICATION:
+            # The legacy listen stream's notifications are messages of the session's
+            # revision too (wire.schema.notification).
+            problem = schema.notification_problem(version or LEGACY_VERSIONS[0], message)
+            if problem:
+                found.append(
+                    finding("wire.schema.notification", problem, f"{where} sse[{index}]")
+                )
     return found
 
 
-def _is_response(data: str) -> bool:
+def _message(data: str) -> Any:
+    """An event's JSON-RPC message (None when the event carries none or no JSON)."""
     if not data:
-        return False
+        return None
     try:
-        message: Any = parse_json(data)
+        return parse_json(data)
     except ValueError:
-        return False
-    return classify(message).kind is KIND_RESPONSE
+        return None

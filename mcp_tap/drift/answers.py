@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mcp_tap.core import deepjson
 from mcp_tap.core.hashing import canonical_json
 from mcp_tap.errors import InputError
 from mcp_tap.replay import Answer, recorded_answer
@@ -70,8 +71,18 @@ def request_key(era: str, body: Mapping[str, Any]) -> RequestKey | None:
         rest = {k: v for k, v in params.items() if k != name_key}
         shown = rest["arguments"] if set(rest) == {"arguments"} else rest
     return RequestKey(era, method, name if isinstance(name, str) else None,
-                      canonical_json(params if params is not None else {}).decode(),
-                      canonical_json(shown if shown is not None else {}).decode())
+                      _key_text(params if params is not None else {}),
+                      _key_text(shown if shown is not None else {}))
+
+
+def _key_text(value: Any) -> str:
+    """``value``'s canonical JSON, or for what orjson cannot write (nesting past its
+    limit, integers past 64 bits) the stdlib-compatible text of :mod:`mcp_tap.core.deepjson`:
+    a request anyone may send is still a key, never an exception."""
+    try:
+        return canonical_json(value).decode()
+    except TypeError:  # orjson.JSONEncodeError
+        return deepjson.dumps(value)
 
 
 def final_response(messages: Sequence[Any]) -> dict[str, Any] | None:

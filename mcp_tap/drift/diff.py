@@ -13,6 +13,7 @@ from typing import Any
 
 from mcp_tap.drift.model import Area, CaptureDiff, CaptureSide, Severity
 from mcp_tap.drift.stream import MAX_ANSWERS, MAX_REQUESTS, diff_streams
+from mcp_tap.gate.hopchanges import box_lines
 
 
 def describe_side(records: Sequence[Mapping[str, Any]], bundles: Sequence[str],
@@ -59,6 +60,11 @@ def iter_lines(diff: CaptureDiff) -> Iterator[str]:
             if change.examples:
                 line += f"  [{', '.join(change.examples)}]"
             yield line
+    for side in ("baseline", "candidate"):
+        boxes = diff.hops.get(side)
+        if boxes:
+            yield f"between hops ({side}):"
+            yield from box_lines(boxes)
     if diff.only_baseline:
         yield f"asked only in the baseline (not compared): {'; '.join(diff.only_baseline)}"
     if diff.only_candidate:

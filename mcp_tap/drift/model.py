@@ -96,6 +96,9 @@ class CaptureDiff:
     only_candidate: tuple[str, ...] = ()
     health: dict[str, Any] = field(default_factory=dict)
     over_bound: bool = False
+    # Per side, what the boxes between two hops changed (the gate's rows; only for a capture
+    # with hop-comparison records).
+    hops: dict[str, Any] = field(default_factory=dict)
 
     @property
     def breaking(self) -> tuple[Change, ...]:
@@ -125,4 +128,5 @@ class CaptureDiff:
             "changes": [c.to_json() for c in self.changes],
             "health": self.health,
             "overBound": self.over_bound,
+            **({"hopChanges": self.hops} if self.hops else {}),
         }

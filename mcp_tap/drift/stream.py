@@ -36,6 +36,7 @@ from mcp_tap.drift.inventory import Inventory, add_listing, inventory_changes
 from mcp_tap.drift.model import Area, CaptureDiff, CaptureSide, Change, Severity
 from mcp_tap.errors import InputError
 from mcp_tap.gate.health import WindowTally
+from mcp_tap.gate.hopchanges import HopChanges, box_name
 from mcp_tap.gate.policy import ErrorCounting
 from mcp_tap.replay import Answer
 
@@ -62,6 +63,7 @@ class SideTally:
     inventory: Inventory = field(default_factory=dict)
     rules: RuleTally = field(default_factory=dict)
     window: WindowTally | None = None
+    boxes: HopChanges = field(default_factory=HopChanges)  # what the boxes between hops changed
 
     def __post_init__(self) -> None:
         """The health window counts with the gate's default error counting."""
@@ -77,6 +79,9 @@ class SideTally:
                 self.hops.add(hop)
             if type(record.get("rpcId")) in (int, str):
                 self.requests += 1
+        elif kind == "hop-comparison":
+            self.boxes.add(box_name(record.get("box"), record.get("between")),
+                           record.get("boxKind"), record.get("changes"))
         add_listing(self.inventory, record, self.hop)
         add_rules(self.rules, record, self.hop)
         assert self.window is not None
@@ -222,6 +227,9 @@ def diff_streams(
         only_candidate=tuple(pairing.only_candidate()),
         health={"baseline": old_window.to_json(), "candidate": new_window.to_json()},
         over_bound=pairing.over_bound,
+        hops={side: tally.boxes.to_json() for side, tally in (("baseline", old),
+                                                               ("candidate", new))
+              if tally.boxes.boxes},
     )
 
 

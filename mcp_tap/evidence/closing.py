@@ -28,6 +28,8 @@ def check_closed(v: _Verifier, segments: list[SegmentFiles]) -> None:
     if v.closed_raw is not None and not closed_summary_well_typed(v):
         return
     if v.closed is None:
+        if v.open:  # still being written: no summary yet is what writing looks like
+            return
         if v.segment_files and all(files.manifest_path for files in segments):
             v.problem(
                 "unclosed",

@@ -22,6 +22,10 @@ import orjson
 
 RESERVE_FILE: Final = ".reserve"
 RESERVE_BYTES: Final = 256 * 1024
+# Evidence holds redacted traffic, still nothing for other users of the machine: every file
+# the writer creates is the owner's only, as the report and the signing key files are.
+PRIVATE_FILE: Final = 0o600
+PRIVATE_DIR: Final = 0o700
 
 
 class SegmentFile(Protocol):
@@ -47,8 +51,28 @@ Opener = Callable[[Path], SegmentFile]
 
 
 def open_segment(path: Path) -> SegmentFile:
-    """Open a new segment file unbuffered for appending: a record is in the OS once written."""
-    return io.FileIO(path, "ab")
+    """Open a new segment file unbuffered for appending: a record is in the OS once written
+    (created :data:`PRIVATE_FILE`)."""
+    return io.FileIO(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE), "ab")
+
+
+def open_private(path: Path) -> io.BufferedWriter:
+    """Create (or truncate) ``path`` for writing bytes, :data:`PRIVATE_FILE` when created."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+    return os.fdopen(fd, "wb")
+
+
+def make_private_dirs(path: Path) -> None:
+    """``mkdir -p path`` with every directory it creates :data:`PRIVATE_DIR` (``Path.mkdir``
+    gives the parents it creates the default mode)."""
+    missing: list[Path] = []
+    for level in (path, *path.parents):
+        if level.exists():
+            break
+        missing.append(level)
+    for level in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another writer made it meanwhile
+            level.mkdir(PRIVATE_DIR)
 
 
 def fsync_dir(directory: Path) -> None:
@@ -64,7 +88,7 @@ def fsync_dir(directory: Path) -> None:
 def write_json_atomically(path: Path, value: dict[str, Any]) -> None:
     """Write ``value`` to ``path`` via a fsynced temporary file and a rename."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as handle:
+    with open_private(tmp) as handle:
         handle.write(orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
         handle.flush()
         os.fsync(handle.fileno())
@@ -106,7 +130,7 @@ class Every:
 
 def make_reserve(directory: Path) -> None:
     """Write the space reserve (best effort: a disk already full simply has none)."""
-    with contextlib.suppress(OSError), open(directory / RESERVE_FILE, "wb") as handle:
+    with contextlib.suppress(OSError), open_private(directory / RESERVE_FILE) as handle:
         handle.write(bytes(RESERVE_BYTES))
         handle.flush()
         os.fsync(handle.fileno())

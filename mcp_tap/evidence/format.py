@@ -77,6 +77,7 @@ SIGNING: Final = "signing"
 ED25519: Final = "ed25519"
 END_CLOSED: Final = "closed"
 END_ABRUPT: Final = "abrupt"
+END_OPEN: Final = "open"  # never on disk: verify's word for a bundle still being written
 
 # canonical_json's options, plus a refusal of dataclasses: orjson writes them in field order
 # even with OPT_SORT_KEYS, so one would hash differently once read back as a dict.

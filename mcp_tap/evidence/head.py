@@ -26,13 +26,17 @@ from typing import Annotated, Final
 
 import msgspec
 
+from mcp_tap.evidence.schema import CheckedRecord
+
 # orjson reads an integer up to 2**64 - 1 as an int and a larger one as a float (which is
 # then not a seq); msgspec bounds fit int64, so seq up to 2**63 - 1 is decided here.
 _Seq = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
 
 
-class RecordHead(msgspec.Struct, frozen=True):
-    """The chain fields of one stored record."""
+class RecordHead(CheckedRecord, kw_only=True):
+    """The chain fields of one stored record, decoded with the values the evidence schema
+    constrains (:mod:`mcp_tap.evidence.schema`): a line holding an impossible value fails
+    this decode and goes to the full parse, which reports it."""
 
     seq: _Seq
     prev: str

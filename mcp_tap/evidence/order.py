@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from mcp_tap.errors import EvidenceLimitError
 from mcp_tap.evidence.problems import Problem, ProblemKind
 from mcp_tap.evidence.reader import SegmentFiles, SegmentScan
 
@@ -120,6 +121,13 @@ class OrderPass:
 
 
 def _stored_records(path: Path, name: str) -> Iterator[Stored]:
+    try:
+        yield from _scanned(path, name)
+    except EvidenceLimitError:
+        return  # the first pass reported where the read stopped
+
+
+def _scanned(path: Path, name: str) -> Iterator[Stored]:
     for _number, line, _complete in SegmentScan(path).lines():
         try:
             record = orjson.loads(line)

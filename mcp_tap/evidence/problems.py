@@ -43,8 +43,9 @@ class VerifyReport:
     ``chain_head`` is the digest of the last record ("" for none); ``signer`` the hex public
     key whose signatures all verified (None: unsigned, or a signature failed); ``lost`` the
     records the bundle states lost (gap records, or the closing summary's count if larger);
-    ``exchanges`` the exchange records it holds; ``end`` is ``"closed"``, ``"abrupt"`` or
-    None (no closing summary); ``inflight`` the exchanges an abrupt end left in flight.
+    ``exchanges`` the exchange records it holds; ``end`` is ``"closed"``, ``"abrupt"``,
+    ``"open"`` (no closing summary yet, and verified as still being written) or None (no
+    closing summary); ``inflight`` the exchanges an abrupt end left in flight.
     """
 
     path: str
@@ -71,6 +72,12 @@ class VerifyReport:
     def warnings(self) -> list[Problem]:
         """The problems that do not make the bundle fail."""
         return [p for p in self.problems if p.severity == "warning"]
+
+    @property
+    def intact(self) -> bool:
+        """Whether every error is stated loss (a gap, an abrupt end) and nothing else: the
+        records there are the ones written, so a reader may use them (the loss is stated)."""
+        return all(p.kind in LOSS_KINDS for p in self.errors)
 
     @property
     def loss_ratio(self) -> float:

@@ -11,6 +11,8 @@ file and line of a malformed record (unless ``lenient``, which skips it), and ap
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +20,7 @@ from typing import Any, Final
 
 import orjson
 
-from mcp_tap.errors import BundleFormatError, InputError
+from mcp_tap.errors import BundleFormatError, EvidenceLimitError, InputError
 from mcp_tap.evidence.format import (
     BUNDLE_FILE,
     FORMAT_VERSION,
@@ -29,9 +31,31 @@ from mcp_tap.evidence.format import (
     upgrade_manifest,
     upgrade_record,
 )
-from mcp_tap.files import read_file
+from mcp_tap.evidence.schema import manifest_problem, meta_problem, record_problem
+from mcp_tap.files import open_regular, read_file
 
 _CHUNK: Final = 1 << 20  # segments are read in pieces this big: memory is flat in their size
+MAX_RECORD_BYTES: Final = 256 * 1024 * 1024
+"""The longest segment line a reader accepts by default: the proxy caps every captured body
+far below this (1 MiB a view by default), so a longer line (a sparse file, ``/dev/zero``)
+is hostile; the read stops there. :data:`RECORD_LIMIT_ENV` sets another (a capture with
+larger ``capture.max_body_bytes`` needs it)."""
+RECORD_LIMIT_ENV: Final = "MCP_TAP_MAX_RECORD_BYTES"
+
+
+def max_record_bytes() -> int:
+    """The record limit: :data:`RECORD_LIMIT_ENV` if set (bytes, at least 1 KiB), else
+    :data:`MAX_RECORD_BYTES`; :class:`InputError` for a value that is no such number."""
+    text = os.environ.get(RECORD_LIMIT_ENV)
+    if text is None:
+        return MAX_RECORD_BYTES
+    value = text.strip()
+    if not value.isdigit() or len(value) > 15 or int(value) < 1024:
+        raise InputError(f"{RECORD_LIMIT_ENV} must be a number of bytes of at least 1024, "
+                         f"got {text[:40]!r}")
+    return int(value)
+MAX_META_BYTES: Final = 16 * 1024 * 1024
+"""The largest ``bundle.json`` or manifest a reader accepts (the writer's are under 2 KB)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,19 +116,23 @@ def read_bundle_meta(path: str | Path) -> tuple[int, dict[str, Any]]:
     :class:`BundleFormatError` if ``bundle.json`` is malformed or of an unknown format.
     """
     root = Path(path)
-    if not root.is_dir():
+    if not _stat(root, "evidence bundle").is_dir():
         raise InputError(f"{root}: not a directory")
     meta_path = root / BUNDLE_FILE
-    if not meta_path.exists():
+    if not _stat(meta_path, "evidence file").exists():
         raise InputError(f"{root}: not an evidence bundle (no {BUNDLE_FILE})")
-    data = read_file(meta_path, "evidence file")
+    data = read_file(meta_path, "evidence file", limit=MAX_META_BYTES, within=root)
     try:
         meta = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise BundleFormatError(f"{meta_path}: not valid JSON ({exc})") from exc
     if not isinstance(meta, dict):
         raise BundleFormatError(f"{meta_path}: not a JSON object")
-    return check_format(meta.get("format"), str(meta_path)), meta
+    bundle_format = check_format(meta.get("format"), str(meta_path))
+    problem = meta_problem(meta)
+    if problem is not None:
+        raise BundleFormatError(f"{meta_path}: {problem}")
+    return bundle_format, meta
 
 
 def list_segments(path: str | Path) -> list[SegmentFiles]:
@@ -136,15 +164,30 @@ class SegmentScan:
     :meth:`spans` yields the file as spans of whole lines in its reads, and :meth:`lines`
     yields ``(number, line, complete)`` (the line without its newline; ``complete`` is False
     for a last line without one); both hash the bytes as they are read, so a segment is read
-    once, in :data:`_CHUNK` pieces, whatever its size. An unreadable file is an
-    :class:`InputError` naming it.
+    once, in :data:`_CHUNK` pieces, whatever its size. An unreadable file, or one that is
+    not a regular file inside the bundle, is an :class:`InputError` naming it.
+
+    Every read is bounded: a line longer than ``max_line`` bytes, or more than
+    ``max_bytes`` bytes in all (a manifest's size), stops the read with an
+    :class:`~mcp_tap.errors.EvidenceLimitError` naming the place; nothing past it is read.
     """
 
-    def __init__(self, path: Path) -> None:
-        """Prepare to read ``path``; nothing is read before :meth:`spans` or :meth:`lines`."""
+    def __init__(self, path: Path, *, max_line: int | None = None,
+                 max_bytes: int | None = None) -> None:
+        """Prepare to read ``path``; nothing is read before :meth:`spans` or :meth:`lines`.
+        ``max_line`` defaults to :func:`max_record_bytes`."""
         self.path = path
         self.size = 0
         self._hash = hashlib.sha256()
+        self.max_line = max_record_bytes() if max_line is None else max_line
+        self.max_bytes = max_bytes
+
+    def _over(self, pending: list[bytes]) -> None:
+        """Stop the read if the line in progress is past its bound."""
+        if pending and sum(map(len, pending)) > self.max_line:
+            raise EvidenceLimitError(
+                f"{self.path}: a line past byte {self.size - sum(map(len, pending))} is "
+                f"longer than {self.max_line} bytes (the record limit); read no further")
 
     @property
     def sha256(self) -> str:
@@ -162,19 +205,22 @@ class SegmentScan:
         mapping, page faults and all). Only a line that crosses two reads is joined, as a
         span of its own; the file's SHA-256 is fed from the same reads.
         """
-        try:
-            handle = open(self.path, "rb")  # noqa: SIM115 - closed in the finally below
-        except OSError as exc:
-            raise InputError(
-                f"cannot read evidence file {self.path}: {exc.strerror or exc}") from None
+        handle = open_regular(self.path, "evidence file", within=self.path.parent)
         pending: list[bytes] = []  # the start of a line that crosses reads
+        limit = self.max_bytes
+        grown = False  # the file goes on past the size its manifest states
         try:
-            while True:
+            while not grown:
+                # With a stated size, one byte past it is read (to tell that it goes on).
+                want = _CHUNK if limit is None else min(_CHUNK, limit - self.size + 1)
                 try:
-                    chunk = handle.read(_CHUNK)
+                    chunk = handle.read(want)
                 except OSError as exc:
                     raise InputError(f"cannot read evidence file {self.path}: "
                                      f"{exc.strerror or exc}") from None
+                if limit is not None and self.size + len(chunk) > limit:
+                    grown = True
+                    chunk = chunk[: limit - self.size]  # its lines up to the bound are read
                 if not chunk:
                     break
                 self.size += len(chunk)
@@ -184,6 +230,7 @@ class SegmentScan:
                     start = chunk.find(b"\n") + 1
                     if not start:
                         pending.append(chunk)
+                        self._over(pending)
                         continue
                     pending.append(chunk[:start])
                     joined = b"".join(pending)
@@ -194,8 +241,13 @@ class SegmentScan:
                     yield chunk, start, cut
                 if cut < len(chunk):
                     pending.append(chunk[max(cut, start):])
+                    self._over(pending)
         finally:
             handle.close()
+        if grown:
+            raise EvidenceLimitError(
+                f"{self.path}: larger than its manifest says ({limit} bytes); "
+                "read no further")
         if pending:
             joined = b"".join(pending)
             yield joined, 0, len(joined)
@@ -242,7 +294,7 @@ def parse_line(number: int, piece: bytes, complete: bool) -> Line:
 
 def read_manifest(path: Path) -> dict[str, Any]:
     """Return the raw (not upgraded) manifest at ``path``; BundleFormatError if malformed."""
-    data = read_file(path, "evidence file")
+    data = read_file(path, "evidence file", limit=MAX_META_BYTES, within=path.parent)
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -262,17 +314,30 @@ def check_manifest_format(manifest: dict[str, Any], path: Path, bundle_format: i
 
 
 def _segment_records(
-    path: Path, bundle_format: int, *, lenient: bool
+    info: SegmentInfo, bundle_format: int, *, lenient: bool
 ) -> Iterator[dict[str, Any]]:
     upgrade = bundle_format != FORMAT_VERSION
-    for number, piece, complete in SegmentScan(path).lines():
-        line = parse_line(number, piece, complete)
-        if line.record is None or not complete:
-            if lenient:
-                continue
-            problem = line.error if complete else "incomplete last line (truncated segment)"
-            raise BundleFormatError(f"{path} line {number}: {problem}")
-        yield upgrade_record(line.record, bundle_format) if upgrade else line.record
+    path = info.path
+    size = info.manifest.get("bytes") if info.manifest is not None else None
+    scan = SegmentScan(path, max_bytes=size if type(size) is int else None)
+    try:
+        for number, piece, complete in scan.lines():
+            line = parse_line(number, piece, complete)
+            record = line.record
+            if record is not None and complete:
+                if upgrade:
+                    record = upgrade_record(record, bundle_format)
+                problem = record_problem(record)
+                if problem is None:
+                    yield record
+                    continue
+            else:
+                problem = line.error if complete else "incomplete last line (truncated segment)"
+            if not lenient:
+                raise BundleFormatError(f"{path} line {number}: {problem}")
+    except EvidenceLimitError:
+        if not lenient:
+            raise  # lenient: the rest of this segment is unreadable, the next may not be
 
 
 def _segment_info(files: SegmentFiles, bundle_format: int, *, lenient: bool) -> SegmentInfo | None:
@@ -291,6 +356,11 @@ def _segment_info(files: SegmentFiles, bundle_format: int, *, lenient: bool) -> 
                 raise
         else:
             manifest = upgrade_manifest(raw, bundle_format)
+            problem = manifest_problem(manifest)
+            if problem is not None:
+                if not lenient:
+                    raise BundleFormatError(f"{files.manifest_path}: {problem}")
+                manifest = None
     return SegmentInfo(files.number, files.path, manifest)
 
 
@@ -305,7 +375,7 @@ def iter_records(path: str | Path, *, lenient: bool = False) -> Iterator[dict[st
     for files in list_segments(path):
         info = _segment_info(files, bundle_format, lenient=lenient)
         if info is not None:
-            yield from _segment_records(info.path, bundle_format, lenient=lenient)
+            yield from _segment_records(info, bundle_format, lenient=lenient)
 
 
 def read_bundle(path: str | Path, *, lenient: bool = False) -> Bundle:
@@ -323,11 +393,14 @@ def read_bundle(path: str | Path, *, lenient: bool = False) -> Bundle:
         if info is None:
             continue
         bundle.segments.append(info)
-        bundle.records.extend(_segment_records(info.path, bundle_format, lenient=lenient))
+        bundle.records.extend(_segment_records(info, bundle_format, lenient=lenient))
     return bundle
 
 
 __all__ = [
+    "MAX_META_BYTES",
+    "MAX_RECORD_BYTES",
+    "RECORD_LIMIT_ENV",
     "Bundle",
     "Line",
     "SegmentFiles",
@@ -336,12 +409,42 @@ __all__ = [
     "check_manifest_format",
     "iter_records",
     "list_segments",
+    "max_record_bytes",
     "parse_line",
     "parse_lines",
     "read_bundle",
     "read_bundle_meta",
     "read_manifest",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Stat:
+    """What one ``stat`` found: a file, a directory, or nothing."""
+
+    path: Path
+    mode: int | None  # None: nothing there
+
+    def exists(self) -> bool:
+        return self.mode is not None
+
+    def is_file(self) -> bool:
+        return self.mode is not None and stat.S_ISREG(self.mode)
+
+    def is_dir(self) -> bool:
+        return self.mode is not None and stat.S_ISDIR(self.mode)
+
+
+def _stat(path: Path, what: str) -> _Stat:
+    """``stat`` ``path`` (following symlinks): nothing there is no error, anything else that
+    stops it (no permission to search the directory) is an :class:`InputError` naming it.
+    ``Path.exists`` and ``Path.is_file`` raise PermissionError for that, a traceback."""
+    try:
+        return _Stat(path, os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return _Stat(path, None)
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
 
 
 def find_bundles(path: str | Path) -> list[Path]:
@@ -353,14 +456,19 @@ def find_bundles(path: str | Path) -> list[Path]:
     if isinstance(path, str) and not path.strip():
         raise InputError("an empty path names no evidence")
     root = Path(path)
-    meta = root / BUNDLE_FILE
+    meta = _stat(root / BUNDLE_FILE, "evidence file")
     if meta.is_file():
         return [root]
     if meta.exists():
-        raise InputError(f"{meta}: not a file")
-    if not root.is_dir():
+        raise InputError(f"{meta.path}: not a file")
+    if not _stat(root, "evidence").is_dir():
         raise InputError(f"{root}: not a directory")
-    found = sorted(p for p in root.iterdir() if (p / BUNDLE_FILE).is_file())
+    try:
+        entries = sorted(root.iterdir())
+    except OSError as exc:
+        raise InputError(f"cannot read evidence {root}: {exc.strerror or exc}") from None
+    # A subdirectory that cannot be read may be a bundle: an error, never silently skipped.
+    found = [p for p in entries if _stat(p / BUNDLE_FILE, "evidence file").is_file()]
     if not found:
         raise InputError(f"{root}: not an evidence bundle and holds none (no {BUNDLE_FILE})")
     return found

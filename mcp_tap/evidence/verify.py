@@ -27,6 +27,13 @@ What is checked, on records exactly as stored (before any migration):
 * every gap record is reported (``gap``) and an ``end: "abrupt"`` summary too (``abrupt``:
   the forwarder vanished with exchanges in flight): the evidence is incomplete, so it fails.
 
+A bundle verified as ``open`` (its writer is known to be still writing it: a running tap's
+own bundle, judged by its live ``/gate``) is judged on what is complete so far: while it has
+no closing summary, the last segment's missing manifest and an unfinished last line of that
+segment are what writing looks like, not problems, and that line is not read (the report's
+``end`` is ``"open"``). Everything before it is checked as for any bundle; the open segment's
+lines are covered by no signed manifest yet, so their numbers are always screened.
+
 Records are read one at a time from a chunked read of each segment, so memory is flat in the
 bundle's size. The sequence and chain are checked as the records stream past; only when a
 record is out of order does a second pass keep every ``(seq, prev, digest)`` to name exactly
@@ -43,21 +50,24 @@ import hashlib
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from mcp_tap.errors import BundleFormatError
+from mcp_tap.errors import BundleFormatError, EvidenceLimitError
 from mcp_tap.evidence.closing import _text, check_closed
 from mcp_tap.evidence.format import (
     DIGEST_MEMBER,
     DIGEST_TAIL,
     ED25519,
     END_CLOSED,
+    END_OPEN,
     SIGNATURE,
     SIGNING,
     line_digest,
+    manifest_name,
     record_digest,
     upgrade_manifest,
     upgrade_record,
@@ -79,6 +89,7 @@ from mcp_tap.evidence.reader import (
     read_bundle_meta,
     read_manifest,
 )
+from mcp_tap.evidence.schema import line_problem, manifest_problem, record_problem
 from mcp_tap.evidence.sealed import SealedConsumer, take_sealed
 from mcp_tap.evidence.screen import ORJSON_DEPTH, nesting_bounded, suspect_lines
 from mcp_tap.evidence.signing import signature_valid
@@ -110,6 +121,18 @@ def _record_digest(record: dict[str, Any]) -> str | None:
         return None
 
 
+def _manifest_size(files: SegmentFiles) -> int | None:
+    """The segment size its manifest states, to bound the segment's read (None: no
+    manifest, or none readable; check_manifest reports why)."""
+    if files.manifest_path is None:
+        return None
+    try:
+        size = read_manifest(files.manifest_path).get("bytes")
+    except BundleFormatError:
+        return None
+    return size if type(size) is int and size >= 0 else None
+
+
 def _public_key(signing: object) -> bytes | None:
     """The raw public key of a ``signing`` object of the writer's shape, else None."""
     if not isinstance(signing, dict) or signing.get("algorithm") != ED25519:
@@ -131,7 +154,7 @@ class _Verifier:
                  consumer: RecordConsumer | None = None, *, fast_keys: Sequence[bytes] = (),
                  decode: LineDecoder | None = None,
                  prepare: Callable[[dict[str, Any]], Any] | None = None,
-                 sealed: SealedConsumer | None = None) -> None:
+                 open_bundle: bool = False, sealed: SealedConsumer | None = None) -> None:
         self.root = root
         self.sealed = sealed
         self.consumer = consumer
@@ -144,6 +167,8 @@ class _Verifier:
         self.closed_raw = meta.get("closed")
         closed = self.closed_raw
         self.closed: dict[str, Any] | None = closed if isinstance(closed, dict) else None
+        # Still being written: a closing summary, once there, makes it a closed bundle.
+        self.open = open_bundle and closed is None
         self.trusted = tuple(trusted_keys)
         self.strict = require_signed or bool(self.trusted)
         self.problems: list[Problem] = []
@@ -236,8 +261,25 @@ class _Verifier:
         if self.sealed is not None and take_sealed(self, files, self.sealed):
             return  # its signed manifest's tallies stand for its records
         self.segment_files += 1
-        scan = SegmentScan(files.path)
-        first = self.records_of(name, scan)
+        path = files.path
+        if files.manifest_path is None and self.open and not is_last:
+            files = _late_manifest(files, path)
+        scan = SegmentScan(path, max_bytes=_manifest_size(files))
+        # The segment an open bundle's writer is appending to: its unfinished line is skipped.
+        writing = self.open and is_last and files.manifest_path is None
+        try:
+            first = self.records_of(name, scan, writing=writing,
+                                    covered=files.manifest_path is not None)
+        except EvidenceLimitError as exc:
+            # The read stopped at its bound: one problem, nothing past it read or checked.
+            grown = scan.max_bytes is not None and scan.size >= scan.max_bytes
+            self.problem("manifest" if grown else "format",
+                         f"{name}: {str(exc).removeprefix(f'{path}: ')}", segment=name)
+            self.previous_chain_head = None
+            return
+        if writing:
+            self.previous_chain_head = None
+            return
         if files.manifest_path is None:
             if is_last and self.closed is None:
                 self.problem(
@@ -253,8 +295,13 @@ class _Verifier:
             return
         self.check_manifest(files, name, scan, first)
 
-    def records_of(self, name: str, scan: SegmentScan) -> Stored | None:
+    def records_of(self, name: str, scan: SegmentScan, *, writing: bool = False,
+                   covered: bool = True) -> Stored | None:
         """Check every line of one segment; return its first record (for the manifest).
+
+        ``writing``: the segment an open bundle's writer is appending to, whose unfinished
+        last line is not read; ``covered``: the segment has a manifest (which a trusted
+        signature would cover).
 
         The hot loop of verify: one SHA-256 per record over the line as stored, and its
         chain fields. Those come from :func:`~mcp_tap.evidence.head.decode_head` (the line's
@@ -287,7 +334,7 @@ class _Verifier:
         # Without a trusted signature each read is screened for numbers the narrow parse
         # cannot judge; lines past msgspec's nesting limit are sorted out per line where
         # that limit is not below orjson's.
-        screen = (fast or decode is not None) and not self.trusted_signer
+        screen = (fast or decode is not None) and not (self.trusted_signer and covered)
         deep = screen and not nesting_bounded()
         suspects: set[int] | None = None
         head_errors = DECODE_ERRORS
@@ -322,6 +369,8 @@ class _Verifier:
                 end = find(b"\n", pos)
                 complete = end >= 0
                 if not complete:
+                    if writing:  # the line the writer is still writing: not a record yet
+                        break
                     end = size
                 number += 1
                 line = view[pos:end]
@@ -344,6 +393,8 @@ class _Verifier:
                     if decode is not None and narrow:
                         if block_utf8 or valid_utf8(line):
                             record = decode(line)
+                            if record is not None and line_problem(line) is not None:
+                                record = None  # the full parse below reports the value
                             if record is not None:  # its chain fields are typed
                                 seq, prev = record.seq, record.prev
                                 digest, kind = record.digest, record.kind
@@ -356,8 +407,9 @@ class _Verifier:
                             seq, prev = record.get("seq"), record.get("prev")
                             digest, kind = record.get("digest"), record.get("kind")
                             if (type(seq) is not int or seq < 0 or type(prev) is not str
-                                    or type(digest) is not str or type(kind) is not str):
-                                kind = None
+                                    or type(digest) is not str or type(kind) is not str
+                                    or record_problem(record) is not None):
+                                kind = None  # self.line below reports it
                 actual = None
                 if kind is not None and kind != "gap":
                     # The format-2 digest, hashed in place: SHA-256 of the line up to its
@@ -445,6 +497,10 @@ class _Verifier:
             )
             return None
         self.records += 1
+        problem = record_problem(upgrade_record(record, self.format))
+        if problem is not None:
+            # Counted in the chain (its chain fields are sound), never handed on.
+            self.problem("format", f"{name} line {number}: {problem}", segment=name, seq=seq)
         actual = line_digest(line) if self.format >= 2 else None
         if (actual if actual is not None else _record_digest(record)) != digest:
             self.problem("digest", f"record seq {seq} in {name}: digest mismatch",
@@ -457,7 +513,7 @@ class _Verifier:
             self.exchanges += 1
         elif kind == "gap":
             self.gap(name, seq, record)
-        if self.consumer is not None and complete:
+        if self.consumer is not None and complete and problem is None:
             self.batch.append(record if self.prepare is None else self.prepare(record))
         return seq, prev, digest
 
@@ -507,6 +563,9 @@ class _Verifier:
             self.signature_failed(f"{manifest_file}: signed, but bundle.json names no "
                                   "signing key", segment=name)
         manifest = upgrade_manifest(raw, self.format)
+        problem = manifest_problem(manifest)
+        if problem is not None:
+            self.problem("format", f"{manifest_file}: {problem}", segment=name)
         expected: dict[str, Any] = {
             "segment": files.number,
             "count": self.segment_count,
@@ -550,6 +609,14 @@ class _Verifier:
         return max(self.gap_lost, stated if type(stated) is int and stated > 0 else 0)
 
 
+def _late_manifest(files: SegmentFiles, segment: Path) -> SegmentFiles:
+    """``files`` with the manifest an open bundle's writer wrote after the directory was
+    listed (it closes a segment, manifest and all, before it opens the next one, so a
+    segment before the last one always has its manifest by the time it is read)."""
+    manifest = segment.with_name(manifest_name(files.number))
+    return replace(files, manifest_path=manifest) if manifest.exists() else files
+
+
 def verify_bundle(
     path: str | Path,
     *,
@@ -559,9 +626,14 @@ def verify_bundle(
     fast_keys: Sequence[bytes] = (),
     decode: LineDecoder | None = None,
     prepare: Callable[[dict[str, Any]], Any] | None = None,
+    open_bundle: bool = False,
     sealed: SealedConsumer | None = None,
 ) -> VerifyReport:
     """Check the bundle at ``path`` and return every problem found.
+
+    ``open_bundle``: its writer is still writing it (a running tap's own bundle): without a
+    closing summary it is judged on what is complete so far (see the module docstring), and
+    the report's ``end`` is ``"open"``.
 
     ``consumer`` is handed each stored record, in file order, as it is checked (the record
     parsed from its line, as stored, before any migration): a list of them once per read of
@@ -590,12 +662,14 @@ def verify_bundle(
     root = Path(path)
     bundle_format, meta = read_bundle_meta(root)
     verifier = _Verifier(root, bundle_format, meta, trusted_keys, require_signed, consumer,
-                         fast_keys=fast_keys, decode=decode, prepare=prepare, sealed=sealed)
+                         fast_keys=fast_keys, decode=decode, prepare=prepare,
+                         open_bundle=open_bundle, sealed=sealed)
     verifier.run()
     signer = (verifier.public_key.hex()
               if verifier.public_key is not None and verifier.signatures_ok else None)
     closed = verifier.closed or {}
-    end = closed.get("end", END_CLOSED if verifier.closed is not None else None)
+    end = closed.get("end", END_CLOSED if verifier.closed is not None
+                     else END_OPEN if verifier.open else None)
     inflight = closed.get("inflight")
     return VerifyReport(
         path=str(root),

@@ -124,6 +124,8 @@ class RecordView(Struct, kw_only=True, gc=False):
     box: Any = None
     between: Any = None
     boxes: Any = None
+    boxKind: Any = None  # a hop-comparison record's kind of box, and the changes it made
+    changes: Any = None
     lost: Any = None  # a gap record's count and reason
     reason: Any = None
     ingress: Ingress | _Json = None

@@ -74,6 +74,7 @@ from mcp_tap.evidence.disk import (
     Every,
     Opener,
     SegmentFile,
+    make_private_dirs,
     make_reserve,
     open_segment,
     release_reserve,
@@ -225,6 +226,7 @@ class EvidenceWriter:
         self._lost_log = Every(_LOG_EVERY_S)
         self._end: dict[str, Any] = {"end": END_CLOSED}
         self._held: dict[str, Any] | None = None  # note_held(): for the closing summary
+        self._pairing: dict[str, Any] | None = None  # note_pairing(): two hops in one tap
 
         self.written = 0
         self.lost = 0
@@ -367,6 +369,12 @@ class EvidenceWriter:
         its clients back because recording was behind (timing only: nothing was lost)."""
         self._held = {"pauses": int(pauses), "seconds": round(float(seconds), 3)}
 
+    def note_pairing(self, counts: dict[str, Any]) -> None:
+        """State in the closing summary (``hopPairing``) how the exchanges of two hops were
+        paired (``paired`` by way), and how many stayed ``unpaired`` (per hop) or
+        ``ambiguous`` (several candidates: never guessed)."""
+        self._pairing = dict(counts)
+
     def flush(self, timeout: float | None = None) -> bool:
         """Block until every record submitted so far is written or counted lost.
 
@@ -493,7 +501,7 @@ class EvidenceWriter:
 
     def _create_bundle(self, previous: dict[str, Any] | None = None) -> None:
         """Write a new ``bundle.json`` (OSError propagates; the caller decides what it means)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.directory)
         taken = [
             entry.name
             for entry in self.directory.iterdir()
@@ -854,6 +862,7 @@ class EvidenceWriter:
             "lost": self._stated + unstated,
             **self._end,
             **({"heldBack": self._held} if self._held else {}),
+            **({"hopPairing": self._pairing} if self._pairing else {}),
         }
         try:
             write_json_atomically(

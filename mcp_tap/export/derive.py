@@ -5,7 +5,9 @@ fresh, valid chain). Every record is copied in order through a
 :class:`~mcp_tap.core.redaction.Redactor` built from the stricter
 :class:`~mcp_tap.core.redaction.RedactionPolicy` (the default denylist is always part of
 it, so nothing the capture hid comes back): request and answer headers, bodies, SSE event
-data, and finding messages (scrubbed of every value the policy removes). A view whose
+data, request targets (query and path parameters, as the live tap redacts them), tap error
+reasons, and finding messages (scrubbed of every value the policy removes); URLs in a
+hop-comparison's ``box`` and in findings lose their userinfo and query. A view whose
 body changed loses its ``bodyDigest``: that is a SHA-256 of the bytes that held what is
 now hidden, and an unkeyed digest of a secret is not allowed to reach disk either. Gap
 records are copied as they are, so the losses of the capture stay stated.
@@ -25,12 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from mcp_tap.core.redaction import RedactionPolicy, Redactor
+from mcp_tap.core.redaction import RedactionPolicy, Redactor, strip_url_secrets
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import EvidenceWriter, iter_records, verify_bundle
 from mcp_tap.evidence.reader import read_bundle_meta
 from mcp_tap.files import read_file
 from mcp_tap.proxy.options import redaction_policy
+from mcp_tap.proxy.options.redaction import REDACTION_TABLES
+from mcp_tap.tables import check_tables
 
 _VIEWS: Final = ("ingress", "origin", "egress")
 _HEADER_KEYS: Final = ("headers", "forwardedHeaders")
@@ -57,6 +61,9 @@ def load_policy_file(path: str) -> RedactionPolicy:
         raise InputError(f"{path}: not valid TOML ({exc})") from None
     if "redaction" not in data:
         raise InputError(f"{path}: has no [redaction] table (extra_keys, [[redaction.argument]])")
+    # Only the redaction tables are read (a proxy config's other tables are its own).
+    check_tables({"redaction": data["redaction"]},
+                 {"": frozenset({"redaction"}), **REDACTION_TABLES}, path)
     return redaction_policy(data["redaction"])
 
 
@@ -116,6 +123,10 @@ class _RecordRedactor:
         """A redacted copy of ``record`` without the writer-owned keys."""
         out = {k: v for k, v in record.items() if k not in _WRITER_OWNED}
         if record.get("kind") != "exchange":
+            if isinstance(out.get("box"), str):
+                # A hop-comparison names the box by its upstream URL, whose userinfo (or
+                # query) a tap before this one wrote in full.
+                out["box"] = strip_url_secrets(out["box"])
             return self._scrub_findings(out, [])
         header_lists: list[list[tuple[str, str]]] = []
         messages: list[Any] = []
@@ -127,6 +138,15 @@ class _RecordRedactor:
             header_lists += [_pairs(view.get(key)) for key in _HEADER_KEYS]
             messages += _body_messages(view)
             out[name], body_changed = self._view(view)
+            if name == "ingress" and body_changed:
+                # An Mcp-Param-* header may mirror an argument the body just lost.
+                for key in _HEADER_KEYS:
+                    if key in out[name]:
+                        out[name][key] = self.redactor.redact_mirrored(out[name][key],
+                                                                       view.get("body"))
+            if isinstance(view.get("path"), str):
+                # The request target's query and path parameters, as the live tap does.
+                out[name]["path"] = self.redactor.redact_url(view["path"])
             if body_changed:
                 changed_views.add(name)
         if "origin" in changed_views and isinstance(out.get("egress"), dict):
@@ -141,13 +161,21 @@ class _RecordRedactor:
     def _scrub_findings(self, out: dict[str, Any], secrets: list[str]) -> dict[str, Any]:
         findings = out.get("findings")
         if isinstance(findings, list):
-            out["findings"] = [
-                {**f, "message": self.redactor.scrub(str(f.get("message", "")), secrets)}
-                if isinstance(f, dict) else f for f in findings]
+            out["findings"] = [self._finding(f, secrets) if isinstance(f, dict) else f
+                               for f in findings]
         tap_error = out.get("tapError")
         if isinstance(tap_error, dict) and isinstance(tap_error.get("reason"), str):
-            out["tapError"] = {**tap_error,
-                               "reason": self.redactor.scrub(tap_error["reason"], secrets)}
+            reason = self.redactor.redact_reason(tap_error["reason"])
+            out["tapError"] = {**tap_error, "reason": self.redactor.scrub(reason, secrets)}
+        return out
+
+    def _finding(self, finding: dict[str, Any], secrets: list[str]) -> dict[str, Any]:
+        """A finding with its message scrubbed and URLs in its text cut to what may show
+        (a hop finding's ``where`` names the box by its upstream URL)."""
+        out = {**finding, "message": self.redactor.scrub(
+            strip_url_secrets(str(finding.get("message", ""))), secrets)}
+        if isinstance(finding.get("where"), str):
+            out["where"] = strip_url_secrets(finding["where"])
         return out
 
 

@@ -285,23 +285,41 @@ def hop_source(
 
 def judge_hop(counted: HopTally, policy: HopPolicy) -> SourceResult:
     """Judge a finished :class:`HopTally` as :func:`hop_source` does."""
-    comparisons, tallies = counted.comparisons, counted.boxes
+    comparisons, tallies, changes = counted.comparisons, counted.boxes, counted.changes
     reasons: list[Reason] = []
     if policy.require_two_hop and comparisons == 0:
         reasons.append(Reason("gate.hop.empty",
                               "the policy requires a two-hop capture and none was recorded"))
     for (rule_id, box), tally in sorted(tallies.items()):
+        if not policy.blocks(rule_id):
+            continue
+        paths = changes.paths_of(box, rule_id)
         reasons.append(Reason(
             "gate.hop",
-            f"{rule_id} {box}: {tally.count} finding(s)",
+            f"{rule_id} {box}: {tally.count} finding(s)"
+            + (f" at {', '.join(paths[:3])}" + (", ..." if len(paths) > 3 else "")
+               if paths else ""),
             (rule_id,),
-            {"box": box, "count": tally.count, "examples": tally.examples},
+            {"box": box, "count": tally.count, "examples": tally.examples,
+             **({"paths": paths} if paths else {})},
+        ))
+    for box, cls, count, paths in changes.blocked(policy.block):
+        reasons.append(Reason(
+            "gate.hop.change",
+            f"{cls} {box}: {count} change(s) the policy blocks at {', '.join(paths[:3])}"
+            + (", ..." if len(paths) > 3 else ""),
+            details={"box": box, "class": cls, "count": count, "paths": paths},
         ))
     summary = {
         "comparisons": comparisons,
         "findings": sum(t.count for t in tallies.values()),
-        "boxes": sorted({box for _, box in tallies}),
+        "boxes": sorted({box for _, box in tallies} | set(changes.boxes)),
     }
+    allowed = sorted({r for r, _ in tallies if not policy.blocks(r)})
+    if allowed:
+        summary["allowed"] = allowed
+    if changes.boxes:
+        summary["changes"] = changes.to_json()
     return SourceResult("hop", tuple(reasons), summary)
 
 
@@ -381,8 +399,9 @@ class BundleCheck:
     ``head`` is the bundle's chain head (the digest of its last record, "" when unknown:
     :attr:`~mcp_tap.evidence.VerifyReport.chain_head`); ``signer`` the hex Ed25519 key whose
     signatures all verified (None: unsigned or forged); ``lost`` the records it states lost
-    and ``exchanges`` the exchange records it holds; ``end`` ``"closed"``, ``"abrupt"`` or
-    None (no closing summary).
+    and ``exchanges`` the exchange records it holds; ``end`` ``"closed"``, ``"abrupt"``,
+    ``"open"`` (still being written: judged on what is complete so far) or None (no closing
+    summary).
     """
 
     role: str

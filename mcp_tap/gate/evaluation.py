@@ -59,7 +59,12 @@ class GateRequest:
 
     ``rollback`` is the parsed rollback-evidence JSON (``None``: there is none, the gate
     holds); ``environ`` is where the policy's HMAC key variable is looked up (``None``:
-    this process's environment).
+    this process's environment). ``open_bundles`` are bundles (of ``evidence`` or
+    ``baseline``) whose writer is still writing them: a running tap's own bundle for its
+    live ``/gate``, a fleet's bundles for a gate service. While one has no closing summary
+    it is judged on what is complete so far (``open_bundle`` of
+    :func:`~mcp_tap.evidence.verify_bundle`): a missing summary, the open segment's missing
+    manifest and its unfinished last line are not reasons to roll back.
     """
 
     evidence: tuple[Path, ...]
@@ -68,6 +73,14 @@ class GateRequest:
     baseline: tuple[Path, ...] = ()
     reports: tuple[Report, ...] = ()
     environ: Mapping[str, str] | None = field(default=None, compare=False)
+    open_bundles: tuple[Path, ...] = ()
+
+    def is_open(self, path: Path) -> bool:
+        """Whether ``path`` names one of :attr:`open_bundles` (symlinks and all)."""
+        if not self.open_bundles:
+            return False
+        resolved = path.resolve()
+        return any(resolved == p.resolve() for p in self.open_bundles)
 
 
 @dataclass(slots=True)
@@ -125,8 +138,10 @@ def load_request(
     baseline: Iterable[str | Path] = (),
     reports: Iterable[Path] = (),
     environ: Mapping[str, str] | None = None,
+    open_bundles: Iterable[str | Path] = (),
 ) -> GateRequest:
-    """Read the policy, rollback evidence and reports and find the bundles (InputError)."""
+    """Read the policy, rollback evidence and reports and find the bundles (InputError);
+    ``open_bundles`` name bundles still being written (see :class:`GateRequest`)."""
     from mcp_tap.evidence import find_all_bundles
 
     loaded_policy = load_policy(policy)
@@ -140,6 +155,7 @@ def load_request(
         baseline=tuple(find_all_bundles(baselines)) if baselines else (),
         reports=parsed,
         environ=environ,
+        open_bundles=tuple(Path(p) for p in open_bundles),
     )
 
 
@@ -220,9 +236,11 @@ def _gap(view: RecordView) -> tuple[int, str]:
             why if isinstance(why, str) else "unknown")
 
 
-def scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
+def scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool = False
+                ) -> BundleScan:
     """Verify one bundle and stream its records into the tallies its role needs (see
-    :func:`_scan_bundle`), with the cyclic garbage collector paused.
+    :func:`_scan_bundle`), with the cyclic garbage collector paused. ``open_bundle``: its
+    writer is still writing it (see :class:`GateRequest`).
 
     Records are acyclic JSON trees, freed by reference counting as soon as the tallies drop
     them; each parsed record is hundreds of containers that would trigger and be walked by
@@ -231,13 +249,13 @@ def scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _scan_bundle(path, role, policy)
+        return _scan_bundle(path, role, policy, open_bundle)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
+def _scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool) -> BundleScan:
     """Verify one bundle and stream its records into the tallies its role needs.
 
     A ``candidate`` feeds every source; a ``baseline`` only the health window and the
@@ -261,9 +279,10 @@ def _scan_bundle(path: Path, role: str, policy: Policy) -> BundleScan:
         # signer is acceptable is judged later, by the integrity source, exactly as for any
         # other bundle.
         report = verify_bundle(path, consumer=feed.batch, prepare=view_of,
-                               fast_keys=policy.evidence.trusted_keys, decode=decode_checked)
+                               fast_keys=policy.evidence.trusted_keys, decode=decode_checked,
+                               open_bundle=open_bundle)
     else:
-        report = verify_bundle(path)
+        report = verify_bundle(path, open_bundle=open_bundle)
     problems = tuple((str(p.kind), str(p.severity), str(p.message)) for p in report.problems)
     ok = bool(report.ok)
     # What verification established about the whole bundle (signature, loss, end), carried
@@ -317,16 +336,16 @@ def _sdk_tally(scan: BundleScan, policy: Policy) -> Any:
     return SdkDiffTally(DEFAULT_ALLOWLIST | policy.sdk.allow_fields)
 
 
-def _scan_all(jobs: Sequence[tuple[Path, str]], policy: Policy, workers: int | None
+def _scan_all(jobs: Sequence[tuple[Path, str, bool]], policy: Policy, workers: int | None
               ) -> list[BundleScan]:
     count = min(len(jobs), workers if workers is not None else (os.cpu_count() or 1))
     if count <= 1:
-        return [scan_bundle(path, role, policy) for path, role in jobs]
+        return [scan_bundle(path, role, policy, live) for path, role, live in jobs]
     # Forking a process that runs threads can copy a held lock; spawn is safe there.
     method = "fork" if threading.active_count() == 1 else "spawn"
     with ProcessPoolExecutor(count, mp_context=multiprocessing.get_context(method)) as pool:
-        return list(pool.map(scan_bundle, *zip(*jobs, strict=True),
-                             [policy] * len(jobs)))
+        paths, roles, live = zip(*jobs, strict=True)
+        return list(pool.map(scan_bundle, paths, roles, [policy] * len(jobs), live))
 
 
 def _rollback(request: GateRequest) -> RollbackResult:
@@ -345,8 +364,8 @@ def evaluate(request: GateRequest, *, workers: int | None = None) -> Decision:
     """
     policy = request.policy
     rollback = _rollback(request)
-    jobs = [(p, "candidate") for p in request.evidence] + [
-        (p, "baseline") for p in request.baseline]
+    jobs = [(p, "candidate", request.is_open(p)) for p in request.evidence] + [
+        (p, "baseline", request.is_open(p)) for p in request.baseline]
     scans = _scan_all(jobs, policy, workers)
     candidates = [s for s in scans if s.check.role == "candidate"]
     baselines = [s for s in scans if s.check.role == "baseline"]
@@ -407,7 +426,9 @@ def evaluate_files(
     baseline: Iterable[str | Path] = (),
     reports: Iterable[Path] = (),
     workers: int | None = None,
+    open_bundles: Iterable[str | Path] = (),
 ) -> Decision:
     """Read a request from files (:func:`load_request`) and :func:`evaluate` it."""
-    request = load_request(evidence, policy, rollback, baseline=baseline, reports=reports)
+    request = load_request(evidence, policy, rollback, baseline=baseline, reports=reports,
+                           open_bundles=open_bundles)
     return evaluate(request, workers=workers)

@@ -9,7 +9,10 @@ Definitions (all from ``exchange`` records in the docs/architecture.md format):
 * **error**: a sample that the tap answered itself (``tapError``: its 502/504 means the
   upstream never answered), that has no origin status at all, or, as the policy counts
   them, whose origin status is 5xx / 4xx or whose origin body or an SSE event is a JSON-RPC
-  error response. A sample is one error however many of these apply.
+  error response. A sample is one error however many of these apply. A 4xx or JSON-RPC
+  error answering a request that broke a request rule (a ``request`` finding of strength
+  ``must``: the client's own fault, which the server was right to refuse) is no error:
+  it is counted as **rejected**, the client's doing, not the server's.
 * **latency**: ``origin.endAt - ingress.receivedAt`` in ms; **SSE first-event latency**:
   ``origin.sse[0].at - ingress.receivedAt``; **stream duration**: ``origin.endAt`` minus
   ``origin.firstByteAt`` (else the first event's time). Percentiles are nearest-rank.
@@ -42,6 +45,7 @@ from mcp_tap.evidence.view import (
 from mcp_tap.gate.counts import ValueCounts
 from mcp_tap.gate.decision import Reason, SourceResult
 from mcp_tap.gate.policy import ErrorCounting, HealthPolicy
+from mcp_tap.gate.tally import summaries_of
 
 # Float sums such as 0.01 + 0.005 carry rounding noise; a measurement exactly at a threshold
 # must pass, so comparisons allow this much slack.
@@ -75,11 +79,13 @@ class ErrorCounts:
     http_4xx: int = 0
     tap: int = 0
     unanswered: int = 0
+    rejected: int = 0  # refusals of the client's own broken requests: not errors
 
     def to_json(self) -> dict[str, int]:
         """Return the counts as a JSON object."""
         return {"jsonrpc": self.jsonrpc, "http5xx": self.http_5xx, "http4xx": self.http_4xx,
-                "tap": self.tap, "unanswered": self.unanswered}
+                "tap": self.tap, "unanswered": self.unanswered,
+                "clientRejected": self.rejected}
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,16 +140,6 @@ def percentile(values: Sequence[float], p: float) -> float:
     return ordered[rank - 1]
 
 
-class Measured(Protocol):
-    """Counted measurements that give nearest-rank percentiles: exact
-    (:class:`~mcp_tap.gate.counts.ValueCounts`) or sketched
-    (:class:`mcp_tap.gate.sketch.Measure`)."""
-
-    def __len__(self) -> int: ...
-
-    def percentiles(self, ps: Sequence[float]) -> list[float]: ...
-
-
 def _percentiles(values: Measured) -> Percentiles | None:
     if not values:
         return None
@@ -157,27 +153,53 @@ def _num(value: Any) -> float | None:
     return None
 
 
+def client_broke_request(findings: Any) -> bool:
+    """Whether a record's ``findings`` hold a ``must`` finding of the request boundary: its
+    request broke a rule, so an error answering it is the client's doing."""
+    return any(boundary == "request" and strength == "must"
+               for _rule, boundary, strength, _where in summaries_of(findings))
+
+
 # What failed in a failing sample (bits of WindowTally.failures): no upstream answer (a tap
-# error or no status), a 5xx or 4xx status, a JSON-RPC error response.
+# error or no status), a 5xx or 4xx status, a JSON-RPC error response; and whether the
+# client's own request broke a must rule (for a 4xx or a JSON-RPC error).
 FAILED_UNANSWERED: Final = 1
 FAILED_5XX: Final = 2
 FAILED_4XX: Final = 4
 FAILED_JSONRPC: Final = 8
+CLIENT_BROKE: Final = 16
+_REFUSALS: Final = FAILED_4XX | FAILED_JSONRPC
 
 
-def errors_of(failures: Mapping[int, int], counting: ErrorCounting) -> int:
-    """The errors ``counting`` counts among failing samples tallied by what failed."""
-    counted = FAILED_UNANSWERED
-    counted |= FAILED_5XX if counting.http_5xx else 0
-    counted |= FAILED_4XX if counting.http_4xx else 0
-    counted |= FAILED_JSONRPC if counting.jsonrpc_errors else 0
-    return sum(n for mask, n in failures.items() if mask & counted)
+def errors_of(failures: Mapping[int, int], counting: ErrorCounting) -> tuple[int, int]:
+    """``(errors, rejected)`` as ``counting`` counts them among failing samples tallied by
+    what failed (see :meth:`WindowTally.add_views`)."""
+    errors = rejected = 0
+    for mask, count in failures.items():
+        failed = bool(mask & FAILED_UNANSWERED) or bool(mask & FAILED_5XX and counting.http_5xx)
+        refused = bool(mask & FAILED_4XX and counting.http_4xx) or bool(
+            mask & FAILED_JSONRPC and counting.jsonrpc_errors)
+        if refused and not failed and mask & CLIENT_BROKE:
+            rejected += count
+        elif failed or refused:
+            errors += count
+    return errors, rejected
 
 
 _NO_ORIGIN = Origin()  # what a record without an origin object reads as
 _hop: Final = attrgetter("hop")
 _STR: Final = {str}
 _FLUSH_EVERY = 4096  # pending measurements past which a batch's end counts them
+
+
+class Measured(Protocol):
+    """Counted measurements that give nearest-rank percentiles: exact
+    (:class:`~mcp_tap.gate.counts.ValueCounts`) or sketched
+    (:class:`mcp_tap.gate.sketch.Measure`)."""
+
+    def __len__(self) -> int: ...
+
+    def percentiles(self, ps: Sequence[float]) -> list[float]: ...
 
 
 class WindowTally:
@@ -191,14 +213,15 @@ class WindowTally:
 
     __slots__ = ("counting", "durations", "end", "errors", "failures", "first_events", "hop",
                  "hops", "http_4xx", "http_5xx", "jsonrpc", "latencies", "max_events",
-                 "samples", "sse_events", "sse_streams", "start", "tap", "unanswered")
+                 "rejected", "samples", "sse_events", "sse_streams", "start", "tap",
+                 "unanswered")
 
     def __init__(self, counting: ErrorCounting, hop: str | None = None) -> None:
         self.counting = counting
         self.hop = hop
         self.hops: set[str] = set()
         self.samples = self.errors = self.jsonrpc = self.http_5xx = self.http_4xx = 0
-        self.tap = self.unanswered = 0
+        self.tap = self.unanswered = self.rejected = 0
         # Failing samples by what failed (FAILED_* bits): the errors of any counting, so a
         # segment's tally (mcp_tap.gate.segments) serves every policy.
         self.failures: dict[int, int] = {}
@@ -229,6 +252,7 @@ class WindowTally:
         samples, errors, jsonrpc, http_5xx, http_4xx = (
             self.samples, self.errors, self.jsonrpc, self.http_5xx, self.http_4xx)
         tap, unanswered, start, latest = self.tap, self.unanswered, self.start, self.end
+        rejected = self.rejected
         sse_streams, sse_events, max_events = self.sse_streams, self.sse_events, self.max_events
         failures = self.failures
         latency = self.latencies.pending.append
@@ -275,6 +299,7 @@ class WindowTally:
                 unanswered += 1
                 failed = True
                 mask = FAILED_UNANSWERED
+            refused = False  # an error the client's own broken request may explain
             if type(status) is int:
                 if 500 <= status <= 599:
                     http_5xx += 1
@@ -282,12 +307,20 @@ class WindowTally:
                     mask |= FAILED_5XX
                 elif 400 <= status <= 499:
                     http_4xx += 1
-                    failed = failed or count_4xx
+                    refused = count_4xx
                     mask |= FAILED_4XX
             if is_rpc_error:
                 jsonrpc += 1
-                failed = failed or count_jsonrpc
+                refused = refused or count_jsonrpc
                 mask |= FAILED_JSONRPC
+            if (mask & _REFUSALS and record.findings
+                    and client_broke_request(record.findings)):
+                mask |= CLIENT_BROKE
+            if refused and not failed:
+                if mask & CLIENT_BROKE:
+                    rejected += 1
+                else:
+                    failed = True
             if failed:
                 errors += 1
             if mask:
@@ -337,6 +370,7 @@ class WindowTally:
         self.samples, self.errors, self.jsonrpc, self.http_5xx, self.http_4xx = (
             samples, errors, jsonrpc, http_5xx, http_4xx)
         self.tap, self.unanswered, self.start, self.end = tap, unanswered, start, latest
+        self.rejected = rejected
         self.sse_streams, self.sse_events, self.max_events = sse_streams, sse_events, max_events
         for values in (self.latencies, self.first_events, self.durations):
             if len(values.pending) >= _FLUSH_EVERY:  # keep the pending measurements bounded
@@ -346,7 +380,7 @@ class WindowTally:
         """Fold in the tally of another bundle (same counting and hop)."""
         self.hops |= other.hops
         for name in ("samples", "errors", "jsonrpc", "http_5xx", "http_4xx", "tap",
-                     "unanswered", "sse_streams", "sse_events"):
+                     "unanswered", "rejected", "sse_streams", "sse_events"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.max_events = max(self.max_events, other.max_events)
         for mask, count in other.failures.items():
@@ -377,7 +411,7 @@ class WindowTally:
             samples=self.samples,
             errors=self.errors,
             counts=ErrorCounts(self.jsonrpc, self.http_5xx, self.http_4xx, self.tap,
-                               self.unanswered),
+                               self.unanswered, self.rejected),
             latency_ms=_percentiles(latencies),
             sse_first_event_ms=_percentiles(first_events),
             stream_duration_ms=_percentiles(durations),

@@ -20,8 +20,10 @@ from typing import Any, Final, Literal, cast
 
 from mcp_tap.core.catalog import CATALOG
 from mcp_tap.core.hashing import sha256_hex
+from mcp_tap.core.hopdiff import CLASSES
 from mcp_tap.errors import InputError
 from mcp_tap.files import read_file
+from mcp_tap.tables import TableKeys, check_tables
 
 Percentile = Literal["p50", "p95", "p99"]
 PERCENTILES: tuple[Percentile, ...] = ("p50", "p95", "p99")
@@ -67,9 +69,18 @@ class SdkPolicy:
 
 @dataclass(frozen=True, slots=True)
 class HopPolicy:
-    """Hop evidence: whether a two-hop capture (hop-comparison records) is required."""
+    """Hop evidence: whether a two-hop capture (hop-comparison records) is required, the
+    change classes that block although no rule forbids them (``block``: a box's recorded
+    or expected changes of these classes; see docs/rules.md § Changes between hops), and
+    the ``hop.*`` rules whose findings do not block (``allow``, rule patterns)."""
 
     require_two_hop: bool = False
+    block: tuple[str, ...] = ()
+    allow: tuple[str, ...] = ()
+
+    def blocks(self, rule_id: str) -> bool:
+        """Whether a ``hop.*`` finding of ``rule_id`` blocks promotion."""
+        return not _matches_any(rule_id, self.allow)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,8 +204,7 @@ def parse_policy(raw: bytes, *, base_dir: Path, source: str = "policy") -> Polic
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"{source}: not valid TOML: {exc}") from exc
     reader = _Reader(source)
-    sections = {"conformance", "sdk", "hop", "health", "rollback", "evidence", "drift"}
-    reader.no_unknown(data, sections, "")
+    check_tables(data, POLICY_TABLES, source)
     policy = Policy(
         conformance=_conformance(reader, reader.table(data, "conformance")),
         sdk=_sdk(reader, reader.table(data, "sdk")),
@@ -206,6 +216,35 @@ def parse_policy(raw: bytes, *, base_dir: Path, source: str = "policy") -> Polic
         drift=_drift(reader, reader.table(data, "drift")),
     )
     return policy
+
+
+POLICY_TABLES: TableKeys = {
+    "": frozenset({"conformance", "sdk", "hop", "health", "rollback", "evidence", "drift"}),
+    "conformance": frozenset({"block", "allow", "examples", "strengths"}),
+    "sdk": frozenset({"allow_fields"}),
+    "drift": frozenset({"block"}),
+    "hop": frozenset({"require_two_hop", "block", "allow"}),
+    "health": frozenset({
+        "hop", "min_samples", "max_error_rate", "latency_percentile", "max_latency_ms",
+        "max_sse_first_event_ms", "min_observation_seconds", "count_jsonrpc_errors",
+        "count_http_5xx", "count_http_4xx", "baseline",
+    }),
+    "health.baseline": frozenset({"required", "max_latency_increase",
+                                  "max_error_rate_increase"}),
+    "rollback": frozenset({"trusted_signers", "algorithms", "hmac_key_env", "hmac_key_file",
+                           "ed25519_keys"}),
+    "rollback.ed25519_keys": None,  # signer name -> key: names of the user's choosing
+    "evidence": frozenset({"trusted_keys", "require_signed", "max_loss_ratio"}),
+}
+"""Every table of the gate policy and its allowed keys (see :mod:`mcp_tap.tables`); the
+readers below check against the same sets."""
+
+
+def _keys(table: str) -> frozenset[str]:
+    """The allowed keys of a policy table that :data:`POLICY_TABLES` restricts."""
+    keys = POLICY_TABLES[table]
+    assert keys is not None  # only the key ring is free-form, and it is not read this way
+    return keys
 
 
 # The largest number a policy may hold: exact in JSON everywhere (2**53 - 1), so the
@@ -222,7 +261,7 @@ class _Reader:
     def fail(self, key: str, expected: str, value: Any) -> InputError:
         return InputError(f"{self.source}: {key} must be {expected}, got {value!r}")
 
-    def no_unknown(self, table: Mapping[str, Any], known: set[str], prefix: str) -> None:
+    def no_unknown(self, table: Mapping[str, Any], known: frozenset[str], prefix: str) -> None:
         for key in table:
             if key not in known:
                 name = f"{prefix}.{key}" if prefix else key
@@ -305,7 +344,7 @@ def _rule_patterns(reader: _Reader, patterns: tuple[str, ...], name: str) -> tup
 
 
 def _conformance(reader: _Reader, table: dict[str, Any]) -> ConformancePolicy:
-    reader.no_unknown(table, {"block", "allow", "examples", "strengths"}, "conformance")
+    reader.no_unknown(table, _keys("conformance"), "conformance")
     strengths = reader.strings(table, "strengths", "conformance.strengths", ("must",))
     if not set(strengths) <= {"must", "should"}:
         raise reader.fail("conformance.strengths", 'a list of "must" and "should"', strengths)
@@ -344,13 +383,13 @@ def check_allow_fields(names: Any, what: str) -> frozenset[str]:
 
 
 def _sdk(reader: _Reader, table: dict[str, Any]) -> SdkPolicy:
-    reader.no_unknown(table, {"allow_fields"}, "sdk")
+    reader.no_unknown(table, _keys("sdk"), "sdk")
     names = table.get("allow_fields", [])
     return SdkPolicy(check_allow_fields(names, f"{reader.source}: sdk.allow_fields"))
 
 
 def _drift(reader: _Reader, table: dict[str, Any]) -> DriftPolicy:
-    reader.no_unknown(table, {"block"}, "drift")
+    reader.no_unknown(table, _keys("drift"), "drift")
     block = reader.strings(table, "block", "drift.block", DriftPolicy().block)
     for pattern in block:
         area, _, severity = pattern.partition(".")
@@ -362,17 +401,18 @@ def _drift(reader: _Reader, table: dict[str, Any]) -> DriftPolicy:
 
 
 def _hop(reader: _Reader, table: dict[str, Any]) -> HopPolicy:
-    reader.no_unknown(table, {"require_two_hop"}, "hop")
-    return HopPolicy(reader.boolean(table, "require_two_hop", "hop.require_two_hop", False))
+    reader.no_unknown(table, _keys("hop"), "hop")
+    block = reader.strings(table, "block", "hop.block", ())
+    for cls in block:
+        if cls not in CLASSES:
+            raise reader.fail("hop.block", f"change classes ({', '.join(CLASSES)})", cls)
+    allow = _rule_patterns(reader, reader.strings(table, "allow", "hop.allow", ()), "hop.allow")
+    return HopPolicy(reader.boolean(table, "require_two_hop", "hop.require_two_hop", False),
+                     block, allow)
 
 
 def _health(reader: _Reader, table: dict[str, Any]) -> HealthPolicy:
-    known = {
-        "hop", "min_samples", "max_error_rate", "latency_percentile", "max_latency_ms",
-        "max_sse_first_event_ms", "min_observation_seconds", "count_jsonrpc_errors",
-        "count_http_5xx", "count_http_4xx", "baseline",
-    }
-    reader.no_unknown(table, known, "health")
+    reader.no_unknown(table, _keys("health"), "health")
     d = HealthPolicy()
     percentile = table.get("latency_percentile", d.latency_percentile)
     if percentile not in PERCENTILES:
@@ -388,8 +428,7 @@ def _health(reader: _Reader, table: dict[str, Any]) -> HealthPolicy:
         http_4xx=reader.boolean(table, "count_http_4xx", "health.count_http_4xx", False),
     )
     base = reader.table(table, "baseline", "health")
-    reader.no_unknown(base, {"required", "max_latency_increase", "max_error_rate_increase"},
-                      "health.baseline")
+    reader.no_unknown(base, _keys("health.baseline"), "health.baseline")
     bd = BaselinePolicy()
     baseline = BaselinePolicy(
         required=reader.boolean(base, "required", "health.baseline.required", bd.required),
@@ -420,8 +459,7 @@ def _health(reader: _Reader, table: dict[str, Any]) -> HealthPolicy:
 
 
 def _rollback(reader: _Reader, table: dict[str, Any], base_dir: Path) -> RollbackPolicy:
-    known = {"trusted_signers", "algorithms", "hmac_key_env", "hmac_key_file", "ed25519_keys"}
-    reader.no_unknown(table, known, "rollback")
+    reader.no_unknown(table, _keys("rollback"), "rollback")
     signers = reader.strings(table, "trusted_signers", "rollback.trusted_signers", ())
     algorithms = reader.strings(table, "algorithms", "rollback.algorithms",
                                 tuple(sorted(ALGORITHMS)))
@@ -455,7 +493,7 @@ def _rollback(reader: _Reader, table: dict[str, Any], base_dir: Path) -> Rollbac
 
 
 def _evidence(reader: _Reader, table: dict[str, Any], base_dir: Path) -> EvidencePolicy:
-    reader.no_unknown(table, {"trusted_keys", "require_signed", "max_loss_ratio"}, "evidence")
+    reader.no_unknown(table, _keys("evidence"), "evidence")
     values = reader.strings(table, "trusted_keys", "evidence.trusted_keys", ())
     keys = tuple(ed25519_public_key(value, base_dir, reader.source, "evidence.trusted_keys")
                  for value in values)

@@ -51,7 +51,7 @@ _COUNTING: Final = ErrorCounting()  # any: the errors are read from WindowTally.
 _MEASURES: Final = (("latency", "latencies"), ("firstEvent", "first_events"),
                     ("duration", "durations"))
 _WINDOW_COUNTS: Final = ("samples", "jsonrpc", "http_5xx", "http_4xx", "tap", "unanswered",
-                         "sse_streams", "sse_events")
+                         "sse_streams", "sse_events")  # rejected: from the failures
 
 
 class SegmentTally:
@@ -318,7 +318,8 @@ class MergedTallies:
         from the :class:`~mcp_tap.gate.sketch.Measure` of each measurement (exact or
         sketched: :meth:`sketched`); InputError as :meth:`WindowTally.window`."""
         window = self.window
-        window.errors = errors_of(window.failures, self.policy.health.counting)
+        window.errors, window.rejected = errors_of(window.failures,
+                                                   self.policy.health.counting)
         measures = self.measures
         return window.window((measures["latency"], measures["firstEvent"],
                               measures["duration"]))

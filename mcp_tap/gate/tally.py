@@ -19,9 +19,11 @@ from typing import Any, Final
 from mcp_tap.core.catalog import CATALOG
 from mcp_tap.core.findings import Finding, Strength
 from mcp_tap.core.hashing import digest
+from mcp_tap.core.redaction import strip_url_secrets
 from mcp_tap.core.rulecounts import RuleCount, merge_rule_counts
 from mcp_tap.evidence.known import KnownJson
 from mcp_tap.evidence.view import RecordView, evidence_digest, view_of
+from mcp_tap.gate.hopchanges import HopChanges
 
 
 def record_digest(record: Mapping[str, Any]) -> str:
@@ -206,6 +208,8 @@ def _box(record: RecordView, where: str) -> str:
     box = record.box
     between = record.between
     if isinstance(box, str) and box:
+        if "@" in box:  # an older tap named the box by its upstream URL, userinfo and all
+            box = strip_url_secrets(box)
         # The proxy's hop-comparison record: the box, and the two hops around it.
         if isinstance(between, list) and len(between) == 2:
             return f"{box}, between hop {between[0]} and hop {between[1]}"
@@ -227,6 +231,7 @@ class HopTally:
     examples: int = 3
     comparisons: int = 0
     boxes: dict[tuple[str, str], Tally] = field(default_factory=dict)
+    changes: HopChanges = field(default_factory=HopChanges)
 
     def add(self, record: Mapping[str, Any]) -> None:
         """Count one record (hop-comparison and exchange records count)."""
@@ -241,6 +246,7 @@ class HopTally:
             kind = record.kind
             if kind == "hop-comparison":
                 self.comparisons += 1
+                self.changes.add(_box(record, ""), record.boxKind, record.changes)
             elif kind != "exchange":
                 continue
             if not record.findings:  # the common case: nothing to count
@@ -261,6 +267,7 @@ class HopTally:
         """Fold in the tally of a later bundle."""
         self.comparisons += other.comparisons
         _merge_tallies(self.boxes, other.boxes, self.examples)
+        self.changes.merge(other.changes)
 
 
 @dataclass(slots=True)

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 import orjson
 
+from mcp_tap.core import deepjson
 from mcp_tap.drift.answers import RequestKey, request_key
 from mcp_tap.evidence import answer_is_whole
 
@@ -208,6 +209,15 @@ def miss_status(era: str, miss: Miss) -> int:
     return 404 if miss.code == METHOD_NOT_FOUND else 400
 
 
+def json_bytes(value: Any) -> bytes:
+    """``value`` as JSON: orjson, or for what it cannot write (an asker's id past 64 bits,
+    nesting past its limit) the stdlib-compatible text of :mod:`mcp_tap.core.deepjson`."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError
+        return deepjson.dumps(value).encode()
+
+
 def sse_bytes(event: RecordedEvent) -> bytes:
     """One event on the wire (``id``/``event`` lines when recorded, then ``data``)."""
     lines: list[str] = []
@@ -215,6 +225,6 @@ def sse_bytes(event: RecordedEvent) -> bytes:
         lines.append(f"id: {event.id}")
     if event.event not in (None, "message"):
         lines.append(f"event: {event.event}")
-    data = event.data if isinstance(event.data, str) else orjson.dumps(event.data).decode()
+    data = event.data if isinstance(event.data, str) else json_bytes(event.data).decode()
     lines.extend(f"data: {line}" for line in data.split("\n"))
     return ("\n".join(lines) + "\n\n").encode()

@@ -20,6 +20,8 @@ server names and session ids are the mock's own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import secrets
 from dataclasses import dataclass
 from typing import Any, Final
@@ -35,6 +37,7 @@ from mcp_tap.mock.book import (
     RecordedAnswer,
     error_body,
     for_request,
+    json_bytes,
     miss_status,
     sse_bytes,
 )
@@ -53,8 +56,20 @@ class Counters:
     sessions: int = 0
 
 
+def _parse(raw: bytes) -> Any:
+    """The request body: orjson's parse, except that an id orjson read as a float is read
+    again by the stdlib, which keeps an integer past 64 bits exact (an answer must carry
+    the asker's id as sent). Raises ValueError for text that is not JSON."""
+    message = orjson.loads(raw)
+    if isinstance(message, dict) and type(message.get("id")) is float:
+        # Nesting the stdlib cannot walk (RecursionError): orjson's parse stands.
+        with contextlib.suppress(RecursionError):
+            message = json.loads(raw)
+    return message
+
+
 def _json(status: int, body: Any, headers: dict[str, str]) -> web.Response:
-    return web.Response(status=status, body=orjson.dumps(body), content_type=_JSON,
+    return web.Response(status=status, body=json_bytes(body), content_type=_JSON,
                         headers=headers)
 
 
@@ -122,8 +137,8 @@ class MockServer:
                 "code": -32600, "message": "mcp-tap serve: unknown or ended session"}}, {})
         raw = await request.read()
         try:
-            message = orjson.loads(raw)
-        except orjson.JSONDecodeError:
+            message = _parse(raw)
+        except ValueError:  # orjson.JSONDecodeError, json.JSONDecodeError
             return _json(400, {"jsonrpc": "2.0", "id": None, "error": {
                 "code": -32700, "message": "mcp-tap serve: the request body is not JSON"}}, {})
         if not isinstance(message, dict):
@@ -153,7 +168,7 @@ class MockServer:
         if answer.events is None:
             if answer.body is None:
                 return web.Response(status=answer.status, headers=headers)
-            return web.Response(status=answer.status, body=orjson.dumps(answer.body),
+            return web.Response(status=answer.status, body=json_bytes(answer.body),
                                 content_type=answer.content_type.split(";")[0],
                                 headers=headers)
         loop = asyncio.get_running_loop()

@@ -9,6 +9,9 @@ the checks alone, so every command gets every format the same way:
 * a failed check carrying a catalog ``rule`` becomes a SARIF result of that rule, with its
   :class:`Location` in the evidence (bundle, segment file, line, record ``seq``);
 * Markdown is a summary for ``$GITHUB_STEP_SUMMARY``: headline, failures, a table.
+
+What servers sent reaches every format escaped (:mod:`mcp_tap.outputs.printable`): no
+control character reaches a terminal, the XML is well-formed, the Markdown holds no HTML.
 """
 
 from __future__ import annotations
@@ -127,13 +130,15 @@ def add_summary_option(parser: argparse.ArgumentParser, flag: str = "--format", 
 
 def render(outcome: Outcome, fmt: str) -> str:
     """Return ``outcome`` rendered as ``fmt`` (one of :data:`FORMATS`)."""
+    from mcp_tap.outputs.printable import json_safe, printable_text
+
     if fmt == "text":
-        return outcome.text
+        return printable_text(outcome.text)
     if fmt == "json":
         import orjson
 
         option = 0 if outcome.compact else orjson.OPT_INDENT_2
-        return orjson.dumps(outcome.data, option=option).decode() + "\n"
+        return json_safe(orjson.dumps(outcome.data, option=option).decode()) + "\n"
     if fmt == "junit":
         from mcp_tap.outputs.junit import render_junit
 

@@ -3,7 +3,9 @@
 The shape is the common JUnit schema CI servers read (Jenkins, GitLab, GitHub test
 reporters); the tests validate it against the published ``JUnit.xsd``. A failed check is a
 ``<failure>`` whose message is the finding and whose text names the evidence (bundle
-segment, line, record seq, exchange).
+segment, line, record seq, exchange). Every value goes through
+:func:`~mcp_tap.outputs.printable.printable` first: XML 1.0 has no way to write most control
+characters, so a tool name holding one would make the document malformed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from datetime import UTC, datetime
 
 from mcp_tap import __version__
 from mcp_tap.outputs import Check, Outcome
+from mcp_tap.outputs.printable import printable
 
 
 def _where(check: Check) -> str:
@@ -26,19 +29,19 @@ def _where(check: Check) -> str:
             parts.append(f"seq {loc.seq}")
         if loc.exchange:
             parts.append(f"exchange {loc.exchange}")
-        lines.append("evidence: " + ", ".join(parts))
+        lines.append(printable("evidence: " + ", ".join(parts)))
     return "\n".join(lines)
 
 
 def _case(suite: ET.Element, check: Check) -> None:
-    case = ET.SubElement(suite, "testcase", name=check.name or "-",
-                         classname=check.group or "mcp-tap", time="0")
+    case = ET.SubElement(suite, "testcase", name=printable(check.name or "-"),
+                         classname=printable(check.group or "mcp-tap"), time="0")
     if check.skipped:
-        ET.SubElement(case, "skipped", message=check.message)
+        ET.SubElement(case, "skipped", message=printable(check.message))
     elif not check.passed:
-        failure = ET.SubElement(case, "failure", message=check.message,
-                                type=check.rule or "mcp-tap.failed")
-        failure.text = "\n".join(t for t in (check.detail, _where(check)) if t)
+        failure = ET.SubElement(case, "failure", message=printable(check.message),
+                                type=printable(check.rule or "mcp-tap.failed"))
+        failure.text = "\n".join(t for t in (printable(check.detail), _where(check)) if t)
 
 
 def render_junit(outcome: Outcome) -> str:
@@ -47,7 +50,7 @@ def render_junit(outcome: Outcome) -> str:
     root = ET.Element("testsuites")
     suite = ET.SubElement(
         root, "testsuite",
-        name=f"mcp-tap {outcome.command}",
+        name=printable(f"mcp-tap {outcome.command}"),
         package="mcp-tap",
         id="0",
         timestamp=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S"),
@@ -62,10 +65,10 @@ def render_junit(outcome: Outcome) -> str:
     facts = {"mcp-tap.version": __version__, "mcp-tap.outcome": outcome.headline,
              **outcome.facts}
     for name, value in facts.items():
-        ET.SubElement(properties, "property", name=name, value=value)
+        ET.SubElement(properties, "property", name=printable(name), value=printable(value))
     for check in checks:
         _case(suite, check)
-    ET.SubElement(suite, "system-out").text = outcome.headline
+    ET.SubElement(suite, "system-out").text = printable(outcome.headline)
     ET.SubElement(suite, "system-err")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"

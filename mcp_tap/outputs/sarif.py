@@ -16,6 +16,7 @@ import orjson
 
 from mcp_tap import __version__
 from mcp_tap.outputs import Check, Outcome
+from mcp_tap.outputs.printable import json_safe
 
 SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
 VERSION: Final = "2.1.0"
@@ -31,6 +32,7 @@ def level_of(strength: str) -> str:
 
 def _descriptors(own: tuple[tuple[str, str], ...] = ()) -> list[dict[str, Any]]:
     from mcp_tap.core.catalog import RULES
+    from mcp_tap.core.citations import citations
 
     descriptors = []
     for rule in RULES:
@@ -48,6 +50,9 @@ def _descriptors(own: tuple[tuple[str, str], ...] = ()) -> list[dict[str, Any]]:
             "defaultConfiguration": {"level": level_of(strength)},
             "properties": {"boundary": str(rule.boundary), "code": rule.code,
                            "strength": strength},
+            # Where the rule comes from, a public address (the specification's section).
+            **({"helpUri": public[0]} if (public := [
+                c.url for c in citations(rule.cite) if c.url and not c.local]) else {}),
         })
     for rule_id, summary in own:
         descriptors.append({
@@ -125,4 +130,5 @@ def sarif_log(outcome: Outcome) -> dict[str, Any]:
 
 def render_sarif(outcome: Outcome) -> str:
     """Render ``outcome`` as a SARIF 2.1.0 JSON document."""
-    return orjson.dumps(sarif_log(outcome), option=orjson.OPT_INDENT_2).decode() + "\n"
+    # JSON escapes C0 controls; C1 and bidi controls are escaped too (json_safe).
+    return json_safe(orjson.dumps(sarif_log(outcome), option=orjson.OPT_INDENT_2).decode()) + "\n"

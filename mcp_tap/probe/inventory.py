@@ -50,6 +50,13 @@ class Inventory:
         """Tool name -> ``inputSchema``, for the judge's ``Mcp-Param-*`` rung."""
         return {name: tool.get("inputSchema") for name, tool in self.tools.items()}
 
+    @property
+    def output_schemas(self) -> dict[str, Any]:
+        """Tool name -> ``outputSchema`` (tools that declare one), for the judge's
+        ``structuredContent`` rule."""
+        return {name: tool["outputSchema"] for name, tool in self.tools.items()
+                if "outputSchema" in tool}
+
 
 @dataclass(slots=True)
 class Session:

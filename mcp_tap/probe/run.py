@@ -151,6 +151,7 @@ def _run_case(run: _Run, pc: ProbeCase, state: Session
         tool_schemas=state.inventory.tool_schemas,
         legacy_session=pc.era is Era.LEGACY,
         negotiated_version=state.negotiated,
+        output_schemas=state.inventory.output_schemas,
     )
     judgement = judge(exchange)
     outcome = _excused(run, pc, verdict(pc, answer, judgement, sent))

@@ -2,7 +2,9 @@
 
 ``GET /gate`` evaluates the evidence this tap is writing right now (plus the bundles, the
 baseline, the policy and the rollback evidence of :class:`~mcp_tap.proxy.options.GateOptions`)
-and answers the :class:`~mcp_tap.gate.decision.Decision` as JSON, always with status 200
+(the first as an open bundle: judged on what is complete so far, so neither its missing
+closing summary nor the line the writer is in the middle of is a reason to roll back) and
+answers the :class:`~mcp_tap.gate.decision.Decision` as JSON, always with status 200
 when a decision was reached, so an Argo Rollouts ``web`` metric can say::
 
     successCondition: result.action == "promote"
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -32,14 +34,20 @@ from aiohttp import web
 from mcp_tap.errors import TapError
 from mcp_tap.proxy.options import GateOptions
 
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+"""A route handler of the admin application."""
+
 # Flagger: 2xx proceeds; any other status halts the canary (and counts as a failed check).
 FLAGGER_STATUS = {"promote": 200, "rollback": 412, "hold": 503}
 
 
 def evaluate_json(
-    evidence: list[str], policy: str, rollback: str | None, baseline: list[str]
+    evidence: list[str], policy: str, rollback: str | None, baseline: list[str],
+    open_bundles: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Evaluate the gate in this (worker) process and return the decision's JSON.
+    """Evaluate the gate in this (worker) process and return the decision's JSON;
+    ``open_bundles`` are still being written (the tap's own bundle: judged on what is
+    complete so far, see :class:`~mcp_tap.gate.evaluation.GateRequest`).
 
     Bad input (a malformed policy, unreadable rollback evidence) comes back as
     ``{"error": message}``: one line, never a traceback.
@@ -50,7 +58,7 @@ def evaluate_json(
         decision = evaluate_files(
             [Path(p) for p in evidence], Path(policy),
             Path(rollback) if rollback else None,
-            baseline=[Path(p) for p in baseline], workers=1)
+            baseline=[Path(p) for p in baseline], workers=1, open_bundles=open_bundles)
     except TapError as exc:
         return {"error": str(exc)}
     result: dict[str, Any] = decision.to_json()
@@ -67,10 +75,13 @@ class CanaryAnalysis:
         self._pool: ProcessPoolExecutor | None = None
         self._running: asyncio.Future[dict[str, Any]] | None = None
 
-    def add_routes(self, app: web.Application) -> None:
-        """Add ``GET /gate`` and ``POST /gate/flagger`` to the admin application."""
-        app.router.add_get("/gate", self.gate)
-        app.router.add_post("/gate/flagger", self.flagger)
+    def add_routes(self, app: web.Application, admit: Callable[[Handler], Handler] | None = None
+                   ) -> None:
+        """Add ``GET /gate`` and ``POST /gate/flagger`` to the admin application, each
+        wrapped by ``admit`` when given (the admin listener's bound on waiting requests)."""
+        wrap = admit or (lambda handler: handler)
+        app.router.add_get("/gate", wrap(self.gate))
+        app.router.add_post("/gate/flagger", wrap(self.flagger))
         app.on_cleanup.append(self._close)
 
     async def decision(self) -> dict[str, Any]:
@@ -85,7 +96,7 @@ class CanaryAnalysis:
         loop = asyncio.get_running_loop()
         self._running = asyncio.ensure_future(self._evaluate(loop.run_in_executor(
             self._pool, evaluate_json, [str(self.bundle_dir), *opts.evidence], opts.policy,
-            opts.rollback or None, list(opts.baseline))))
+            opts.rollback or None, list(opts.baseline), [str(self.bundle_dir)])))
         return await asyncio.shield(self._running)
 
     async def _evaluate(self, running: Awaitable[dict[str, Any]]) -> dict[str, Any]:

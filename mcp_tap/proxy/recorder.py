@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import orjson
 import structlog
 
 from mcp_tap.core.catalog import finding
@@ -22,7 +21,7 @@ from mcp_tap.core.exchange import Exchange, Judgement, judge
 from mcp_tap.core.fastinit import maker
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.hashing import DigestKey
-from mcp_tap.core.hops import HopView
+from mcp_tap.core.hops import BOX_HTTP, HopView
 from mcp_tap.core.jsonrpc import KIND_NOTIFICATION, KIND_REQUEST, Kind
 from mcp_tap.core.redaction import Redactor
 from mcp_tap.core.resume import Parked, ResumeTracker, last_event_id, resumable
@@ -32,6 +31,12 @@ from mcp_tap.logs import LineBatch
 from mcp_tap.proxy.capture import RawExchange
 from mcp_tap.proxy.captured import Captured, materialize
 from mcp_tap.proxy.correlate import Correlator, Pending
+from mcp_tap.proxy.hoprecord import (
+    ChangeRenderer,
+    comparison_record,
+    pair_secrets,
+    redacted_sides,
+)
 from mcp_tap.proxy.metrics import ExchangeTally, Metrics
 from mcp_tap.proxy.options import TapOptions
 from mcp_tap.proxy.records import RecordBuilder, request_parts
@@ -49,6 +54,7 @@ _ERA_TEXT = {era: str(era) for era in Era}
 _make_exchange = maker(Exchange)  # Exchange(...) by position, without type.__call__
 _NO_PARTS = (None, None, None)  # request_parts of a judgement without a request
 _SESSION_KEY = HEADER_SESSION_ID.lower()  # the header index's keys are lower-case
+_TRACEPARENT = "traceparent"
 
 
 class RecordSink(Protocol):
@@ -108,6 +114,8 @@ class _Bounded(OrderedDict[str, Any]):
 class _HopState:
     sessions: _Bounded = field(default_factory=_Bounded)  # session id -> negotiated version
     tools: _Bounded = field(default_factory=_Bounded)  # tool name -> inputSchema
+    outputs: _Bounded = field(default_factory=_Bounded)  # tool name -> outputSchema
+    declared: _Bounded = field(default_factory=_Bounded)  # session id -> client capabilities
     capabilities: set[str] = field(default_factory=set)
     frozen_capabilities: frozenset[str] = frozenset()  # the same, as the judge takes it
     clients: _Bounded = field(default_factory=_Bounded)  # client key -> ClientTracker
@@ -136,8 +144,11 @@ class Recorder:
         self.lines = LineBatch("mcp_tap.proxy")  # the exchange lines
         self._tallies: list[ExchangeTally] | None = None  # metrics held for a batch
         self.correlator = Correlator(
-            options.hop_comparison.thresholds(), window_s=options.hop_comparison.window_s
+            options.hop_comparison.thresholds(), window_s=options.hop_comparison.window_s,
+            params_window_s=options.hop_comparison.params_window_s, key=self.digest_key,
         )
+        self._boxes = {h.name: h.box for h in options.hops}  # hop -> its upstream's kind
+        self._changes = ChangeRenderer(self.redactor)
 
     # -- batches ------------------------------------------------------------------------
 
@@ -207,7 +218,7 @@ class Recorder:
             # The request's kind, method and id, read once (each is a chain of properties).
             parts = request_parts(judgement)
             kind, method, _ = parts
-            self._learn(cap, kind, method, state, result, session)
+            self._learn(cap, kind, method, state, result, session, judgement.request_message)
             if kind is KIND_REQUEST or kind is KIND_NOTIFICATION:
                 client = self._client(cap, judgement, method, state, result)
                 if client:
@@ -235,8 +246,7 @@ class Recorder:
         found += self._tap_findings(cap)
         record = self.records.build(cap, judgement, found, parts)
         ids = self.tracing.export(cap, judgement, record)
-        pair = (self._correlate(cap, judgement, record["exchangeId"])
-                if self._correlating else None)
+        pair = self._correlate(cap, judgement, record) if self._correlating else None
         self.sink.submit(record)
         if pair is not None:
             self.sink.submit(pair)
@@ -271,6 +281,8 @@ class Recorder:
             or bool(cap.sse_dropped) or (not response.ended and not cap.sse),
             [t.event for t in cap.sse] if cap.sse and not cap.sse_incomplete else None,
             None,  # allowed_origins
+            state.outputs,  # output_schemas (read only while judging: no copy)
+            state.declared.get(session) if session else None,  # session_capabilities
         )
         return judge(exchange)
 
@@ -309,13 +321,16 @@ class Recorder:
         state: _HopState,
         result: dict[str, Any] | None,
         session: str | None,
+        request: Any = None,
     ) -> None:
-        """Remember sessions, tools and advertised extensions from successful answers
+        """Remember sessions (with what an ``initialize`` ``request`` declared), tools and
+        advertised extensions from successful answers
         (``kind`` and ``method``: the judged request's, None without one; ``session``: the
         request's session header)."""
         if kind is not KIND_REQUEST:
             if cap.http_method == "DELETE" and session:
                 state.sessions.pop(session, None)
+                state.declared.pop(session, None)
             return
         if result is None:
             return
@@ -324,6 +339,10 @@ class Recorder:
             version = result.get("protocolVersion")
             if session and isinstance(version, str):
                 state.sessions.remember(session, version)
+                params = request.get("params") if isinstance(request, dict) else None
+                caps = params.get("capabilities") if isinstance(params, dict) else None
+                if isinstance(caps, dict):
+                    state.declared.remember(session, caps)
         if method in ("initialize", "server/discover"):
             caps = result.get("capabilities")
             ext = caps.get("extensions") if isinstance(caps, dict) else None
@@ -341,6 +360,10 @@ class Recorder:
                     if type(name) is str or isinstance(name, str):
                         tools[name] = tool.get("inputSchema")
                         to_end(name)
+                        if "outputSchema" in tool:
+                            state.outputs.remember(name, tool["outputSchema"])
+                        elif name in state.outputs:
+                            del state.outputs[name]  # the tool no longer declares one
             while len(tools) > _MAX_STATE:
                 tools.popitem(last=False)
 
@@ -389,7 +412,11 @@ class Recorder:
             )
         return found
 
-    def _correlate(self, cap: Captured, j: Judgement, exchange_id: str) -> dict[str, Any] | None:
+    def _correlate(
+        self, cap: Captured, j: Judgement, record: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Offer this exchange to the correlator; the hop-comparison record of the pair it
+        completes, if it does (POSTs of two hops or more only)."""
         if len(self.options.hops) < 2 or not cap.trace_id or cap.http_method != "POST":
             return None
         view = HopView(
@@ -400,24 +427,21 @@ class Recorder:
             response_messages=j.response_messages,
             sse_times=tuple(t.at for t in cap.sse),
             first_byte_at=cap.first_byte_at,
+            forwarded_headers=cap.forwarded_headers,
+            response_headers=cap.response_headers,
         )
-        key = (cap.trace_id, orjson.dumps(j.rpc_id).decode())
-        pair = self.correlator.offer(
-            key, Pending(exchange_id, view, cap.received_at, cap.upstream), self.clock()
-        )
+        pending = Pending(
+            record["exchangeId"], view, cap.received_at, cap.upstream,
+            self._boxes.get(cap.hop, BOX_HTTP), cap.trace_id,
+            _TRACEPARENT not in cap.request_headers, cap.end_at, redacted_sides(record))
+        pair = self.correlator.offer(pending, self.clock())
         if pair is None:
             return None
-        return {
-            "kind": "hop-comparison",
-            "traceId": cap.trace_id,
-            "box": pair.comparison.box,
-            "between": [pair.outer_hop, pair.inner_hop],
-            "exchangeIds": [pair.outer_id, pair.inner_id],
-            "findings": self.records.findings_json(
-                pair.comparison.findings,
-                self.records.secrets(cap, j) if pair.comparison.findings else [],
-            ),
-        }
+        found = pair.comparison.findings
+        findings = (self.records.findings_json(found, pair_secrets(self.redactor, pair))
+                    if found else [])
+        trace = pair.outer.trace_id if pair.outer is not None else cap.trace_id
+        return comparison_record(pair, trace, self._changes, findings)
 
     def _account(
         self,

@@ -139,6 +139,8 @@ def run_recording_process(
             next_report = time.monotonic() + _REPORT_EVERY_S
     if frames.bad or frames.pending:  # never expected: a frame that did not decode
         log.error("handoff.bad-frames", bad=frames.bad, cut_short_bytes=frames.pending)
+    if len(options.hops) >= 2:
+        writer.note_pairing(recorder.correlator.counts())
     # EOF before "stop": the forwarder died; what it had begun is lost, and the bundle says so.
     writer.close(abrupt=not stopped, inflight=len(state.sessions))
     report()

@@ -219,6 +219,12 @@ class RecordBuilder:
                 origin["interim"] = cap.interim
         request = cap.request
         request_body, request_note = self._body_json(request, j.request_message)
+        forwarded_headers = (request_headers if cap.forwarded_headers is cap.request_headers
+                             else self.header_lists(cap.forwarded_headers))
+        if request_body is not j.request_message and j.request_message is not None:
+            # Redaction hid something in the body: an Mcp-Param-* header may mirror it.
+            request_headers = red.redact_mirrored(request_headers, j.request_message)
+            forwarded_headers = red.redact_mirrored(forwarded_headers, j.request_message)
         tap_error = cap.tap_error
         if tap_error is not None:
             # A library's reason may quote the upstream URL: no query, no userinfo.
@@ -251,9 +257,7 @@ class RecordBuilder:
                 "bodySize": request.size,
                 "ended": request.ended,
                 "forwardedAt": cap.forwarded_at,
-                "forwardedHeaders": request_headers
-                if cap.forwarded_headers is cap.request_headers
-                else self.header_lists(cap.forwarded_headers),
+                "forwardedHeaders": forwarded_headers,
                 "framing": cap.request_framing or None,
                 "headers": request_headers,
                 "httpMethod": cap.http_method,

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import structlog
 from aiohttp import web
@@ -177,7 +176,10 @@ class TapServer:
                 from mcp_tap.proxy.canary import CanaryAnalysis
 
                 canary = CanaryAnalysis(self.options.gate, self.bundle_dir)
-            app = admin_app(self.metrics, self.readiness, canary)
+            token_env = self.options.admin.token_env
+            # Read here, not kept in the options: the token appears in no config or log.
+            token = os.environ.get(token_env, "").strip() if token_env else None
+            app = admin_app(self.metrics, self.readiness, canary, token=token or None)
             self._admin_runner = web.AppRunner(app, access_log=None)
             await self._admin_runner.setup()
             host, port = parse_listen(self.options.admin.listen)
@@ -202,16 +204,15 @@ class TapServer:
     async def readiness(self) -> list[str]:
         """Problems that make the tap not ready: unreachable upstreams, unwritable evidence."""
         problems: list[str] = []
-        for hop in self.options.hops:
-            parts = urlsplit(hop.upstream)
-            port = parts.port or (443 if parts.scheme == "https" else 80)
+        for hop in self.hops:
+            target = hop.target  # its url is the shown form: no userinfo
             try:
                 _, writer = await asyncio.wait_for(
-                    asyncio.open_connection(parts.hostname, port), timeout=2
+                    asyncio.open_connection(target.host, target.port), timeout=2
                 )
                 writer.close()
             except (OSError, TimeoutError):
-                problems.append(f"hop {hop.name}: upstream {hop.upstream} is not reachable")
+                problems.append(f"hop {hop.name}: upstream {target.url} is not reachable")
         problems += [
             f"hop {h.name}: upstream connections at the cap ({h.pool.max_connections}); "
             "new requests get 503 saturated"
@@ -270,6 +271,8 @@ class TapServer:
             await self.recorder.aclose()
         elif self.writer is not None:
             self.flush_inline()
+            if len(self.options.hops) >= 2 and isinstance(self.recorder, Recorder):
+                self.writer.note_pairing(self.recorder.correlator.counts())
             await self.writer.aclose()
 
     def flush_inline(self) -> None:

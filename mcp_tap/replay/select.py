@@ -184,7 +184,8 @@ def select_cases(
     return cases, skipped
 
 
-def bundle_records(bundles: Sequence[str | Path]) -> Callable[[], Iterator[dict[str, Any]]]:
+def bundle_records(bundles: Sequence[str | Path], *, lenient: bool = False
+                   ) -> Callable[[], Iterator[dict[str, Any]]]:
     """A record source reading ``bundles`` in order with the streaming evidence reader.
 
     Each call starts over, one record at a time (:func:`mcp_tap.evidence.iter_records`).
@@ -193,6 +194,6 @@ def bundle_records(bundles: Sequence[str | Path]) -> Callable[[], Iterator[dict[
 
     def read() -> Iterator[dict[str, Any]]:
         for path in paths:
-            yield from iter_records(path)
+            yield from iter_records(path, lenient=lenient)
 
     return read

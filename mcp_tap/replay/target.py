@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -33,6 +34,7 @@ class Target:
         """Talk to ``url``; ``client`` (for tests) replaces the default ``httpx.Client``."""
         self.url = check_http_url(url, "--target")
         check_timeout(timeout)
+        self.timeout = timeout
         self._own = client is None
         self._client = client if client is not None else httpx.Client(
             timeout=httpx.Timeout(timeout), follow_redirects=False)
@@ -43,14 +45,26 @@ class Target:
             self._client.close()
 
     def post(self, headers: Sequence[tuple[str, str]], body: Any) -> Answer:
-        """POST ``body`` as JSON with exactly ``headers``; return the whole answer."""
+        """POST ``body`` as JSON with exactly ``headers``; return the whole answer, which
+        must arrive within the timeout (a silent server is cut when one read has waited
+        that long, a trickling one at the deadline)."""
         content = encode_json(body)
+        # httpx's timeout bounds each read; a stream that trickles a byte now and then
+        # would never end, so the whole answer has a deadline too.
+        deadline = time.monotonic() + self.timeout
         try:
             with self._client.stream("POST", self.url, headers=list(headers),
                                      content=content) as response:
                 status = response.status_code
                 pairs = tuple((k, v) for k, v in response.headers.multi_items())
-                data = b"".join(response.iter_bytes())
+                chunks: list[bytes] = []
+                for chunk in response.iter_bytes():
+                    chunks.append(chunk)
+                    if time.monotonic() > deadline:
+                        raise UpstreamError(
+                            f"{shown_url(self.url)}: timed out (the answer was still "
+                            f"streaming after --timeout {self.timeout:g} s)")
+                data = b"".join(chunks)
         except httpx.HTTPError as exc:
             raise UpstreamError(f"{shown_url(self.url)}: {_describe(exc)}") from exc
         return _answer(status, HeaderMap(pairs), data)

@@ -3,16 +3,24 @@ how often it fired, and its first and last example linked to the exchange view."
 
 from __future__ import annotations
 
-from mcp_tap.report.markup import e, exchange_link, strength_badge
+from mcp_tap.core.citations import citations
+from mcp_tap.report.markup import e, exchange_link, party_of, strength_badge
 from mcp_tap.report.model import ReportData, RuleGroup
 from mcp_tap.report.records import rule_anchor
 
 
 def _cite(group: RuleGroup) -> str:
+    """The rule's sources, each with its public address (the specification, an RFC) as
+    text to copy (the page links only within itself); the tool's own rules name their page
+    of ``docs/`` in this repository."""
     if not group.cite:
         return '<span class="muted">not in this build\'s catalog</span>'
-    return "<br>".join(f'<span class="cite">{e(part.strip())}</span>'
-                       for part in group.cite.split(";"))
+    parts = []
+    for found in citations(group.cite):
+        address = (f'<br><span class="mono small url">{e(found.url)}</span>'
+                   if found.url is not None and not found.local else "")
+        parts.append(f'<span class="cite">{e(found.text)}</span>{address}')
+    return "<br>".join(parts)
 
 
 def _examples(group: RuleGroup, shown: frozenset[str]) -> tuple[str, str]:
@@ -39,13 +47,14 @@ def findings_section(data: ReportData) -> str:
         rows.append(
             f'<tr id="{e(rule_anchor(group.rule))}"><td><code class="rule">{e(group.rule)}'
             f"</code></td><td>{strength_badge(group.strength)}</td><td>{_cite(group)}</td>"
-            f'<td class="num">{group.count}</td><td>{e(group.boundary)}{code}'
+            f'<td class="num">{group.count}</td><td>{e(party_of(group.boundary))} '
+            f'<span class="muted small">({e(group.boundary)})</span>{code}'
             f'<br><span class="muted small">{where}</span></td>'
             f"<td>{first}</td><td>{last}</td><td>{e(group.message)}</td></tr>")
     violations = sum(g.count for g in data.rules if g.strength == "must")
     warnings = sum(g.count for g in data.rules if g.strength != "must")
     head = ("<tr><th>rule</th><th>strength</th><th>spec</th><th class=\"num\">count</th>"
-            "<th>boundary, per hop</th><th>first example</th><th>last example</th>"
+            "<th>caused by (boundary), per hop</th><th>first example</th><th>last example</th>"
             "<th>first message</th></tr>")
     return (f'<section id="rules"><h2>Findings by rule</h2><p class="muted">{violations} '
             f"violation(s) of a MUST, {warnings} warning(s) of a SHOULD, in "

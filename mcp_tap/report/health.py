@@ -73,8 +73,10 @@ def health_section(data: ReportData) -> str:
         f'<dt>Window</dt><dd id="health-window">{e(_time(view.start))} \u2192 '
         f"{e(_time(view.end))} ({seconds:.1f} s)</dd>"
         f'<dt>Samples</dt><dd id="health-samples">{view.samples} requests, {view.errors} '
-        f"errors (rate {e(rate)})</dd>"
-        f"<dt>Counted as errors</dt><dd>{e(counted_text)}</dd></dl>"
+        f"server-side errors (rate {e(rate)})</dd>"
+        f"<dt>Counted as errors</dt><dd>{e(counted_text)}</dd>"
+        f'<dt>Not counted</dt><dd id="health-rejected">{view.rejected} request(s) the client '
+        "got wrong (a request rule broken), refused by the server as they should be</dd></dl>"
     )
     thresholds = ""
     if source:

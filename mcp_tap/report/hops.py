@@ -38,6 +38,30 @@ def _between(data: ReportData) -> str:
                     detail, css="hop-changes") + more)
 
 
+def _meaning(meaning: str) -> str:
+    if meaning in ("expected", "recorded"):
+        return f'<span class="muted">{e(meaning)}</span>' if meaning == "expected" else e(meaning)
+    return f'<span class="changed"><code>{e(meaning)}</code></span>'
+
+
+def _box_changes(data: ReportData) -> str:
+    """Per box, every kind of change it made, most important first."""
+    out = []
+    for box, summary in data.box_changes.items():
+        rows = [(_meaning(c["meaning"]), f"<code>{e(c['class'])}</code>", e(c["direction"]),
+                 e(c["kind"]), f'<code class="mono">{e(c["path"])}</code>', e(c["count"]))
+                for c in summary.get("changes", ())]
+        more = summary.get("moreRows", 0)
+        out.append(f'<h4><span class="mono box">{e(box)}</span> ({e(summary.get("kind"))}, '
+                   f'{e(summary.get("pairs"))} pairs)</h4>'
+                   + table(("meaning", "class", "direction", "kind", "path", "count"), rows,
+                           numeric=(5,), css="box-changes")
+                   + (f'<p class="note">{e(more)} more kinds of change.</p>' if more else ""))
+    if not out:
+        return ""
+    return "<h3>What each box changed (most important first)</h3>" + "".join(out)
+
+
 def hops_section(data: ReportData) -> str:
     """Per hop, and between hops when there is more than one."""
     rows = [
@@ -53,7 +77,7 @@ def hops_section(data: ReportData) -> str:
     between = ""
     if data.hop_comparisons:
         between = ('<h3 id="between-hops">Between hops: what the box in between changed</h3>'
-                   + _between(data))
+                   + _between(data) + _box_changes(data))
     elif len(data.hop_summaries) > 1:
         between = ('<p class="note" id="between-hops">Several hops recorded, but no '
                    "hop-comparison record: the hops were not chained.</p>")

@@ -73,6 +73,7 @@ def load_report(
         summaries.append(BundleSummary(
             path=str(path), ok=verified.ok, records=records,
             exchanges=tally.exchanges - before, errors=len(verified.errors),
+            intact=verified.intact and not problems[len(verified.problems):],
             warnings=len(verified.warnings), problems=tuple(problems)))
     decision: dict[str, Any] | None = None
     note = ""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from mcp_tap.report.model import ExchangeRef
 from mcp_tap.report.records import rule_anchor, text
@@ -87,3 +87,14 @@ def rules_cell(rules: Sequence[str]) -> str:
         f"<code>{e(rule)}</code>" + (f" \u00d7{n}" if n > 1 else "")
         for rule, n in counts.items()
     )
+
+
+# Who a finding's boundary blames: a request rule is the client's to keep, a response rule
+# the server's, a hop rule the box's between two hops.
+PARTIES: Final = {"request": "the client", "client": "the client", "response": "the server",
+                  "hop": "a box between hops", "sdk": "the SDK's view", "tap": "the tap"}
+
+
+def party_of(boundary: str) -> str:
+    """Who a finding of ``boundary`` is caused by, in words."""
+    return PARTIES.get(boundary, boundary or "unknown")

@@ -21,6 +21,7 @@ class BundleSummary:
     errors: int = 0
     warnings: int = 0
     problems: tuple[str, ...] = ()
+    intact: bool = True  # no error but stated loss: see VerifyReport.intact
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +154,9 @@ class HealthView:
     """The health window as the gate counts it, and the exchanges that counted as errors.
 
     ``hop`` is the policy's ``health.hop`` (None: every hop); ``kinds`` counts errors by
-    kind (one sample may have several); ``error_refs`` is a bounded sample, first seen first.
+    kind (one sample may have several); ``error_refs`` is a bounded sample, first seen first;
+    ``rejected`` the error answers to requests that broke a request rule (the client's doing,
+    which the gate does not count as errors).
     """
 
     hop: str | None
@@ -164,6 +167,7 @@ class HealthView:
     start: float | None
     end: float | None
     counting: Mapping[str, bool]
+    rejected: int = 0  # the client's own broken requests, refused: not errors
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +199,8 @@ class ReportData:
     clean_exchanges: int = 0
     bounds: Bounds = DEFAULT_BOUNDS
     version: str = field(default=__version__)
+    # What each box between two hops changed, most important first (the gate's rows).
+    box_changes: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def hops(self) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ from mcp_tap.report.findings import findings_section
 from mcp_tap.report.health import health_section
 from mcp_tap.report.hops import hops_section
 from mcp_tap.report.latency import latency_section, sse_section
-from mcp_tap.report.markup import badge, e
+from mcp_tap.report.markup import PARTIES, badge, e, party_of
 from mcp_tap.report.model import ReportData
 
 CSS: Final = """
@@ -60,6 +60,7 @@ dl.facts { display:grid; grid-template-columns:max-content 1fr; gap:4px 14px; ma
 dl.facts dt { color:var(--muted); font-weight:600; }
 dl.facts dd { margin:0; word-break:break-all; }
 table.changes td.src { color:var(--muted); }
+.unverified { border:3px solid var(--bad); border-radius:6px; padding:8px 16px; }
 .cards { display:flex; gap:12px; flex-wrap:wrap; }
 .card { border:1px solid var(--line); border-radius:6px; padding:6px 12px; min-width:120px; }
 .card .v { font-size:19px; font-weight:600; }
@@ -112,6 +113,25 @@ _NAV: Final = (("decision", "Decision"), ("health", "Health"), ("rules", "Findin
                ("exchanges", "Exchanges"), ("exchange-view", "Exchange view"))
 
 
+def integrity_section(data: ReportData) -> str:
+    """The page's first card when a bundle does not verify: which, and its first problems
+    ("" when every bundle verifies). It stands before the decision, so no reader takes
+    what follows for an answer about the service without seeing it."""
+    failed = [b for b in data.bundles if not b.intact]
+    if not failed:
+        return ""
+    items = "".join(
+        f'<li><span class="mono">{e(b.path)}</span>: {b.errors} error(s)'
+        + (f": {e(b.problems[0])}" if b.problems else "") + "</li>"
+        for b in failed)
+    return ('<section id="integrity" class="unverified"><h2>'
+            f'<span class="badge bad">UNVERIFIED EVIDENCE</span> {len(failed)} of '
+            f"{len(data.bundles)} bundle(s) do not verify</h2><p>Everything below is read "
+            "from them anyway (malformed records skipped): it may not be what was recorded. "
+            f"Run <span class=\"mono\">mcp-tap verify</span> on each.</p><ul>{items}</ul>"
+            "</section>")
+
+
 def summary_section(data: ReportData) -> str:
     """Counts, eras and each bundle's verification status."""
     verified = sum(1 for b in data.bundles if b.ok)
@@ -120,8 +140,16 @@ def summary_section(data: ReportData) -> str:
         (str(data.exchanges), "exchanges"),
         (str(data.exchanges - data.clean_exchanges), "exchanges with findings"),
         (str(sum(r.count for r in data.rules)), "findings"),
-        (str(data.stream_count), "SSE answers"),
     ]
+    # Who caused them: a request rule is the client's to keep, a response rule the
+    # server's, a hop rule the box's between two hops.
+    by_party: dict[str, int] = {}
+    for rule in data.rules:
+        party = party_of(rule.boundary)
+        by_party[party] = by_party.get(party, 0) + rule.count
+    cards += [(str(by_party[party]), f"findings by {party}")
+              for party in dict.fromkeys(PARTIES.values()) if by_party.get(party)]
+    cards.append((str(data.stream_count), "SSE answers"))
     if data.hop_comparisons:
         cards.append((str(data.hop_comparisons), "hop comparisons"))
     if data.gaps:
@@ -170,6 +198,7 @@ def render_report(data: ReportData, *, max_rows: int | None = None) -> str:
         f"bundle(s) \u00b7 {data.exchanges} exchanges \u00b7 mcp-tap {e(data.version)}"
         f"{generated}</p><nav>{nav}</nav></header>"
         "<main>"
+        + integrity_section(data)
         + decision_section(data)
         + summary_section(data)
         + health_section(data)

@@ -16,7 +16,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp_tap.core.redaction import strip_url_secrets
 from mcp_tap.gate.health import WindowTally
+from mcp_tap.gate.hopchanges import HopChanges
+from mcp_tap.gate.hopchanges import box_name as box_label
 from mcp_tap.gate.policy import ErrorCounting
 from mcp_tap.report import records as rec
 from mcp_tap.report.bounds import DEFAULT_BOUNDS, Bounds, Reservoir, bounded_key
@@ -124,6 +127,7 @@ class ReportTally:
         self.hops: dict[str, _Hop] = {}
         self.boxes: dict[tuple[str, str], _Box] = {}
         self.changes: list[HopChange] = []
+        self.box_changes = HopChanges()
         self.rows: list[ExchangeRow] = []
         self.stream_rows: list[StreamRow] = []
         self.latency = Reservoir(bounds.samples)
@@ -297,12 +301,15 @@ class ReportTally:
         between = record.get("between")
         pair = between if isinstance(between, list) else [between]
         shown = " \u2192 ".join(rec.text(b) for b in pair) or "-"
-        box_name = rec.text(record.get("box")) or "-"
+        # An older tap named the box by its upstream URL, userinfo and all.
+        box_name = strip_url_secrets(rec.text(record.get("box"))) or "-"
         key = (box_name, shown)
         if key not in self.boxes and len(self.boxes) >= bounds.groups:
             key = ("(other)", "-")
         box = self.boxes.setdefault(key, _Box())
         box.pairs += 1
+        self.box_changes.add(box_label(record.get("box"), record.get("between")),
+                             record.get("boxKind"), record.get("changes"))
         found = rec.findings(record)
         rules = tuple(str(f["rule"]) for f in found)
         for column, column_rules in HOP_COLUMNS:
@@ -359,7 +366,8 @@ class ReportTally:
             kinds=dict(self.error_kinds), error_refs=tuple(self.error_refs),
             start=window.start, end=window.end,
             counting={"jsonrpc": self.counting.jsonrpc_errors,
-                      "http_5xx": self.counting.http_5xx, "http_4xx": self.counting.http_4xx})
+                      "http_5xx": self.counting.http_5xx, "http_4xx": self.counting.http_4xx},
+            rejected=window.rejected)
         return ReportData(
             generated=generated,
             bundles=tuple(bundles),
@@ -369,6 +377,7 @@ class ReportTally:
             hop_summaries=hops,
             hop_boxes=boxes,
             hop_changes=tuple(self.changes),
+            box_changes=self.box_changes.to_json(),
             hop_comparisons=self.comparisons,
             rows=tuple(self.rows),
             latency=self.latency.snapshot(),

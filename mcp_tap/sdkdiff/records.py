@@ -396,25 +396,26 @@ def diff_records(
     return tally.report()
 
 
-def _diff_bundle(args: tuple[Path, frozenset[str]]) -> SdkDiffReport:
+def _diff_bundle(args: tuple[Path, frozenset[str], bool]) -> SdkDiffReport:
     from mcp_tap.evidence import iter_records
 
-    path, allowlist = args
-    return diff_records((r for r in iter_records(path) if r.get("kind") == "exchange"),
-                        allowlist)
+    path, allowlist, lenient = args
+    return diff_records((r for r in iter_records(path, lenient=lenient)
+                         if r.get("kind") == "exchange"), allowlist)
 
 
 def diff_bundles(
     paths: Sequence[Path], allowlist: frozenset[str] = DEFAULT_ALLOWLIST, *,
-    jobs: int | None = None,
+    jobs: int | None = None, lenient: bool = False,
 ) -> SdkDiffReport:
     """:func:`diff_records` over every bundle, streamed, one process per bundle in parallel.
 
     The reports are merged in bundle order, so the result is the one a sequential run over
     the bundles' records gives. ``jobs`` defaults to the usable cores; one bundle (or
-    ``jobs=1``) runs here. Raises what :func:`mcp_tap.evidence.iter_records` raises.
+    ``jobs=1``) runs here. Raises what :func:`mcp_tap.evidence.iter_records` raises
+    (``lenient``: it skips malformed lines instead).
     """
-    work = [(Path(p), allowlist) for p in paths]
+    work = [(Path(p), allowlist, lenient) for p in paths]
     workers = min(len(work), jobs or len(os.sched_getaffinity(0)))
     if workers <= 1:
         reports = [_diff_bundle(item) for item in work]

@@ -43,6 +43,8 @@ _KEYS = {
     "expectedErrorCode",
     "expectedRule",
     "toolSchemas",
+    "outputSchemas",
+    "clientCapabilities",
     "protocolVersion",
     "description",
     "httpMethod",
@@ -66,6 +68,8 @@ class Case:
     capabilities: frozenset[str] = frozenset()
     tool_schemas: dict[str, Any] = field(default_factory=dict)
     protocol_version: str | None = None
+    output_schemas: dict[str, Any] = field(default_factory=dict)
+    client_capabilities: dict[str, Any] | None = None
     source: str = ""
     http_method: str = "POST"
     probe: bool = True
@@ -88,9 +92,10 @@ class CaseResult:
     evidence_digest: str
     findings: tuple[Finding, ...] = ()
     strength: str | None = None
+    assumed: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """The case entry of the JSON report."""
+        """The case entry of the JSON report (``assumedHeaders``: see :func:`assumed_headers`)."""
         return {
             "name": self.name,
             "passed": self.passed,
@@ -99,6 +104,7 @@ class CaseResult:
             "strength": self.strength,
             "detail": self.detail,
             "evidenceDigest": self.evidence_digest,
+            "assumedHeaders": [list(p) for p in self.assumed],
         }
 
 
@@ -152,6 +158,12 @@ def parse_case(data: Any, source: str = "") -> Case:
     schemas = data.get("toolSchemas", {})
     if not isinstance(schemas, dict):
         raise ValueError(f"case {name}: toolSchemas must be an object")
+    outputs = data.get("outputSchemas", {})
+    if not isinstance(outputs, dict):
+        raise ValueError(f"case {name}: outputSchemas must be an object")
+    declared = data.get("clientCapabilities")
+    if declared is not None and not isinstance(declared, dict):
+        raise ValueError(f"case {name}: clientCapabilities must be an object")
     version = data.get("protocolVersion")
     if version is not None and not isinstance(version, str):
         raise ValueError(f"case {name}: protocolVersion must be a string")
@@ -174,6 +186,8 @@ def parse_case(data: Any, source: str = "") -> Case:
         capabilities=frozenset(caps),
         tool_schemas=schemas,
         protocol_version=version,
+        output_schemas=outputs,
+        client_capabilities=declared,
         source=source,
         http_method=http_method,
         probe=probe,
@@ -248,11 +262,36 @@ def response_bytes(case: Case) -> tuple[HeaderMap, bytes]:
     return headers, data
 
 
+# What a conforming client sends (2026-07-28 streamable-http "Sending Messages"; 2025-11-25
+# transports "Sending Messages to the Server" / "Listening for Messages from the Server").
+_CONFORMING_POST = (("Accept", "application/json, text/event-stream"),
+                    ("Content-Type", "application/json"))
+_CONFORMING_GET = (("Accept", "text/event-stream"),)
+
+
+def assumed_headers(case: Case) -> tuple[tuple[str, str], ...]:
+    """The transport headers a fixture omits and is judged as having (one rule, documented).
+
+    A fixture written as the design lesson writes them records only the headers it is about
+    (``MCP-Protocol-Version``, ``Mcp-Method``): an omitted ``Accept`` / ``Content-Type`` gets
+    the value a conforming client sends, reported as assumed. A fixture that gives one is
+    judged on it; captured exchanges never pass through here and are judged as recorded.
+    """
+    method = case.http_method.upper()
+    pairs = _CONFORMING_POST if method == "POST" else _CONFORMING_GET if method == "GET" else ()
+    given = case.headers.by_name()
+    return tuple((n, v) for n, v in pairs if n.lower() not in given)
+
+
 def case_exchange(case: Case) -> Exchange:
-    """The exchange a case describes, ready for :func:`mcp_tap.core.exchange.judge`."""
+    """The exchange a case describes, ready for :func:`mcp_tap.core.exchange.judge`.
+
+    Its request headers are the fixture's plus :func:`assumed_headers`.
+    """
     headers, body = response_bytes(case)
+    assumed = assumed_headers(case)
     return Exchange(
-        request_headers=case.headers,
+        request_headers=HeaderMap((*case.headers.pairs, *assumed)) if assumed else case.headers,
         request_body=_body_bytes(case.request),
         response_status=case.response_status,
         response_headers=headers,
@@ -263,6 +302,8 @@ def case_exchange(case: Case) -> Exchange:
         legacy_session=case.era is Era.LEGACY,
         negotiated_version=case.protocol_version,
         http_method=case.http_method,
+        output_schemas=case.output_schemas,
+        session_capabilities=case.client_capabilities,
     )
 
 
@@ -282,6 +323,10 @@ def evidence(case: Case, redactor: Redactor) -> dict[str, Any]:
         # Judgement inputs beyond product.md's keys: a change to them changes the verdict,
         # so it must change the digest too.
         "toolSchemas": redactor.redact_json(case.tool_schemas),
+        **({"outputSchemas": redactor.redact_json(case.output_schemas)}
+           if case.output_schemas else {}),  # absent when unused: older digests stay
+        **({"clientCapabilities": redactor.redact_json(case.client_capabilities)}
+           if case.client_capabilities is not None else {}),
         "protocolVersion": case.protocol_version,
         "httpMethod": case.http_method,
     }
@@ -310,6 +355,7 @@ def _result(
         ev,
         found,
         str(shown.strength) if shown else None,
+        assumed_headers(case),
     )
 
 
@@ -326,9 +372,9 @@ def verdict(expected: Callable[[Finding], bool], found: Sequence[Finding]) -> tu
     match = next((f for f in found if expected(f)), None)
     extra = None
     if match is not None and match.boundary is Boundary.REQUEST:
-        extra = next(
-            (f for f in found if f.boundary is Boundary.RESPONSE and not expected(f)), None
-        )
+        # Any response-side finding: the owed-answer rules carry the code the request was
+        # owed (-32020), so matching the expected code does not make the answer right.
+        extra = next((f for f in found if f.boundary is Boundary.RESPONSE), None)
     if match is None:
         shown = found[0] if found else None
         if shown is None:

@@ -145,7 +145,7 @@ class TestReplayCorruptEvidence:
     @pytest.mark.parametrize(("damage", "fragment"), [
         ("cut", "line 2: not valid JSON"),
         ("non-utf8", "line 2: not valid JSON"),
-        ("truncated", "line 3: incomplete last line (truncated segment)"),
+        ("truncated", "truncated segment: line 3 ends without a newline"),
     ])
     def test_corrupt_record(self, damage: str, fragment: str, bundle: Path,
                             capsys: pytest.CaptureFixture[str]) -> None:

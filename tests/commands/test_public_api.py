@@ -39,10 +39,11 @@ class TestPackage:
         import inspect
 
         assert list(inspect.signature(mcp_tap.evaluate).parameters) == ["request", "workers"]
+        # Appended, never reordered: open_bundles (bundles still being written) came last.
         assert list(inspect.signature(mcp_tap.load_request).parameters) == [
-            "evidence", "policy", "rollback", "baseline", "reports", "environ"]
+            "evidence", "policy", "rollback", "baseline", "reports", "environ", "open_bundles"]
         assert [f for f in mcp_tap.GateRequest.__dataclass_fields__] == [
-            "evidence", "policy", "rollback", "baseline", "reports", "environ"]
+            "evidence", "policy", "rollback", "baseline", "reports", "environ", "open_bundles"]
         assert [str(a) for a in mcp_tap.Action] == ["promote", "rollback", "hold"]
 
     def test_gate_drift_source(self) -> None:

@@ -585,7 +585,13 @@ class TestCheckSseStream:
     def test_unrelated_on_a_request_stream(self, method: str) -> None:
         """Log messages nobody asked for, change notifications, cancelled and untokened
         progress do not relate to the request: sse.unrelated -32600 (must)."""
-        note = {"jsonrpc": "2.0", "method": method, "params": {"progressToken": "p"}}
+        params = {  # each well-formed, so the schema has nothing to say
+            "notifications/message": {"level": "info", "data": "x"},
+            "notifications/resources/updated": {"uri": "file:///x"},
+            "notifications/cancelled": {"requestId": 1},
+            "notifications/progress": {"progressToken": "p", "progress": 1},
+        }.get(method, {})
+        note = {"jsonrpc": "2.0", "method": method, "params": params}
         found, _ = check_sse_stream(OK, 200, self.events(note, result()), MCTX)
         assert [(f.rule, f.code, f.strength) for f in found] == [
             ("sse.unrelated", -32600, "must")]
@@ -637,6 +643,17 @@ class TestCheckSseStream:
         found, _ = check_sse_stream(OK, 200, self.events(result(), note), MCTX)
         assert [(f.rule, f.code, f.strength) for f in found] == [
             ("sse.after-response", -32600, "should")]
+
+    def test_progress_after_completion(self) -> None:
+        """Progress after the final response is sse.progress.after-completion (MUST stop)."""
+        note = {
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": {"progressToken": "p", "progress": 1},
+        }
+        found, _ = check_sse_stream(OK, 200, self.events(result(), note), MCTX)
+        assert [(f.rule, f.code, f.strength) for f in found] == [
+            ("sse.progress.after-completion", -32600, "must")]
 
     def test_server_request_on_modern_stream(self) -> None:
         """A server-to-client request on a modern stream is sse.event -32600."""
@@ -693,7 +710,7 @@ class TestCheckSseStream:
 
     def test_listen_stream(self) -> None:
         """Priming, the acknowledgement, then opted-in notifications: no final response needed."""
-        ack = self._note("notifications/subscriptions/acknowledged")
+        ack = self._note("notifications/subscriptions/acknowledged", notifications={})
         assert self._listen(ack, self._note("notifications/tools/list_changed"),
                             self._note("notifications/resources/updated", uri="file:///a")) == []
 
@@ -713,12 +730,16 @@ class TestCheckSseStream:
     )
     def test_listen_violations(self, items: list[tuple[str, Any]]) -> None:
         """Listen stream rules are sse.listen -32600 (must)."""
-        found = self._listen(*(self._note(m, sub) for m, sub in items))
+        well_formed = {  # params the schema asks for, so only the listen rules speak
+            "notifications/subscriptions/acknowledged": {"notifications": {}},
+            "notifications/progress": {"progressToken": 1, "progress": 1},
+        }
+        found = self._listen(*(self._note(m, sub, **well_formed.get(m, {})) for m, sub in items))
         assert [(f.rule, f.code, f.strength) for f in found] == [("sse.listen", -32600, "must")]
 
     def test_listen_unsubscribed_resource(self) -> None:
         """resources/updated for a URI the filter did not list is sse.listen."""
-        ack = self._note("notifications/subscriptions/acknowledged")
+        ack = self._note("notifications/subscriptions/acknowledged", notifications={})
         found = self._listen(ack, self._note("notifications/resources/updated", uri="file:///b"))
         assert rules(found) == [("sse.listen", -32600)]
 

@@ -141,6 +141,18 @@ class TestOrigin:
                   headers={**HEADERS, "Host": "localhost:9", "Origin": "https://evil.example"})
         assert found(ex) == []
 
+    @pytest.mark.parametrize("body_id", [{}, {"id": None}])
+    def test_refused_by_policy_error_without_id(self, body_id: dict[str, Any]) -> None:
+        """A 403 whose Origin the tap cannot call invalid MAY still carry an id-less error."""
+        ex = post(403, {"jsonrpc": "2.0", **body_id, "error": {"code": -32600, "message": "no"}},
+                  headers={**HEADERS, "Origin": "https://app.example"})
+        assert found(ex) == []
+
+    def test_error_without_id_at_200_is_still_response_id(self) -> None:
+        """The MAY is the 403's: an id-less error answered 200 is response.id (must)."""
+        ex = post(200, {"jsonrpc": "2.0", "error": {"code": -32600, "message": "no"}})
+        assert ("response.id", -32600, "must") in found(ex)
+
     @pytest.mark.parametrize(
         ("headers", "allowed", "invalid"),
         [

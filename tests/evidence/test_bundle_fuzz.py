@@ -7,7 +7,15 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from bundle_mutations import apply, check, random_mutations, seed_bundle
+from bundle_mutations import (
+    IMPOSSIBLE,
+    RECORD_PATHS,
+    SPECIAL_KINDS,
+    apply,
+    check,
+    random_mutations,
+    seed_bundle,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -32,6 +40,48 @@ class TestBundleFuzz:
         original = _seed(signed)
         files = apply(original, random_mutations(random.Random(seed), original))
         assert check(tmp_path, files, original if signed else None) is None
+
+    @settings(max_examples=60, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(kind=st.sampled_from(SPECIAL_KINDS),
+           name=st.sampled_from(["segment-000001.jsonl", "segment-000002.jsonl",
+                                 "segment-000001.manifest.json", "bundle.json",
+                                 "segment-000009.jsonl"]),
+           signed=st.booleans())
+    def test_files_that_are_not_regular(self, tmp_path: Path, kind: str, name: str,
+                                        signed: bool) -> None:
+        """A FIFO, a /dev/zero link, a link out of the bundle, a directory or a 20 GB sparse
+        file in any place of a bundle: a problem or a one-line error, never a hang."""
+        original = _seed(signed)
+        files = apply(original, [("special", name, kind)])
+        assert check(tmp_path, files, original if signed else None) is None
+
+    @settings(max_examples=150, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(line=st.integers(0, 7), path=st.sampled_from(RECORD_PATHS),
+           value=st.sampled_from(IMPOSSIBLE), signed=st.booleans())
+    def test_impossible_values(self, tmp_path: Path, line: int, path: tuple[str, ...],
+                               value: object, signed: bool) -> None:
+        """An impossible value at any path a consumer reads is a problem with its place
+        (verify) or a one-line error (the strict reader), never an exception deeper in."""
+        original = _seed(signed)
+        for name in ("segment-000001.jsonl", "segment-000002.jsonl"):
+            files = apply(original, [("record-path", name, line, path, value)])
+            assert check(tmp_path, files, original if signed else None) is None
+
+    def test_impossible_value_is_named_with_its_place(self, tmp_path: Path) -> None:
+        """verify names the segment, the line and the field of an impossible value."""
+        from mcp_tap.evidence import verify_bundle
+
+        files = apply(_seed(False), [("record-path", "segment-000001.jsonl", 0,
+                                      ("ingress", "receivedAt"), 1e20)])
+        assert check(tmp_path, files) is None
+        report = verify_bundle(tmp_path / "bundle")
+        (problem,) = [p for p in report.problems if "evidence schema" in p.message]
+        assert (problem.kind, problem.severity, problem.segment) == (
+            "format", "error", "segment-000001.jsonl")
+        assert problem.message.startswith("segment-000001.jsonl line 1: evidence schema 2: ")
+        assert problem.message.endswith("at $.ingress.receivedAt")
 
     def test_seed_bundle_is_intact(self, tmp_path: Path) -> None:
         """The unmutated seed passes the checks (so the fuzzer starts from valid evidence)."""

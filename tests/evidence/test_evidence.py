@@ -536,7 +536,9 @@ class TestReadBundle:
         malformed = r"segment-000001\.jsonl line 3: not valid JSON"
         with pytest.raises(BundleFormatError, match=malformed):
             read_bundle(bundle)
-        assert len(read_bundle(bundle, lenient=True).records) == 3
+        # Lenient skips the line, and reads no further than the size the manifest states
+        # (the inserted line pushed the last record past it).
+        assert len(read_bundle(bundle, lenient=True).records) == 2
 
     def test_not_a_bundle(self, tmp_path: Path) -> None:
         """A missing directory and a directory without bundle.json are input errors."""

@@ -330,6 +330,44 @@ class TestHopSource:
             ("gate.hop", "between edge and origin", 2)
         ]
 
+    def test_gateway_changes_are_summarised_and_paths_named(self) -> None:
+        """The changes per box, most important first; a finding's reason names its paths."""
+        caps = "/params/_meta/io.modelcontextprotocol~1clientCapabilities"
+        changes = [
+            {"meaning": "expected", "class": "jsonrpc-id", "direction": "request",
+             "kind": "changed", "path": "/id"},
+            {"meaning": "recorded", "class": "tool-metadata", "direction": "response",
+             "kind": "added", "path": "/result/tools/0/title"},
+            {"meaning": "recorded", "class": "tool-metadata", "direction": "response",
+             "kind": "added", "path": "/result/tools/1/title"},
+            {"meaning": "hop.gateway.capability-widened", "class": "capability-widened",
+             "direction": "request", "kind": "added", "path": f"{caps}/sampling"},
+        ]
+        comp = record(0, finding("hop.gateway.capability-widened"), kind="hop-comparison",
+                      box="gw", boxKind="mcp-gateway", changes=changes)
+        result = hop_source([comp], HopPolicy())
+        assert [(r.rule, r.findings, r.details["paths"]) for r in result.reasons] == [
+            ("gate.hop", ("hop.gateway.capability-widened",), [f"{caps}/sampling"])]
+        assert result.reasons[0].message == (
+            f"hop.gateway.capability-widened gw: 1 finding(s) at {caps}/sampling")
+        rows = result.summary["changes"]["gw"]
+        assert (rows["kind"], rows["pairs"]) == ("mcp-gateway", 1)
+        assert [(c["meaning"], c["path"], c["count"]) for c in rows["changes"]] == [
+            ("hop.gateway.capability-widened", f"{caps}/sampling", 1),
+            ("recorded", "/result/tools/*/title", 2),
+            ("expected", "/id", 1),
+        ]
+        allowed = hop_source([comp], HopPolicy(allow=("hop.gateway.*",)))
+        assert rules(allowed) == []
+        assert allowed.summary["allowed"] == ["hop.gateway.capability-widened"]
+        blocked = hop_source([comp], HopPolicy(allow=("hop.gateway.*",),
+                                               block=("tool-metadata", "jsonrpc-id")))
+        assert [(r.rule, r.details["class"], r.details["count"], r.details["paths"])
+                for r in blocked.reasons] == [
+            ("gate.hop.change", "tool-metadata", 2, ["/result/tools/*/title"]),
+            ("gate.hop.change", "jsonrpc-id", 1, ["/id"]),
+        ]
+
     def test_two_hop_required(self) -> None:
         """Without a hop comparison, a policy requiring two hops fails with gate.hop.empty."""
         assert rules(hop_source([record(0)], HopPolicy(require_two_hop=True))) == [
@@ -441,6 +479,11 @@ SCENARIOS: dict[str, Callable[[], list[str]]] = {
     "gate.sdk.empty": lambda: rules(sdk_source(FakeSdkReport(0), [])),
     "gate.hop": lambda: rules(hop_source([record(0, finding("hop.sse-buffered"))], HopPolicy())),
     "gate.hop.empty": lambda: rules(hop_source([record(0)], HopPolicy(require_two_hop=True))),
+    "gate.hop.change": lambda: rules(hop_source(
+        [record(0, kind="hop-comparison", box="gw", boxKind="mcp-gateway", changes=[
+            {"meaning": "recorded", "class": "tools", "direction": "response",
+             "kind": "removed", "path": "/result/tools/3"}])],
+        HopPolicy(block=("tools",)))),
     "gate.integrity": lambda: rules(integrity_source(
         [BundleCheck("candidate", False, (("chain", "error", "seq 2"),))])),
     "gate.health.samples": lambda: _health(samples=0),

@@ -151,7 +151,12 @@ def test_verify_reports_what_the_full_parse_reports(
     messages = [message for _kind, _sev, message, _seg, _seq in narrow[-1]]
     # Every number orjson rejects makes its line not valid JSON.
     assert sum("not valid JSON" in m for m in messages) == len(odd) - len(_READ)
-    assert narrow[0] is (odd is _READ)
+    # Some numbers orjson reads are values no writer writes (a time past year 9999, a status
+    # past 999, a number where a string belongs, a header value that is a number): the
+    # evidence schema reports each, the same whichever parse read the line.
+    schema = [m for m in messages if "evidence schema" in m]
+    assert len(schema) == 7 and not narrow[0]
+    assert any(m.endswith("at $.ingress.receivedAt") for m in schema)
 
 
 @pytest.mark.parametrize("odd", [_READ, _READ + _REJECTED])

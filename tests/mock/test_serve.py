@@ -180,6 +180,40 @@ class TestBook:
         assert values == [1, 2, 2]
 
 
+class TestHostileRequests:
+    """Requests that once broke the mock: each gets one JSON-RPC answer, nothing logged."""
+
+    async def test_big_integer_id_is_echoed_exactly(self, mock: MockServer,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+        """An id past 64 bits comes back as the same integer, not a float."""
+        headers, body = raw_modern_request("tools/list", request_id=1)
+        big = 2**70 + 1
+        raw = json.dumps({**body, "id": big})
+        async with httpx.AsyncClient() as client:
+            answer = await client.post(mock.url(), content=raw, headers=headers)
+        assert answer.status_code == 200
+        parsed = json.loads(answer.text)  # the stdlib keeps big integers exact
+        assert parsed["id"] == big and type(parsed["id"]) is int
+        assert "tools" in parsed["result"]
+        assert not [r for r in caplog.records if r.levelno >= 40]
+
+    @pytest.mark.parametrize("depth", [300, 1000])
+    async def test_deep_request_is_a_miss(self, mock: MockServer, depth: int,
+                                          caplog: pytest.LogCaptureFixture) -> None:
+        """Arguments nested past orjson's writing limit: a -32602/-32601 miss, not a 500."""
+        headers, body = raw_modern_request("tools/call", {"name": "add", "arguments": {}},
+                                           request_id=9)
+        raw = json.dumps(body).replace('"arguments": {}', '"arguments": {"a": '
+                                       + "[" * depth + "]" * depth + "}")
+        async with httpx.AsyncClient() as client:
+            answer = await client.post(mock.url(), content=raw, headers=headers)
+        assert answer.status_code in (400, 404), answer.text
+        error = answer.json()["error"]
+        assert answer.json()["id"] == 9 and error["code"] in (-32602, -32601)
+        assert error["message"].startswith("mcp-tap serve: ")
+        assert not [r for r in caplog.records if r.levelno >= 40]
+
+
 class TestCommand:
     """``mcp-tap serve`` as a process."""
 

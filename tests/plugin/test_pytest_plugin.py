@@ -96,6 +96,33 @@ def test_list(mcp_tap):
         pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
 
 
+class TestEvidenceDirectory:
+    """--mcp-tap-evidence DIR: each test's bundles in one directory under DIR, whatever
+    its id holds."""
+
+    def test_hostile_test_ids_stay_inside(self, pytester: pytest.Pytester,
+                                          origin_base: str) -> None:
+        """Ids with ``..``, ``/``, a control character: every bundle lands inside DIR, in a
+        directory of its own per test."""
+        _suite(pytester, f'''
+import pytest
+
+@pytest.mark.parametrize("where", ["../../escaped", "/tmp/absolute", "a/../../b", "\\x1b[2J", ".."])
+def test_list(mcp_tap, where):
+    assert list_tools(mcp_tap.tap("{origin_base}")).status_code == 200
+''')
+        root = pytester.path / "kept"
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider",
+                                               f"--mcp-tap-evidence={root}")
+        result.assert_outcomes(passed=5)
+        bundles = sorted(p.parent for p in pytester.path.rglob("bundle.json"))
+        assert len(bundles) == 5
+        for bundle in bundles:
+            assert bundle.resolve().parent.parent == root.resolve(), bundle
+        assert len({b.parent.name for b in bundles}) == 5  # one directory per test
+        assert not (pytester.path.parent / "escaped").exists()
+
+
 class TestFaultyServer:
     """A real faulty server fails a marked test, with its findings in the message."""
 

@@ -9,8 +9,11 @@ Kubernetes schemas (kubernetes-validate) and the Argo Rollouts and Flagger CRDs.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +27,8 @@ from peers import sdk_list_tools
 from taps import hop_url, running_tap, tap_options
 
 from mcp_tap.core.eras import Era
-from mcp_tap.proxy.options import GateOptions
+from mcp_tap.evidence.signing import Signer
+from mcp_tap.proxy.options import GateOptions, RecordingOptions
 
 K8S = Path(__file__).parents[2] / "examples" / "k8s"
 CRDS = Path(__file__).parents[1] / "data" / "crds"
@@ -98,6 +102,18 @@ class TestManifests:
         for doc in docs:
             kubernetes_validate.validate(doc, KUBERNETES, strict=True)
         assert [d["metadata"]["name"] for d in docs] == ["mcp-server", "mcp-server-canary"]
+
+    def test_network_policy(self) -> None:
+        """The NetworkPolicy is a valid networking.k8s.io/v1 one: the tap's port open, the
+        admin port only from the monitoring and rollout namespaces; kustomize lists it."""
+        (policy,) = manifests("networkpolicy.yaml")
+        kubernetes_validate.validate(policy, KUBERNETES, strict=True)
+        tap, admin = policy["spec"]["ingress"]
+        assert tap == {"ports": [{"port": "mcp", "protocol": "TCP"}]}
+        assert admin["ports"] == [{"port": "admin", "protocol": "TCP"}]
+        assert len(admin["from"]) == 3
+        (kustomization,) = manifests("kustomization.yaml")
+        assert "networkpolicy.yaml" in kustomization["resources"]
 
     def test_analysis_template(self) -> None:
         """The AnalysisTemplate validates against the Argo Rollouts CRD, web provider on /gate."""
@@ -244,3 +260,67 @@ class TestEndpoint:
             async with aiohttp.ClientSession() as client, \
                     client.get(f"http://{host}:{port}/gate") as answer:
                 assert answer.status == 404
+
+
+SIGNING_SEED = bytes(range(64, 96))  # a deterministic, non-secret test key (raw Ed25519 seed)
+LIVE_POLLS = 12
+
+
+async def _traffic(url: str, done: asyncio.Event, counted: list[int]) -> None:
+    """Real SDK sessions (initialize, tools/list, both eras) until ``done``."""
+    eras = (Era.MODERN, Era.LEGACY)
+    while not done.is_set():
+        await sdk_list_tools(url, eras[len(counted) % 2])
+        counted.append(1)
+
+
+class TestLive:
+    """/gate while the tap writes its bundle: an open bundle is judged, never failed.
+
+    The tap runs as shipped (a recording process writing the bundle, small segments so
+    they rotate under the polls), real SDK sessions run all the time, and every poll must
+    promote: signed under a trusted key (no closing summary yet) and unsigned (a poll may
+    land on a line the writer is in the middle of).
+    """
+
+    @pytest.mark.parametrize("signed", [True, False], ids=["signed", "unsigned"])
+    async def test_polls_under_traffic_promote(self, tmp_path: Path, origin_base: str,
+                                               attested: Path, signed: bool) -> None:
+        """Every one of LIVE_POLLS polls, and Flagger's hook, promotes during traffic."""
+        policy = tmp_path / "policy.toml"
+        trust = f'[evidence]\ntrusted_keys = ["{Signer(SIGNING_SEED).public_hex}"]\n'
+        policy.write_text(POLICY.format(latency=60_000.0) + (trust if signed else ""))
+        key = tmp_path / "signing.key"
+        key.write_text(SIGNING_SEED.hex())
+        opts = tap_options(tmp_path / "evidence", upstream=origin_base, admin=True,
+                           gate=GateOptions(policy=str(policy), rollback=str(attested)),
+                           recording=RecordingOptions(mode="process"))
+        opts = replace(opts, evidence=replace(
+            opts.evidence, max_segment_bytes=16_384, signing_key_file=str(key) if signed else ""))
+        actions: list[tuple[int, str, list[str]]] = []
+        counted: list[int] = []
+        done = asyncio.Event()
+        async with running_tap(opts) as tap:
+            traffic = asyncio.ensure_future(_traffic(hop_url(tap), done, counted))
+            try:
+                assert tap.admin_address is not None
+                host, port = tap.admin_address
+                timeout = aiohttp.ClientTimeout(total=180)
+                async with aiohttp.ClientSession(timeout=timeout) as client:
+                    while len(counted) < 3:
+                        await asyncio.sleep(0.05)
+                    for _ in range(LIVE_POLLS):
+                        async with client.get(f"http://{host}:{port}/gate") as answer:
+                            result = await answer.json()
+                        actions.append((answer.status, result.get("action"),
+                                        [r["message"] for r in result.get("reasons", [])]))
+                    async with client.post(f"http://{host}:{port}/gate/flagger",
+                                           json={"phase": "Progressing"}) as hook:
+                        hook_status = hook.status
+            finally:
+                done.set()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await traffic
+        assert actions == [(200, "promote", [])] * LIVE_POLLS
+        assert hook_status == 200
+        assert len(counted) > LIVE_POLLS  # sessions ran between the polls

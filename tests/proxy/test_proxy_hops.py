@@ -329,15 +329,11 @@ async def test_client_traceparent_is_kept_and_pairs_the_hops(tmp_path: Path, ori
 
 
 @pytest.mark.parametrize("client_sends_traceparent", [False, True])
-async def test_gateway_dropping_traceparent_makes_no_comparison(
+async def test_gateway_dropping_traceparent_is_paired_by_params(
     tmp_path: Path, origin: str, client_sends_traceparent: bool
 ) -> None:
-    """Documented behaviour: without a propagated trace the hops cannot be paired.
-
-    The origin hop then adds a traceparent of its own, so both exchanges are recorded and
-    judged (each under its own trace id) but no hop-comparison record is written, even for a
-    fault the comparison would have caught.
-    """
+    """Without a propagated trace the origin hop adds a trace of its own; the pair is then
+    made by method, name and the params' keyed digest, and the record says so."""
     async with chain(tmp_path, origin, "drop-traceparent") as (server, gateway):
         headers, body = header_mismatch(61)
         if client_sends_traceparent:
@@ -348,8 +344,14 @@ async def test_gateway_dropping_traceparent_makes_no_comparison(
     assert edge["traceId"] and inner["traceId"]
     assert edge["traceId"] != inner["traceId"]
     assert not [k for k, _ in gateway.forwarded[0] if k.lower() == "traceparent"]
-    assert comparisons(recs) == []
-    assert server.recorder.correlator.expired == 0  # both still wait for a partner
+    (comp,) = comparisons(recs)
+    assert comp["pairedBy"] == "params"
+    assert comp["exchangeIds"] == [edge["exchangeId"], inner["exchangeId"]]
+    assert comp["findings"] == []
+    dropped = [c for c in comp["changes"] if c["path"] == "header:traceparent"]
+    assert [(c["kind"], c["class"], c["meaning"]) for c in dropped] == [
+        ("removed", "trace", "expected")]
+    assert server.recorder.correlator.counts()["paired"] == {"params": 1}
 
 
 async def test_without_added_traceparent_an_untraced_request_is_not_compared(
@@ -373,32 +375,100 @@ async def test_without_added_traceparent_an_untraced_request_is_not_compared(
 
 # --- the correlator itself (no I/O; explicit clock values) ----------------------------------
 
+TRACE = "0af7651916cd43dd8448eb211c80319c"
 
-def _pending(hop: str, received_at: float, upstream: str = "http://gw:1") -> Pending:
-    view = HopView(hop=hop, request_headers=HeaderMap(), request_message=None, status=200)
-    return Pending(f"{hop}-{received_at}", view, received_at, upstream)
+
+def _pending(
+    hop: str,
+    received_at: float,
+    upstream: str = "http://gw:1",
+    *,
+    trace: str = TRACE,
+    rpc_id: int = 1,
+    arguments: dict[str, Any] | None = None,
+    traced_here: bool = False,
+    ended_at: float | None = None,
+) -> Pending:
+    message = {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call",
+               "params": {"name": "echo", "arguments": arguments or {"text": "hi"}}}
+    view = HopView(hop=hop, request_headers=HeaderMap(), request_message=message, status=200)
+    return Pending(f"{hop}-{received_at}", view, received_at, upstream, "http", trace,
+                   traced_here, ended_at)
 
 
 class TestCorrelator:
-    KEY = ("0af7651916cd43dd8448eb211c80319c", "1")
-
     def test_pairs_two_hops_outer_is_who_received_first(self) -> None:
         c = Correlator(HopThresholds())
         # The inner hop usually finishes (and is offered) first.
-        assert c.offer(self.KEY, _pending("origin", 100.01, "http://origin:2"), 100.5) is None
-        pair = c.offer(self.KEY, _pending("edge", 100.0), 100.6)
+        assert c.offer(_pending("origin", 100.01, "http://origin:2"), 100.5) is None
+        pair = c.offer(_pending("edge", 100.0), 100.6)
         assert pair is not None
         assert (pair.outer_hop, pair.inner_hop) == ("edge", "origin")
         assert (pair.outer_id, pair.inner_id) == ("edge-100.0", "origin-100.01")
         assert pair.comparison.box == "http://gw:1 (hop edge upstream)"
         assert pair.comparison.findings == ()
+        assert pair.paired_by == "traceparent"
+        assert c.counts() == {"paired": {"traceparent": 1}, "unpaired": {}, "ambiguous": 0}
+
+    def test_a_gateway_s_own_id_still_pairs_by_trace_method_and_name(self) -> None:
+        c = Correlator(HopThresholds())
+        assert c.offer(_pending("origin", 1.01, rpc_id=7), 1.5) is None
+        pair = c.offer(_pending("edge", 1.0, rpc_id=3), 1.6)
+        assert pair is not None and pair.paired_by == "traceparent"
 
     def test_same_hop_twice_does_not_pair(self) -> None:
         c = Correlator(HopThresholds())
-        assert c.offer(self.KEY, _pending("edge", 1.0), 1.1) is None
-        assert c.offer(self.KEY, _pending("edge", 2.0), 2.1) is None
-        pair = c.offer(self.KEY, _pending("origin", 2.01), 2.2)
+        assert c.offer(_pending("edge", 1.0, trace="1" * 32), 1.1) is None
+        assert c.offer(_pending("edge", 2.0), 2.1) is None
+        pair = c.offer(_pending("origin", 2.01), 2.2)
         assert pair is not None and pair.outer_id == "edge-2.0"
+
+    def test_several_candidates_in_one_trace_are_told_apart_by_params_then_id(self) -> None:
+        c = Correlator(HopThresholds())
+        c.offer(_pending("origin", 1.01, rpc_id=1, arguments={"text": "a"}), 1.1)
+        c.offer(_pending("origin", 1.02, rpc_id=2, arguments={"text": "b"}), 1.2)
+        pair = c.offer(_pending("edge", 1.0, rpc_id=9, arguments={"text": "b"}), 1.3)
+        assert pair is not None and pair.inner_id == "origin-1.02"
+
+    def test_identical_candidates_are_ambiguous_never_guessed(self) -> None:
+        c = Correlator(HopThresholds())
+        c.offer(_pending("origin", 1.01), 1.1)
+        c.offer(_pending("origin", 1.02), 1.2)
+        assert c.offer(_pending("edge", 1.0), 1.3) is None
+        assert c.ambiguous == 1
+        assert c.counts()["unpaired"] == {"origin": 2}
+
+    def test_without_a_shared_trace_pairs_by_params_when_the_inner_hop_traced_it(self) -> None:
+        c = Correlator(HopThresholds(), params_window_s=5.0)
+        inner = _pending("origin", 1.01, trace="2" * 32, traced_here=True, ended_at=1.4)
+        assert c.offer(inner, 1.4) is None
+        pair = c.offer(_pending("edge", 1.0, ended_at=1.5), 1.5)
+        assert pair is not None
+        assert pair.paired_by == "params"
+        assert (pair.outer_hop, pair.inner_hop) == ("edge", "origin")
+
+    @pytest.mark.parametrize(
+        ("inner", "why"),
+        [
+            ({"traced_here": False}, "the box propagated another trace"),
+            ({"traced_here": True, "arguments": {"text": "other"}}, "other params"),
+            ({"traced_here": True, "received_at": 7.0}, "outside the params window"),
+            ({"traced_here": True, "ended_at": 9.0}, "ended after the outer one"),
+        ],
+    )
+    def test_params_pairing_needs_every_condition(self, inner: dict[str, Any], why: str) -> None:
+        c = Correlator(HopThresholds(), params_window_s=5.0)
+        fields = {"received_at": 1.01, "ended_at": 1.4, **inner}
+        at = fields.pop("received_at")
+        assert c.offer(_pending("origin", at, trace="2" * 32, **fields), 1.4) is None
+        assert c.offer(_pending("edge", 1.0, ended_at=1.5), 1.5) is None, why
+
+    def test_two_params_candidates_are_ambiguous(self) -> None:
+        c = Correlator(HopThresholds())
+        for i in (1, 2):
+            c.offer(_pending("origin", 1.0 + i / 100, trace=str(i) * 32, traced_here=True), 1.2)
+        assert c.offer(_pending("edge", 1.0), 1.3) is None
+        assert c.ambiguous == 1
 
     def test_a_stream_longer_than_the_window_still_pairs(self) -> None:
         """Regression: the window counts from the offer, not from the request's receipt.
@@ -407,37 +477,26 @@ class TestCorrelator:
         expired the first view before its partner arrived.
         """
         c = Correlator(HopThresholds(), window_s=60.0)
-        assert c.offer(self.KEY, _pending("origin", 0.01), 90.0) is None
-        pair = c.offer(self.KEY, _pending("edge", 0.0), 90.01)
+        assert c.offer(_pending("origin", 0.01), 90.0) is None
+        pair = c.offer(_pending("edge", 0.0), 90.01)
         assert pair is not None
         assert c.expired == 0
 
     def test_unpaired_views_expire_after_the_window(self) -> None:
         c = Correlator(HopThresholds(), window_s=60.0)
-        assert c.offer(self.KEY, _pending("origin", 0.0), 1.0) is None
-        other = ("4bf92f3577b34da6a3ce929d0e0e4736", "1")
-        assert c.offer(other, _pending("edge", 62.0), 62.0) is None
+        assert c.offer(_pending("origin", 0.0), 1.0) is None
+        assert c.offer(_pending("edge", 62.0, trace="4" * 32), 62.0) is None
         assert c.expired == 1
-        assert c.offer(self.KEY, _pending("edge", 0.0), 62.0) is None  # its partner is gone
-
-    def test_re_offer_refreshes_the_wait(self) -> None:
-        c = Correlator(HopThresholds(), window_s=60.0)
-        first = ("0af7651916cd43dd8448eb211c80319c", "1")
-        second = ("4bf92f3577b34da6a3ce929d0e0e4736", "1")
-        c.offer(first, _pending("edge", 0.0), 0.0)
-        c.offer(second, _pending("edge", 10.0), 10.0)
-        c.offer(first, _pending("edge", 50.0), 50.0)  # a retry under the same key
-        # At 71 s the second view (offered at 10 s) is past the window; the retry is not.
-        assert c.offer(first, _pending("origin", 50.01), 71.0) is not None
-        assert c.expired == 1
+        assert c.unpaired == {"origin": 1}
+        assert c.offer(_pending("edge", 0.0), 62.0) is None  # its partner is gone
 
     def test_pending_is_bounded(self) -> None:
         c = Correlator(HopThresholds(), max_pending=2)
         for i in range(3):
-            c.offer((f"{i:032x}", "1"), _pending("edge", float(i)), float(i))
+            c.offer(_pending("edge", float(i), trace=f"{i:032x}"), float(i))
         assert c.expired == 1
-        assert c.offer((f"{0:032x}", "1"), _pending("origin", 0.5), 3.0) is None
-        assert c.offer((f"{2:032x}", "1"), _pending("origin", 2.5), 3.0) is not None
+        assert c.offer(_pending("origin", 0.5, trace=f"{0:032x}"), 3.0) is None
+        assert c.offer(_pending("origin", 2.5, trace=f"{2:032x}"), 3.0) is not None
 
 
 def test_hop_comparison_options_feed_the_core_thresholds() -> None:

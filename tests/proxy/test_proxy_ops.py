@@ -164,8 +164,8 @@ def test_config_file_and_environment_overrides(tmp_path: Path) -> None:
         ),
         ('[[hop]]\nlisten = "nowhere"\nupstream = "http://x"\n', {}, "is not HOST:PORT"),
         ('[evidence]\nqueue_size = "many"\n', {}, "[evidence] queue_size must be an integer"),
-        ("[surprise]\nx = 1\n", {}, "unknown section(s): surprise"),
-        ("[upstream]\nverify = false\n", {}, "[upstream] has unknown option(s): verify"),
+        ("[surprise]\nx = 1\n", {}, "tap.toml: unknown key surprise in the top level"),
+        ("[upstream]\nverify = false\n", {}, "tap.toml: unknown key upstream.verify in [upstream]"),
         (
             '[[hop]]\nlisten = "127.0.0.1:0"\nupstream = "http://x"\n',
             {"MCP_TAP_UPSTREAM_VERIFY_TLS": "maybe"},

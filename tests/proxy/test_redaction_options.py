@@ -29,7 +29,7 @@ class TestRedactionOptions:
 
     def test_unknown_option_is_an_error(self, tmp_path: Path) -> None:
         """A misspelt option is named, not ignored."""
-        with pytest.raises(InputError, match=r"\[redaction\] has unknown option\(s\): extra_key"):
+        with pytest.raises(InputError, match=r"unknown key redaction\.extra_key in \[redaction\]"):
             _load(tmp_path, '[redaction]\nextra_key = ["x"]\n')
 
     def test_unknown_environment_variable_is_an_error(self, tmp_path: Path) -> None:

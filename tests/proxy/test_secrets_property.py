@@ -4,7 +4,9 @@ Hypothesis draws a secret, a key spelling (any pattern word, case, separators, p
 percent-encoding, JSON ``\\u`` escapes) and a location: a request header, a JSON body at any
 depth (deep past orjson's limits too), the query string, a path parameter, a form body, a
 non-JSON body, a response header, a response body, SSE data (JSON and text), a JSON-RPC error
-message or error data, a plain-text answer. Each example is one exchange through
+message or error data, a plain-text answer; a request head the tap refuses (past the head
+limit: 431; a malformed header line: 400) with the secret as a cookie; a JSON string whose
+secret follows every escape JSON allows, and a raw newline. Each example is one exchange through
 ``mcp-tap proxy`` (a real process, recording in its own process, admin listener on). The
 origin learns what to answer from a nonce header, so the request of a response-side example
 holds no secret.
@@ -24,6 +26,7 @@ import json
 import os
 import re
 import signal
+import socket
 import string
 import subprocess
 import sys
@@ -47,7 +50,13 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 _TIMEOUT = 60.0
 _MATCHER = KeyMatcher()
 
-REQUEST_SIDE = ("request-header", "json-body", "query", "path-param", "form", "raw-request")
+REQUEST_SIDE = ("request-header", "json-body", "query", "path-param", "form", "raw-request",
+                "big-head", "bad-head", "escaped-string")
+# Every escape JSON allows, before the secret in a string value: \" \\ \/ \b \f \n \r \t
+# and \u (a BMP letter, a surrogate pair, U+2028); "json"-style plants add a raw newline
+# (invalid JSON: then the text pass, not the parse, must see past it).
+_ESCAPES = '\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\\u2028'
+_HEAD_LIMIT = 65536  # the proxy's default listener.max_head_bytes
 RESPONSE_SIDE = (
     "response-header", "response-json", "sse-json", "sse-text", "error-message", "error-data",
     "raw-response",
@@ -204,13 +213,14 @@ def _json_escaped(draw: st.DrawFn, name: str) -> str:
 def plants(draw: st.DrawFn) -> Plant:
     """A secret at one location under one key spelling."""
     where = draw(st.sampled_from(REQUEST_SIDE + RESPONSE_SIDE))
-    header = where in ("request-header", "response-header")
+    header = where in ("request-header", "response-header", "big-head", "bad-head")
     name = draw(_key_name(("-", "_", ".") if header else ("-", "_", ".", " ")))
     if header:
         name = name.replace(" ", "-")
     elif where in ("query", "path-param", "form"):
         name = _percent(draw, name)
-    elif where in ("json-body", "response-json", "sse-json", "raw-request", "raw-response"):
+    elif where in ("json-body", "response-json", "sse-json", "raw-request", "raw-response",
+                   "escaped-string"):
         name = _json_escaped(draw, name)
     depth = draw(st.one_of(st.integers(0, 5), st.sampled_from([250, 300, 1100])))
     style = draw(st.sampled_from(["eq", "colon", "json"]))
@@ -241,10 +251,40 @@ def _send(client: httpx.Client, url: str, plan: Plant, nonce: str) -> bytes:
         body = f"user=ada&{key}={secret}&remember=1"
     elif plan.where == "raw-request":
         body = f'{{"jsonrpc":"2.0","params":{{"{key}": "{secret}", "cut'
+    elif plan.where == "escaped-string":
+        raw_newline = "\n" if plan.style == "json" else ""
+        body = ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",'
+                f'"arguments":{_nest(key, _ESCAPES + raw_newline + secret, plan.depth)}}}}}')
+    elif plan.where in ("big-head", "bad-head"):
+        return _send_raw_head(url, plan, nonce)
     data = body.encode()
     response = client.post(url.removesuffix("/mcp") + path, headers=headers, content=data)
     assert response.status_code < 500, response.text
     return data + b"\0" + response.content
+
+
+def _send_raw_head(url: str, plan: Plant, nonce: str) -> bytes:
+    """A request head the tap refuses, holding the secret as a cookie (and, for
+    ``style`` "colon", under the drawn header name too): past the head limit (431), or with a
+    malformed header line (400). Raw bytes on a socket: no client library sends either."""
+    host, port = url.removeprefix("http://").split("/")[0].rsplit(":", 1)
+    lines = ["POST /mcp HTTP/1.1", f"Host: {host}:{port}", f"X-Plant: {nonce}",
+             f"Cookie: theme=dark; {plan.key}={plan.secret}; lang=en"]
+    if plan.style == "colon":
+        lines.append(f"{plan.key}: {plan.secret}")
+    if plan.where == "big-head":
+        lines.append("X-Pad: " + "p" * _HEAD_LIMIT)
+    else:
+        lines.append("A Header With Spaces")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode()
+    with socket.create_connection((host, int(port)), timeout=_TIMEOUT) as sock:
+        sock.sendall(head)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    status = int(answer.split(b" ", 2)[1])
+    assert status == (431 if plan.where == "big-head" else 400), answer[:200]
+    return head + b"\0" + answer
 
 
 def _run(*args: str) -> str:
@@ -287,6 +327,9 @@ def test_no_planted_secret_reaches_disk_logs_metrics_or_outputs(
                                              HealthCheck.filter_too_much])
             @given(plants())
             def one(plan: Plant) -> None:
+                plant(plan)
+
+            def plant(plan: Plant) -> None:
                 nonce = f"n{len(planted)}"
                 plan.secret += f"K{len(planted):03d}"  # unique, so a leak names its plan
                 origin.plans[nonce] = plan
@@ -294,6 +337,13 @@ def test_no_planted_secret_reaches_disk_logs_metrics_or_outputs(
                 planted.append(plan)
 
             one()
+            # The refused heads and the escaped strings, every variant, whatever was drawn.
+            for where, style, depth in [*((w, s, 0) for w in ("big-head", "bad-head")
+                                          for s in ("eq", "colon")),
+                                        *(("escaped-string", s, d) for s in ("json", "eq")
+                                          for d in (0, 3, 300, 1100))]:
+                plant(Plant(where, "Session-Token", "Zq9" + where.replace("-", ""), depth,
+                            style))
             # A short secret, for the brute force below.
             pin_body = _PIN_BODY.format(pin="4711").encode()
             client.post(url, content=pin_body, headers={

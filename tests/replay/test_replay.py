@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -218,6 +221,19 @@ class Faltering(Candidate):
             request.transport.close()
             return web.Response()  # never sent: the connection is gone
         return await super()._handle(request)
+
+
+class Trickling(Candidate):
+    """A candidate that answers every request with an SSE stream that never ends: a comment
+    line every 50 ms, each within any read timeout, never the response."""
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        await request.read()
+        answer = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await answer.prepare(request)
+        while True:
+            await answer.write(b": still thinking\n\n")
+            await asyncio.sleep(0.05)
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -573,6 +589,22 @@ class TestReplayCommand:
         assert (code, out) == (2, "")
         assert err.startswith("mcp-tap: upstream error: ") and "cannot connect" in err
         assert err.count("\n") == 1
+
+    def test_timeout_bounds_a_streaming_answer(self, evidence: Path, origin: str) -> None:
+        """--timeout ends an answer that keeps streaming: one upstream-error line, exit 2.
+
+        Run as a child process, so a replay that never ends fails this test (its
+        subprocess timeout) instead of hanging the suite.
+        """
+        with Trickling(origin) as candidate:
+            done = subprocess.run(
+                [sys.executable, "-m", "mcp_tap", "replay", str(evidence), "--target",
+                 candidate.url, "--timeout", "1"],
+                env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+                capture_output=True, text=True, timeout=120, check=False)
+        assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
+        assert done.stderr.startswith("mcp-tap: upstream error: ")
+        assert "still streaming after --timeout 1 s" in done.stderr
 
     def test_bad_input(self, tmp_path: Path, evidence: Path,
                        capsys: pytest.CaptureFixture[str]) -> None:

@@ -38,6 +38,7 @@ from taps import hop_url, running_tap, tap_options
 
 from mcp_tap.cli import main
 from mcp_tap.core.catalog import CATALOG
+from mcp_tap.core.citations import citations
 from mcp_tap.evidence import find_bundles, iter_records
 from mcp_tap.gate.evaluation import evaluate_files
 from mcp_tap.report import (
@@ -522,7 +523,10 @@ class TestHealthSection:
         window = decision["sources"]["health"]["window"]
         health = gated.health
         assert (health.samples, health.errors) == (window["samples"], window["errors"])
-        assert health.hop == "edge" and window["errors"] == len(health.error_refs) >= 3
+        assert health.hop == "edge" and window["errors"] == len(health.error_refs) >= 1
+        # The header mismatches the client sent, refused with 400/-32020: the client's doing,
+        # counted apart and not as errors, by the gate and the page alike.
+        assert health.rejected == window["errorCounts"]["clientRejected"] >= 2
         assert all(ref.hop == "edge" for ref, _ in health.error_refs)
         assert all(kinds and "http_4xx" not in kinds for _, kinds in health.error_refs)
 
@@ -533,7 +537,9 @@ class TestHealthSection:
         for ref, _ in gated.health.error_refs:
             assert f"#{ref.anchor}" in page.hrefs() and ref.anchor in page.ids
         assert "FAIL" in section and "error rate" in section and "\u2264 0.0500" in section
-        assert f"{gated.health.samples} requests, {gated.health.errors} errors" in section
+        assert (f"{gated.health.samples} requests, {gated.health.errors} server-side errors"
+                in section)
+        assert f"{gated.health.rejected} request(s) the client got wrong" in section
         assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z \u2192 ", section)
         assert "fail" in page.under("health").split("error rate")[1][:40]
 
@@ -552,7 +558,10 @@ class TestFindingsSection:
         assert group.first.anchor != group.last.anchor
         assert "violation" in row and " 4 " in f" {row} "
         assert group.first.exchange_id in row and group.last.exchange_id in row
-        assert CATALOG["request.header.mismatch"].cite.split(";")[0].strip() in row
+        # The spec is cited by its public address, never a path only the developers have.
+        (first, *_rest) = citations(CATALOG["request.header.mismatch"].cite)
+        assert first.url is not None and first.url.startswith("https://modelcontextprotocol.io/")
+        assert first.url in row and first.text in row and "shared/spec" not in row
         for anchor in (group.first.anchor, group.last.anchor):
             assert f"#{anchor}" in page.hrefs() and anchor in page.ids
 

@@ -2,7 +2,11 @@
 
 A bundle is held as ``{file name: bytes}``; a mutation is a small tuple naming what to do
 (flip a byte, cut a file, insert bytes, delete a file, replace a JSON field or a line with
-arbitrary JSON, duplicate or swap lines, add a stray segment). :func:`random_mutations`
+arbitrary JSON, duplicate or swap lines, add a stray segment, put an impossible value at a
+path of a record -- a finding boundary "bogus", a time of 1e20 or below zero -- or replace a
+file with one that is not a regular file: a FIFO, a symlink to ``/dev/zero`` or out of the
+bundle, a directory, a 20 GB sparse file; those are held as :data:`SPECIAL` markers and made
+on disk by :func:`check`). :func:`random_mutations`
 draws them from a ``random.Random`` (the long run in ``bench/fuzz_bundle.py``); the
 hypothesis tests draw the same tuples from strategies. :func:`check` writes the bundle,
 runs every reader on it and returns what went wrong: ``None`` when every outcome is a
@@ -12,6 +16,8 @@ report, a :class:`~mcp_tap.errors.BundleFormatError` or an
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import shutil
 import traceback
@@ -22,8 +28,18 @@ import orjson
 
 from mcp_tap.errors import BundleFormatError, InputError
 from mcp_tap.evidence import EvidenceWriter, iter_records, read_bundle, verify_bundle
+from mcp_tap.evidence.reader import RECORD_LIMIT_ENV
 
 Mutation = tuple[Any, ...]
+SPECIAL = b"\0special:"  # file bytes starting so are made as that kind of file on disk
+SPECIAL_KINDS = ("fifo", "dev-zero", "outside", "directory", "sparse")
+# Record paths a reader's consumers use, and values no writer writes there.
+RECORD_PATHS = (("findings",), ("ingress", "receivedAt"), ("ingress", "forwardedAt"),
+                ("origin", "status"), ("origin", "endAt"), ("origin", "sse"),
+                ("egress", "sentAt"), ("ingress",), ("origin",))
+IMPOSSIBLE = ("bogus", 1e20, -1, -1e-9, 2**70, 1e308, True, [], {},
+              [{"rule": "x", "boundary": "bogus"}], [{"rule": 1}], [{"at": -5}],
+              [{"rule": "x", "strength": "may"}], [{"at": 1e300}], "1700000000")
 _WRITTEN: dict[Path, dict[str, bytes]] = {}  # what check() last wrote, per bundle directory
 # Deterministic, non-secret fuzzing key (a raw Ed25519 seed).
 FUZZ_KEY = bytes(range(50, 82))
@@ -95,6 +111,11 @@ def random_mutation(rng: random.Random, files: dict[str, bytes]) -> Mutation:
         return ("dupline", name, rng.randrange(8))
     if op == 7:
         return ("swap", name, rng.randrange(8), rng.randrange(8))
+    if op == 8 and rng.random() < 0.3:
+        return ("special", name, rng.choice(SPECIAL_KINDS))
+    if op == 8 and rng.random() < 0.5:
+        return ("record-path", name, rng.randrange(8), rng.choice(RECORD_PATHS),
+                rng.choice(IMPOSSIBLE))
     if op == 8:
         return ("stray", rng.choice(["segment-000009.jsonl", "segment-000003.manifest.json",
                                      "segment-0000001.jsonl"]), rng.randbytes(rng.randrange(60)))
@@ -120,6 +141,9 @@ def apply(files: dict[str, bytes], mutations: list[Mutation]) -> dict[str, bytes
         if op == "stray":
             out[name] = mutation[2]
             continue
+        if op == "special":
+            out[name] = SPECIAL + mutation[2].encode()
+            continue
         if data is None:
             continue
         if op == "flip" and data:
@@ -140,6 +164,24 @@ def apply(files: dict[str, bytes], mutations: list[Mutation]) -> dict[str, bytes
             if isinstance(value, dict):
                 value[mutation[2]] = mutation[3]
                 out[name] = orjson.dumps(value)
+        elif op == "record-path":
+            lines = _lines(data)
+            index = mutation[2] % len(lines)
+            try:
+                record = orjson.loads(lines[index])
+            except orjson.JSONDecodeError:
+                continue
+            if not isinstance(record, dict):
+                continue
+            node = record
+            *parents, last = mutation[3]
+            for key in parents:
+                child = node.get(key)
+                node[key] = child = child if isinstance(child, dict) else {}
+                node = child
+            node[last] = mutation[4]
+            lines[index] = json.dumps(record, separators=(",", ":")).encode()  # 2**70 too
+            out[name] = b"\n".join(lines)
         elif op in ("line", "dupline", "swap", "record-field"):
             lines = _lines(data)
             index = mutation[2] % len(lines)
@@ -179,12 +221,12 @@ def check(root: Path, files: dict[str, bytes],
     # Cheaper than a new directory per input: remove what is stale, write what changed.
     on_disk = _WRITTEN.setdefault(bundle, {})
     for name in list(on_disk):
-        if name not in files:
-            (bundle / name).unlink(missing_ok=True)
+        if name not in files or files[name] != on_disk[name]:
+            _remove(bundle / name)
             del on_disk[name]
     for name, data in files.items():
         if on_disk.get(name) != data:
-            (bundle / name).write_bytes(data)
+            _make(bundle / name, data)
             on_disk[name] = data
     trusted = [bytes.fromhex(_public_hex())]
     calls = [
@@ -194,6 +236,20 @@ def check(root: Path, files: dict[str, bytes],
     ]
     if original is not None:
         calls.append(("verify --trust", lambda: verify_bundle(bundle, trusted_keys=trusted)))
+    # A small record limit, so a sparse segment without a manifest is refused after a MiB.
+    saved = os.environ.get(RECORD_LIMIT_ENV)
+    os.environ[RECORD_LIMIT_ENV] = str(1 << 20)
+    try:
+        return _run_calls(calls, files, original)
+    finally:
+        if saved is None:
+            del os.environ[RECORD_LIMIT_ENV]
+        else:
+            os.environ[RECORD_LIMIT_ENV] = saved
+
+
+def _run_calls(calls: list[tuple[str, Any]], files: dict[str, bytes],
+               original: dict[str, bytes] | None) -> str | None:
     for label, call in calls:
         try:
             result = call()
@@ -216,6 +272,34 @@ def check(root: Path, files: dict[str, bytes],
                 and files.get(name) != data for name, data in original.items()):
             return f"{label}: a changed segment verified as ok"
     return None
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _make(path: Path, data: bytes) -> None:
+    """Write ``data`` at ``path``, or make the special file a :data:`SPECIAL` marker names."""
+    kind = data[len(SPECIAL):].decode(errors="replace") if data.startswith(SPECIAL) else ""
+    if kind not in SPECIAL_KINDS:  # (a later mutation may have changed a marker's bytes)
+        path.write_bytes(data)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "outside":  # a readable file out of the bundle (beside it, the fuzzer's)
+        outside = path.parent.parent / "outside.txt"
+        if not outside.exists():
+            outside.write_bytes(b'{"kind":"exchange","seq":0,"prev":"","digest":"x"}\n')
+        path.symlink_to(outside)
+    elif kind == "directory":
+        path.mkdir()
+    else:  # sparse: 20 GB of nothing, no newline anywhere
+        with open(path, "wb") as handle:
+            handle.truncate(20 * 1024**3)
 
 
 def _public_hex() -> str:

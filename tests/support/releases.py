@@ -47,9 +47,11 @@ def reason_rules(decision: dict[str, Any]) -> list[str]:
 
 
 def raw_bundle(root: Path, records: list[dict[str, Any]]) -> Path:
-    """Write a minimal bundle of ``records`` without integrity fields (for readers that skip it)."""
-    root.mkdir()
-    (root / "bundle.json").write_bytes(orjson.dumps({"format": 1, "tool": "mcp-tap"}))
-    lines = b"".join(orjson.dumps({"seq": i, **r}) + b"\n" for i, r in enumerate(records))
-    (root / "segment-000001.jsonl").write_bytes(lines)
+    """Write a bundle of ``records`` with the real writer (it adds the integrity fields), so
+    the commands that refuse evidence that does not verify read it."""
+    from mcp_tap.evidence import EvidenceWriter
+
+    with EvidenceWriter(root) as writer:
+        for record in records:
+            writer.submit({k: v for k, v in record.items() if k not in ("seq", "prev", "digest")})
     return root

@@ -458,7 +458,8 @@ class TestTranscriptsCommand:
         assert out["total"] >= 50
         for entry in out["cases"]:
             assert set(entry) == {
-                "name", "passed", "rule", "code", "strength", "detail", "evidenceDigest"}
+                "name", "passed", "rule", "code", "strength", "detail", "evidenceDigest",
+                "assumedHeaders"}
             assert entry["passed"] is True
             assert entry["strength"] in ((None,) if entry["rule"] is None else ("must", "should"))
             assert HEX64.fullmatch(entry["evidenceDigest"])

@@ -5,7 +5,9 @@ registered auth scheme), ``Mcp-Session-Id`` becomes a keyed pseudonym (see
 only parameter values under secret names, and every other value gets the text pass when it
 holds ``=`` or a bearer credential (a ``Referer`` with ``?token=``). ``Mcp-Param-{Name}``
 mirrors a tool argument, so it is redacted when ``{Name}`` is secret or names an argument
-under an argument policy. What a header name asks of its value is decided once per spelling.
+under an argument policy (and, by its value, when it mirrors an argument that redaction hid
+under another name: :meth:`~mcp_tap.core.redaction.redactor.Redactor.redact_mirrored`).
+What a header name asks of its value is decided once per spelling.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ _AUTH_SCHEMES: Final = frozenset(
         "aws4-hmac-sha256",
     }
 )
-_MCP_PARAM: Final = "mcpparam"  # canonical prefix of Mcp-Param-{Name}
+MCP_PARAM: Final = "mcpparam"  # canonical prefix of Mcp-Param-{Name}
 _PSEUDONYM_HEX: Final = 16  # 64 bits: distinct sessions of one bundle never collide in practice
 _MAX_CACHED_NAMES: Final = 8192  # attacker-chosen header names must not grow memory
 # What a header name (as spelt) asks of its value, decided once per spelling.
@@ -135,8 +137,8 @@ class HeaderRedaction:
 
     def _sensitive_header(self, canonical: str) -> bool:
         """Return whether a header with canonical name ``canonical`` carries a secret."""
-        if canonical.startswith(_MCP_PARAM):
-            mirrored = canonical[len(_MCP_PARAM) :]
+        if canonical.startswith(MCP_PARAM):
+            mirrored = canonical[len(MCP_PARAM) :]
             return self.matcher.is_secret(mirrored) or mirrored in self._argument_keys
         return self.matcher.is_secret(canonical)
 

@@ -28,10 +28,11 @@ import orjson
 
 from mcp_tap.core import deepjson
 from mcp_tap.core.redaction.clean import CLEAN_CHECK_MIN, CleanJson
-from mcp_tap.core.redaction.headers import HeaderRedaction
+from mcp_tap.core.redaction.headers import MCP_PARAM, HeaderRedaction
 from mcp_tap.core.redaction.keys import SESSION_HEADER, KeyMatcher, canonical_key
 from mcp_tap.core.redaction.policy import RedactionPolicy
 from mcp_tap.core.redaction.text import REDACTED, redact_plain_text, strip_url_secrets
+from mcp_tap.core.sentinel import SentinelError, decode_header_value
 
 _CONTAINERS: Final = (dict, list, tuple)
 _RECURSE: Final = 100  # levels walked recursively; deeper ones by a loop (no recursion limit)
@@ -528,6 +529,38 @@ class Redactor(HeaderRedaction):
         for message in messages:
             self.walk(message, self._policy_targets(message), found)
         return sorted((v for v in found if len(v) >= 4), key=len, reverse=True)
+
+    def redact_mirrored(self, pairs: list[list[str]], message: Any) -> list[list[str]]:
+        """``pairs`` (a request's redacted ``[[name, value], ...]``) with every
+        ``Mcp-Param-*`` value that mirrors an argument redaction hides in ``message``
+        redacted too; ``pairs`` itself when there is none (never mutated).
+
+        A tool declares the header name (``x-mcp-header``), which need not be the argument's
+        name nor secret-sounding (``tenant_key`` mirrored as ``Mcp-Param-Tenant``), so the
+        mirror is found by its value: the header's decoded value (sentinel Base64 or raw)
+        equal to a value the walk of the request removed (an argument policy's, a secret
+        key's). The caller asks only when the body lost something.
+        """
+        params = [i for i, (name, _) in enumerate(pairs)
+                  if canonical_key(name).startswith(MCP_PARAM)]
+        if not params:
+            return pairs
+        found: set[str] = set()
+        self.walk(message, self._policy_targets(message), found)
+        if not found:
+            return pairs
+        out = pairs
+        for index in params:
+            name, value = pairs[index]
+            try:
+                decoded = decode_header_value(value)
+            except SentinelError:
+                decoded = value.strip(" \t")
+            if decoded in found or value.strip(" \t") in found:
+                if out is pairs:
+                    out = list(pairs)
+                out[index] = [name, REDACTED]
+        return out
 
     def scrub(self, text: str, secrets: Sequence[str]) -> str:
         """Return ``text`` (a finding message, a detail line) with ``secrets`` replaced.

@@ -35,8 +35,12 @@ _KEY: Final = re.compile(
 # The value after the separator: a quoted string (also an escaped one inside a JSON string),
 # else (':') the rest of the line, since header-like lines ("Cookie: a=1; b=2") hold one
 # value up to the line end, else ('=') up to the next delimiter of a query string, a form
-# body or a path parameter.
-_QUOTED: Final = re.compile(r""""(?:[^"\\\r\n]|\\.)*"|'[^'\r\n]*'|\\"(?:[^"\\\r\n]|\\[^"])*\\\"""")
+# body or a path parameter. A quoted value runs to its closing quote whatever it holds: a
+# raw newline or any other control character (invalid JSON, so this pass sees it) and every
+# escape JSON allows (``\\\\``, ``\\"``, ``\\n``, ``\\u2028`` ...), so no character of the
+# string is left after a newline; a string never closed runs to the end of the text.
+_QUOTED: Final = re.compile(
+    r""""(?:[^"\\]|\\[\s\S])*(?:"|\\?\Z)|'[^']*(?:'|\Z)|\\"(?:[^"\\]|\\[^"])*(?:\\"|\\?\Z)""")
 _REST_OF_LINE: Final = re.compile(r"[^\r\n]*")
 _UNTIL_DELIMITER: Final = re.compile(r"[^\s&;,]*")
 _ESCAPE: Final = re.compile(r"\\u([0-9A-Fa-f]{4})|\\(.)")

@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from dataclasses import fields, replace
 from typing import Any
 
+from mcp_tap.core.hopdiff import BOX_HTTP, BOX_KINDS
 from mcp_tap.errors import InputError
 from mcp_tap.files import read_file
-from mcp_tap.proxy.options.redaction import digest_key, redaction_policy
+from mcp_tap.proxy.options.redaction import REDACTION_TABLES, digest_key, redaction_policy
 from mcp_tap.proxy.options.values import (
     HOST_MODES,
     RECORDING_MODES,
@@ -42,6 +43,7 @@ from mcp_tap.proxy.options.values import (
     parse_listen,
 )
 from mcp_tap.proxy.tracing import check_tracing
+from mcp_tap.tables import TableKeys, check_tables
 
 _SECTIONS: dict[str, type[Any]] = {
     "evidence": EvidenceOptions,
@@ -55,6 +57,16 @@ _SECTIONS: dict[str, type[Any]] = {
     "gate": GateOptions,
     "hop_comparison": HopComparisonOptions,
 }
+
+
+CONFIG_TABLES: TableKeys = {
+    "": frozenset({*_SECTIONS, "hop", "redaction"}),
+    **{name: frozenset(f.name for f in fields(cls)) for name, cls in _SECTIONS.items()},
+    "hop": frozenset(f.name for f in fields(HopOptions)),  # each [[hop]] table
+    **REDACTION_TABLES,
+}
+"""Every table of the config file and its allowed keys (a section's are its options' field
+names, so an option added to its dataclass is known here too)."""
 
 
 # Numeric options, checked in one place (:func:`_number`). Listed here: options that must be
@@ -177,6 +189,9 @@ def _section(name: str, data: Any, env: Mapping[str, str]) -> Any:
 
 
 
+_HOP_KEYS = frozenset({"name", "listen", "upstream", "box"})
+
+
 def _hops(data: Any) -> tuple[HopOptions, ...]:
     if data is None:
         return ()
@@ -186,6 +201,13 @@ def _hops(data: Any) -> tuple[HopOptions, ...]:
     for i, item in enumerate(data):
         if not isinstance(item, dict):
             raise InputError(f"[[hop]] #{i} must be a table")
+        unknown = set(item) - _HOP_KEYS
+        if unknown:
+            raise InputError(f"[[hop]] #{i} has unknown option(s): {', '.join(sorted(unknown))}")
+        box = item.get("box", BOX_HTTP)
+        if box not in BOX_KINDS:
+            raise InputError(f"[[hop]] #{i} box must be one of {', '.join(BOX_KINDS)}, "
+                             f"got {box!r}")
         missing = [k for k in ("listen", "upstream") if not isinstance(item.get(k), str)]
         if missing:
             raise InputError(f"[[hop]] #{i} needs string {', '.join(missing)}")
@@ -196,7 +218,8 @@ def _hops(data: Any) -> tuple[HopOptions, ...]:
         parse_listen(item["listen"], f"[[hop]] {name} listen")
         hops.append(
             HopOptions(
-                name, item["listen"], check_upstream(item["upstream"], f"[[hop]] {name} upstream")
+                name, item["listen"], check_upstream(item["upstream"], f"[[hop]] {name} upstream"),
+                box,
             )
         )
     names = [h.name for h in hops]
@@ -277,6 +300,7 @@ def load_options(
             data = tomllib.loads(raw.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise InputError(f"{config_file}: not valid TOML ({exc})") from None
+        check_tables(data, CONFIG_TABLES, config_file)
     unknown = set(data) - set(_SECTIONS) - {"hop", "redaction"}
     if unknown:
         raise InputError(f"{config_file}: unknown section(s): {', '.join(sorted(unknown))}")
@@ -322,8 +346,11 @@ def load_options(
     if evidence_dir:
         opts = replace(opts, evidence=replace(opts.evidence, dir=evidence_dir))
     if admin is not None:
-        opts = replace(opts, admin=AdminOptions(admin))
+        opts = replace(opts, admin=replace(opts.admin, listen=admin))
     if opts.admin.listen:
         parse_listen(opts.admin.listen, "admin listen")
+    if opts.admin.token_env and not env.get(opts.admin.token_env, "").strip():
+        raise InputError(f"[admin] token_env names {opts.admin.token_env}, which is not set "
+                         "(or empty) in the environment")
     check_tracing(opts.tracing)
     return opts

@@ -13,6 +13,10 @@ from mcp_tap.files import read_file
 
 _REDACTION_KEYS = frozenset(
     {"extra_keys", "allow_keys", "argument", "digest_key_file", "digest_key_env"})
+ARGUMENT_KEYS = frozenset({"method", "tool", "argument"})
+"""The keys of one ``[[redaction.argument]]`` table."""
+REDACTION_TABLES = {"redaction": _REDACTION_KEYS, "redaction.argument": ARGUMENT_KEYS}
+"""The ``[redaction]`` tables' allowed keys (see :mod:`mcp_tap.tables`)."""
 
 
 def _redaction(data: Any) -> RedactionPolicy:

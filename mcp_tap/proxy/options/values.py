@@ -44,11 +44,17 @@ def check_hop_name(value: str, what: str = "hop name") -> str:
 
 @dataclass(frozen=True, slots=True)
 class HopOptions:
-    """One listener: its name, where it listens and the upstream it forwards to."""
+    """One listener: its name, where it listens and the upstream it forwards to.
+
+    ``box``: what the upstream is when another hop stands behind it (two hops in one tap):
+    ``http`` (a load balancer, mesh or HTTP proxy: bodies pass unchanged) or
+    ``mcp-gateway`` (an MCP server to the client, an MCP client to the origin).
+    """
 
     name: str
     listen: str
     upstream: str
+    box: str = "http"
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,9 +167,14 @@ class EraOptions:
 
 @dataclass(frozen=True, slots=True)
 class AdminOptions:
-    """The admin listener (health, readiness, metrics); empty ``listen`` disables it."""
+    """The admin listener (health, readiness, metrics); empty ``listen`` disables it.
+
+    ``token_env``: the name of an environment variable holding a bearer token; when set,
+    every admin route but ``/healthz`` and ``/readyz`` needs ``Authorization: Bearer``
+    with it (the token itself is never in the config)."""
 
     listen: str = "127.0.0.1:9464"
+    token_env: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +198,9 @@ class HopComparisonOptions:
     """Cross-hop correlation window and SSE buffering thresholds."""
 
     window_s: float = 60.0
+    # A pair made without a shared trace id (a box that drops traceparent): the two requests
+    # began at most this many seconds apart.
+    params_window_s: float = 5.0
     min_inner_spread_ms: float = 100.0
     max_outer_spread_ratio: float = 0.2
     first_event_delay_ms: float = 250.0

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, cast
 from urllib.parse import urlsplit
 
+from mcp_tap.urls import shown_url
+
 if TYPE_CHECKING:
     from mcp_tap.proxy.splice.framing import ResponseMessage
 
@@ -41,7 +43,13 @@ class UpstreamOwner(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class UpstreamTarget:
-    """Where a hop forwards to, parsed once."""
+    """Where a hop forwards to, parsed once.
+
+    ``url`` is the upstream as it may be shown (in every capture, so in every record and
+    hop-comparison ``box``, and on ``/readyz``): its ``user:password@`` replaced by
+    ``***@``. This is the one place the configured URL becomes displayable; the tap never
+    sends userinfo upstream, so nothing else needs it.
+    """
 
     url: str
     host: str
@@ -64,7 +72,7 @@ class UpstreamTarget:
                 context.check_hostname = False
                 context.verify_mode = ssl.CERT_NONE
         port = parts.port or (443 if https else 80)
-        return cls(url, parts.hostname or "", port, context,
+        return cls(shown_url(url), parts.hostname or "", port, context,
                    parts.netloc.rpartition("@")[2].encode("idna"),
                    parts.path.rstrip("/").encode("latin-1"))
 
