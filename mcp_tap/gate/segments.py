@@ -34,6 +34,7 @@ import orjson
 from mcp_tap.evidence.view import RecordView, view_of
 from mcp_tap.gate.fields import decode_checked
 from mcp_tap.gate.health import HealthWindow, WindowTally, errors_of
+from mcp_tap.gate.hopchanges import BoxChanges, HopChanges
 from mcp_tap.gate.policy import ErrorCounting, Policy
 from mcp_tap.gate.sketch import Measure
 from mcp_tap.gate.tally import ConformanceTally, HopTally, SdkTally, Tally
@@ -147,10 +148,15 @@ class SegmentTally:
                 "comparisons": self.hop.comparisons,
                 "boxes": [[rule, box, _tally_json(t)] for (rule, box), t in
                           self.hop.boxes.items()],
+                "changes": {box: {"kind": c.kind, "pairs": c.pairs, "dropped": c.dropped,
+                                  "rows": [[*row, n] for row, n in c.rows.items()]}
+                            for box, c in self.hop.changes.boxes.items()},
             },
             "sdk": self._sdk_json(),
         }
-        if self.irregular:
+        if self.irregular or any(c.dropped for c in self.hop.changes.boxes.values()):
+            # A gap record the writer does not write, or a box's change rows past what a
+            # tally keeps (merged, they could differ from one pass): the gate reads records.
             sealed["irregular"] = True
         return sealed
 
@@ -255,7 +261,8 @@ class MergedTallies:
         self.conformance.merge(part)
         hop = tallies["hop"]
         boxes = HopTally(EXAMPLES_KEPT, _int(hop["comparisons"]),
-                         {(_str(r), _str(b)): _tally(t) for r, b, t in hop["boxes"]})
+                         {(_str(r), _str(b)): _tally(t) for r, b, t in hop["boxes"]},
+                         _changes(hop["changes"]))
         self.hop.merge(boxes)
         self._sdk(tallies["sdk"])
 
@@ -327,6 +334,19 @@ class MergedTallies:
     def sketched(self) -> list[str]:
         """The measures whose percentiles are sketched (the others are exact)."""
         return [key for key, measure in self.measures.items() if not measure.exact]
+
+
+def _changes(data: Mapping[str, Any]) -> HopChanges:
+    changes = HopChanges()
+    for box, counted in data.items():
+        tally = changes.boxes[_str(box)] = BoxChanges(_str(counted["kind"]),
+                                                      _int(counted["pairs"]))
+        for *row, count in counted["rows"]:
+            if len(row) != 5:
+                raise ValueError("a change row of another shape")
+            tally.rows[tuple(_str(r) for r in row)] = _int(count)  # type: ignore[index]
+        tally.dropped = _int(counted["dropped"])
+    return changes
 
 
 def _tally(data: Mapping[str, Any]) -> Tally:
