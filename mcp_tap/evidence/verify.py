@@ -90,8 +90,8 @@ from mcp_tap.evidence.reader import (
     read_manifest,
 )
 from mcp_tap.evidence.schema import line_problem, manifest_problem, record_problem
-from mcp_tap.evidence.sealed import SealedConsumer, take_sealed
 from mcp_tap.evidence.screen import ORJSON_DEPTH, nesting_bounded, suspect_lines
+from mcp_tap.evidence.sealed import SealedConsumer, take_sealed
 from mcp_tap.evidence.signing import signature_valid
 
 __all__ = ["LOSS_KINDS", "Problem", "RecordConsumer", "VerifyReport", "verify_bundle",

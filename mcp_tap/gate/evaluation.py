@@ -309,7 +309,8 @@ def _scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool, full:
     if feed is not None and ok:
         scan = feed.finish(report, role, ok, problems, stated)
         return _sealed_scan(scan, feed, sealed, report) if sealed is not None else scan
-    if sealed is not None and sealed.segments and {p[0] for p in problems} <= _STATED:
+    if (feed is not None and sealed is not None and sealed.segments
+            and {p[0] for p in problems} <= _STATED):
         # Only losses the evidence states (or its end): every record was handed on.
         return _sealed_scan(feed.finish(report, role, ok, problems, stated), feed, sealed,
                             report)
