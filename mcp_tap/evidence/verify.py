@@ -204,11 +204,7 @@ class _Verifier:
     def run(self) -> None:
         self.check_signing()
         segments = list_segments(self.root)
-        numbers = [files.number for files in segments]
-        if numbers:
-            for first, last in holes(numbers, 1):
-                which = f"segment {first}" if first == last else f"segments {first}..{last}"
-                self.problem("sequence", f"{which} missing: no segment file and no manifest")
+        self.check_holes(segments)
         for index, files in enumerate(segments):
             self.segment(files, is_last=index == len(segments) - 1)
         if self.out_of_order:
@@ -216,6 +212,14 @@ class _Verifier:
         else:
             self.problems += self.order_problems
         check_closed(self, segments)
+
+    def check_holes(self, segments: list[SegmentFiles]) -> None:
+        """Segment numbers with neither a file nor a manifest."""
+        numbers = [files.number for files in segments]
+        if numbers:
+            for first, last in holes(numbers, 1):
+                which = f"segment {first}" if first == last else f"segments {first}..{last}"
+                self.problem("sequence", f"{which} missing: no segment file and no manifest")
 
     # -- signatures ----------------------------------------------------------------------
 
@@ -665,6 +669,13 @@ def verify_bundle(
                          fast_keys=fast_keys, decode=decode, prepare=prepare,
                          open_bundle=open_bundle, sealed=sealed)
     verifier.run()
+    return report_of(root, bundle_format, meta, verifier)
+
+
+def report_of(root: Path, bundle_format: int, meta: dict[str, Any], verifier: _Verifier
+              ) -> VerifyReport:
+    """The report of a verifier that has run over the bundle at ``root`` (or, for sharded
+    verification, of the checks merged into one: :mod:`mcp_tap.evidence.shards`)."""
     signer = (verifier.public_key.hex()
               if verifier.public_key is not None and verifier.signatures_ok else None)
     closed = verifier.closed or {}
