@@ -304,18 +304,23 @@ def _report_from(data: Mapping[str, Any]) -> VerifyReport:
 
 
 def read_results(paths: Sequence[Path]) -> list[dict[str, Any]]:
-    """Read shard results from files (InputError for one that is not JSON)."""
+    """Read shard results from files, each holding one result or several, one JSON object
+    per line (``kubectl logs`` of an Indexed Job's pods); InputError for anything else."""
     from mcp_tap.files import read_file
 
     results = []
     for path in paths:
-        try:
-            value = orjson.loads(read_file(path, "shard result"))
-        except orjson.JSONDecodeError as exc:
-            raise InputError(f"shard result {path} is not JSON: {exc}") from exc
-        if not isinstance(value, dict):
-            raise InputError(f"shard result {path} is not a JSON object")
-        results.append(value)
+        for number, line in enumerate(read_file(path, "shard result").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                value = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise InputError(f"shard result {path} line {number} is not JSON: {exc}"
+                                 ) from exc
+            if not isinstance(value, dict):
+                raise InputError(f"shard result {path} line {number} is not a JSON object")
+            results.append(value)
     return results
 
 

@@ -101,6 +101,9 @@ def test_the_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert (code, whole_code) == (1, 1)
     merged, whole = orjson.loads(out), orjson.loads(whole_out)
     assert [b["ok"] for b in merged] == [b["ok"] for b in whole] == [False, False]
+    lines = tmp_path / "shards.jsonl"  # kubectl logs of the Indexed Job's pods
+    lines.write_bytes(b"".join(out.read_bytes() for out in outs))
+    assert run(["verify", "--merge", str(lines), "--format", "json"], capsys)[1] == out
     code, _, err = run(["verify", "--merge", *map(str, outs[:2])], capsys)
     assert code == 2 and "shards [2] missing" in err
 
