@@ -28,9 +28,10 @@ from mcp_tap.evidence.signing import signature_valid
 if TYPE_CHECKING:
     from mcp_tap.evidence.verify import _Verifier
 
-SealedConsumer = Callable[[str, Mapping[str, Any]], bool]
-"""Given a sealed segment's name and its manifest's ``tallies``, whether it takes them in
-place of the segment's records (False: the records are read and handed on as usual)."""
+SealedConsumer = Callable[[str, Mapping[str, Any] | None], bool]
+"""Given a sealed segment's name and its manifest's ``tallies`` (None: its signed manifest
+carries none), whether it takes them in place of the segment's records (False: the records
+are read and handed on as usual)."""
 
 
 def take_sealed(v: _Verifier, files: SegmentFiles, consumer: SealedConsumer) -> bool:
@@ -40,9 +41,12 @@ def take_sealed(v: _Verifier, files: SegmentFiles, consumer: SealedConsumer) -> 
     if manifest is None:
         return False
     tallies = manifest.get("tallies")
+    if not isinstance(tallies, dict):
+        consumer(files.name, None)  # told, so it can say why the segment is read
+        return False
     first, count, last = manifest.get("firstSeq"), manifest.get("count"), manifest.get("lastSeq")
     head, link = manifest.get("chainHead"), manifest.get("prevSegmentChainHead")
-    if (not isinstance(tallies, dict) or type(first) is not int or type(count) is not int
+    if (type(first) is not int or type(count) is not int
             or count < 0 or last != first + count - 1 or first != v.max_seq + 1
             or link != v.head or link != v.previous_chain_head or not isinstance(head, str)
             or (count == 0 and head != link) or manifest.get("segment") != files.number

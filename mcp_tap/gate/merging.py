@@ -40,16 +40,16 @@ class SealedFeed:
         self.gaps: list[tuple[int, str]] = []
         self.unusable: dict[str, int] = {}  # why a sealed segment was read: how many
 
-    def take(self, _name: str, tallies: Mapping[str, Any]) -> bool:
+    def take(self, _name: str, tallies: Mapping[str, Any] | None) -> bool:
         """verify's sealed consumer: whether this segment's tallies stand for its records."""
-        why = usable(tallies, self.policy)
+        why = usable(tallies, self.policy)  # "the manifest holds no tallies" for None
         part = MergedTallies(self.policy, self.merged.candidate)
-        if not why:
+        if tallies is not None and not why:
             try:
                 part.add(tallies)
             except TallyError as exc:
                 why = str(exc)
-        if why:
+        if why or tallies is None:
             self.unusable[why] = self.unusable.get(why, 0) + 1
             return False
         self.drain(self.merged, self.gaps)  # the records read before this segment first
