@@ -48,7 +48,7 @@ def test_sketched_percentiles_are_within_the_stated_error() -> None:
 
 
 def test_zero_and_negative_values_are_counted_exactly() -> None:
-    values = [-1.5, 0.0, 0.0] + _values(2, 1000)
+    values = [-1.5, 0.0, 0.0, *_values(2, 1000)]
     measure = Measure.of_counts(ValueCounts(values))
     assert not measure.exact
     assert measure.percentiles((0.05, 0.25)) == [-1.5, 0.0]  # ranks 1 and 3 of 1003
