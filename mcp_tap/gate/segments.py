@@ -31,6 +31,7 @@ from typing import Any, Final
 
 import orjson
 
+from mcp_tap.evidence.format import TALLY_VERSION
 from mcp_tap.evidence.view import RecordView, view_of
 from mcp_tap.gate.fields import decode_checked
 from mcp_tap.gate.health import HealthWindow, WindowTally, errors_of
@@ -38,9 +39,6 @@ from mcp_tap.gate.hopchanges import BoxChanges, HopChanges
 from mcp_tap.gate.policy import ErrorCounting, Policy
 from mcp_tap.gate.sketch import Measure
 from mcp_tap.gate.tally import ConformanceTally, HopTally, SdkTally, Tally
-
-TALLY_VERSION: Final = 1
-"""The version of the ``tallies`` member this mcp-tap writes and reads."""
 
 EXAMPLES_KEPT: Final = 10
 """Example digests a segment keeps per rule (and per hop box)."""
