@@ -70,7 +70,7 @@ def run_recording_process(
             queue_size=ev.queue_size,
             signing_key=load_signing_key(ev.signing_key_file, ev.signing_key_env, os.environ),
             # The gate reads a sealed segment's tallies instead of its records.
-            tallies=SegmentTally,
+            tallies=SegmentTally if ev.tallies else None,
         )
         # Inline: this process does nothing but record, so the batch it has just judged is
         # written before it reads the next (no writer thread to wake, no GIL hand-off). A

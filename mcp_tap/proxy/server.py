@@ -92,7 +92,7 @@ class TapServer:
                 clock=clock,
                 signing_key=load_signing_key(ev.signing_key_file, ev.signing_key_env, os.environ),
                 # The gate reads a sealed segment's tallies instead of its records.
-                tallies=SegmentTally,
+                tallies=SegmentTally if ev.tallies else None,
             )
             sink = BatchSink(self.writer)
             self.recorder = Recorder(options, sink, self.metrics, clock)
