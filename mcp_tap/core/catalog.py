@@ -1011,13 +1011,13 @@ EXTENSIONS_NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
         "`response.payload.tools-list`",
     ),
     (
-        "2026-07-28/schema.json (format)",
+        _c(_BASE, "Schema Dialect"),
         "`format` (uri, byte, uri-template) values",
         "the schemas declare JSON Schema 2020-12, where `format` is an annotation, not an "
         "assertion; the validator leaves it unasserted",
     ),
     (
-        "2025-06-18, 2024-11-05 (no schema.json in shared/spec)",
+        _c(_BASE, "Schema"),
         "the schema of revisions without a published schema here",
         "judged by the nearest shipped schema: 2025-06-18 by 2025-11-25, 2024-11-05 by "
         "2025-03-26",
@@ -1121,8 +1121,8 @@ def _hop_changes_markdown() -> list[str]:
         "values before and after, redacted, and the class below). Per hop pair the config "
         "says what the box is (`[[hop]] box`): `http` (a load balancer, mesh or HTTP proxy: "
         "bodies must come through unchanged) or `mcp-gateway` (an MCP server to the client "
-        "and an MCP client to the origin, conformant both ways: product.md § At fleet scale, "
-        "and around gateways). A rule id is a finding; `expected` is what a box of that kind "
+        "and an MCP client to the origin, conformant both ways). "
+        "A rule id is a finding; `expected` is what a box of that kind "
         "changes by being one; `recorded` is allowed by the specification and listed, and "
         "the gate blocks it only when the policy names its class (`[hop] block`).",
         "",

@@ -33,8 +33,8 @@ def test_box_defaults_to_http_and_takes_mcp_gateway(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("edge", "expected"),
     [
-        ('boxx = "mcp-gateway"\n', "[[hop]] #0 has unknown option(s): boxx"),
-        ("upstream_timeout = 3\n", "[[hop]] #0 has unknown option(s): upstream_timeout"),
+        ('boxx = "mcp-gateway"\n', "unknown key hop.boxx in [[hop]] #0"),
+        ("upstream_timeout = 3\n", "unknown key hop.upstream_timeout in [[hop]] #0"),
         ('box = "gateway"\n', "[[hop]] #0 box must be one of http, mcp-gateway, got 'gateway'"),
     ],
     ids=["typo", "unknown", "box-value"],
@@ -44,7 +44,7 @@ def test_unknown_hop_key_or_box_is_one_line_input_error(
 ) -> None:
     with pytest.raises(InputError) as caught:
         _load(tmp_path, edge)
-    assert str(caught.value) == expected
+    assert expected in str(caught.value) and "\n" not in str(caught.value)
 
 
 def test_cli_rejects_an_unknown_hop_key_with_exit_2(
@@ -58,4 +58,5 @@ def test_cli_rejects_an_unknown_hop_key_with_exit_2(
     assert main(["proxy", "--config", str(config)]) == 2
     out, err = capsys.readouterr()
     assert out == ""
-    assert err == "mcp-tap: error: [[hop]] #0 has unknown option(s): bx\n"
+    assert err.startswith("mcp-tap: error: ") and err.count("\n") == 1
+    assert "unknown key hop.bx in [[hop]] #0" in err
