@@ -23,6 +23,7 @@ Zero samples is never healthy.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -313,14 +314,18 @@ class WindowTally:
                 jsonrpc += 1
                 refused = refused or count_jsonrpc
                 mask |= FAILED_JSONRPC
-            if (mask & _REFUSALS and record.findings
-                    and client_broke_request(record.findings)):
-                mask |= CLIENT_BROKE
             if refused and not failed:
-                if mask & CLIENT_BROKE:
+                if record.findings and client_broke_request(record.findings):
+                    mask |= CLIENT_BROKE
                     rejected += 1
                 else:
                     failed = True
+            elif mask & _REFUSALS and not mask & FAILED_UNANSWERED and record.findings:
+                # What another counting would ask (a segment's tallies serve every policy);
+                # findings this one never reads must not stop it.
+                with contextlib.suppress(ValueError, TypeError):
+                    if client_broke_request(record.findings):
+                        mask |= CLIENT_BROKE
             if failed:
                 errors += 1
             if mask:

@@ -99,3 +99,46 @@ def test_damage_inside_a_sealed_segment_is_for_the_full_read(
     assert merged.reading.mode == "tallies" and kinds(merged) == {"gap"}
     assert full.reading.mode == "records" and kinds(full) - {"gap"}
     assert not verify_bundle(signed).ok
+
+
+def _failing() -> list[dict[str, Any]]:
+    """Exchanges failing every way the health window tells apart: no answer from the tap,
+    no status, 5xx, 4xx, JSON-RPC errors, and a client whose own broken request got one."""
+    from gate_bundles import exchange
+
+    records = [exchange(n) for n in range(40)]
+    records[1]["tapError"] = {"phase": "connect", "message": "refused"}
+    records[2]["origin"]["status"] = None
+    records[3]["origin"]["status"] = 503
+    records[4]["origin"]["status"] = 404
+    for n in (5, 6, 7):
+        records[n]["origin"]["body"] = {"jsonrpc": "2.0", "id": n,
+                                        "error": {"code": -32602, "message": "bad"}}
+    records[6]["origin"]["status"] = 400
+    records[7]["findings"] = [{"rule": "request.schema", "code": -32602, "strength": "must",
+                               "boundary": "request", "message": "m", "where": "ingress"}]
+    records[8]["origin"]["status"] = 500
+    records[8]["origin"]["body"] = records[5]["origin"]["body"]
+    records[8]["findings"] = records[7]["findings"]
+    return records
+
+
+@pytest.mark.parametrize("counting", [(j, f, x) for j in (True, False) for f in (True, False)
+                                      for x in (True, False)])
+def test_every_counting_reads_the_same_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              counting: tuple[bool, bool, bool]) -> None:
+    """A segment's tallies keep failing samples by what failed, so any [health.counting]
+    gives the window the records give."""
+    from mcp_tap.gate.policy import ErrorCounting, HealthPolicy
+
+    _tallying(monkeypatch, 6_000)
+    signed = test_gate_fields._bundle(tmp_path / "signed", _failing())
+    jsonrpc, http_5xx, http_4xx = counting
+    policy = Policy(health=HealthPolicy(counting=ErrorCounting(jsonrpc, http_5xx, http_4xx)))
+    request = GateRequest(evidence=(signed,), policy=policy)
+    merged = evaluate(request, workers=1)
+    full = evaluate(request, workers=1, full=True)
+    assert merged.reading.mode == "tallies" and merged.reading.sealed_segments > 3
+    assert merged.to_json() == full.to_json()
+    window = full.to_json()["sources"]["health"]["window"]
+    assert window["errorCounts"]["tap"] == 1 and window["errorCounts"]["unanswered"] == 1
