@@ -4,6 +4,7 @@ bundles judged on what is complete; requests it does not serve refused."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -136,3 +137,19 @@ async def test_requests_it_does_not_serve(fleet: FleetOptions) -> None:
         async with client.get(f"{base}/gate?release=v9") as answer:
             assert answer.status == 503  # no evidence for that release: no decision
             assert "error" in await answer.json()
+
+
+async def test_waiting_requests_are_bounded(fleet: FleetOptions) -> None:
+    """With one waiting slot, concurrent requests while an evaluation runs: one waits for
+    the decision, the others get 503 with Retry-After at once."""
+    timeout = aiohttp.ClientTimeout(total=180)
+    async with serving(fleet, waiters=1) as base, aiohttp.ClientSession(
+            timeout=timeout) as client:
+
+        async def ask() -> tuple[int, str | None]:
+            async with client.get(f"{base}/gate?release=v3") as answer:
+                await answer.read()
+                return answer.status, answer.headers.get("Retry-After")
+
+        answers = await asyncio.gather(*(ask() for _ in range(5)))
+    assert sorted(answers, key=str) == sorted([(200, None)] + [(503, "1")] * 4, key=str)
