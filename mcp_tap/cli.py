@@ -33,6 +33,7 @@ COMMANDS: tuple[str, ...] = (
     "probe",
     "verify",
     "gate",
+    "gate_server",
     "attest",
     "sdk_diff",
     "replay",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -44,6 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "comparison and the drift source ([drift] in the policy)")
     parser.add_argument("--report", action="append", default=[], type=file_argument, metavar="FILE",
                         help="a `transcripts --json` or `probe --json` report; repeatable")
+    parser.add_argument("--full", action="store_true",
+                        help="read every record, even of segments whose signed manifests "
+                        "carry tallies (without it the gate merges those tallies: its cost "
+                        "grows with segments, not exchanges; same decision)")
     add_format_option(parser)
 
 
@@ -109,6 +114,8 @@ def render_text(decision: Decision) -> str:
                      f"{rb.summary.get('signer')}, {rb.summary.get('algorithm')})")
     else:
         lines.append("rollback: NOT READY")
+    if decision.reading is not None:
+        lines.append(decision.reading.text())
     lines.append(f"evidence digest: {decision.evidence_digest}")
     return printable_lines(lines)
 
@@ -143,11 +150,19 @@ def outcome(decision: Decision, bundles: Sequence[Path] = ()) -> Outcome:
     """The command's result in every output format."""
     return Outcome(
         command="gate", headline=str(decision.action),
-        ok=decision.action is Action.PROMOTE, data=decision.to_json(),
+        ok=decision.action is Action.PROMOTE, data=_data(decision),
         text=render_text(decision), checks=checks(decision, bundles),
         facts={"action": str(decision.action), "evidenceDigest": decision.evidence_digest,
                "policyDigest": decision.policy_digest},
         compact=True)
+
+
+def _data(decision: Decision) -> dict[str, Any]:
+    """The decision's JSON, with how the evidence was read (outside its digest)."""
+    data = decision.to_json()
+    if decision.reading is not None:
+        data["reading"] = decision.reading.to_json()
+    return data
 
 
 EXIT_CODES = {Action.PROMOTE: EXIT_OK, Action.ROLLBACK: EXIT_NO, Action.HOLD: EXIT_HOLD}
@@ -157,6 +172,6 @@ def run(args: argparse.Namespace) -> int:
     """Run ``gate``; return 0 (promote), 1 (rollback), 3 (hold) or 2 via InputError."""
     request = load_request(args.evidence, args.policy, args.rollback,
                            baseline=args.baseline, reports=args.report)
-    decision = evaluate_request(request)
+    decision = evaluate_request(request, full=args.full)
     emit(outcome(decision, request.evidence), args)
     return EXIT_CODES[decision.action]

@@ -17,6 +17,16 @@ A segment manifest is ``{"format", "segment", "firstSeq", "lastSeq", "count", "b
 "fileSha256", "chainHead", "prevSegmentChainHead", "createdAt", "closedAt"}``; for an empty
 segment ``lastSeq`` is ``firstSeq - 1`` and ``chainHead`` equals ``prevSegmentChainHead``.
 
+A manifest may also carry ``"tallies"``: what the gate needs of the segment's records,
+counted by the recording process as it wrote them and covered by the manifest's signature
+(:mod:`mcp_tap.gate.segments`: health counts per hop, latency measures exact or as a
+DDSketch, findings by rule, strength and hop, hop boxes, the SDK differential, gap records).
+The member is versioned on its own (``tallies.version``, :data:`TALLY_VERSION`), so adding
+it changed no record and no other member, and a reader of this format that does not know
+it ignores it: ``verify`` checks every manifest as before, and the gate reads the records of
+a segment whose manifest has no tallies (older bundles, unsigned ones) or tallies of a
+version it does not know.
+
 On a clean shutdown the writer adds ``"closed": {"at", "segments", "records", "lastSeq",
 "chainHead", "lost", "end"[, "reason", "inflight"]}`` to ``bundle.json``. Without it nothing
 would reveal that whole trailing segments were deleted, because each surviving segment would
@@ -65,6 +75,9 @@ from mcp_tap.errors import BundleFormatError
 
 FORMAT_VERSION: Final = 2
 """The evidence format this mcp-tap writes."""
+
+TALLY_VERSION: Final = 1
+"""The version of a manifest's ``tallies`` member this mcp-tap writes and reads."""
 
 BUNDLE_FILE: Final = "bundle.json"
 TOOL_NAME: Final = "mcp-tap"

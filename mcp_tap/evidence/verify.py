@@ -91,6 +91,7 @@ from mcp_tap.evidence.reader import (
 )
 from mcp_tap.evidence.schema import line_problem, manifest_problem, record_problem
 from mcp_tap.evidence.screen import ORJSON_DEPTH, nesting_bounded, suspect_lines
+from mcp_tap.evidence.sealed import SealedConsumer, take_sealed
 from mcp_tap.evidence.signing import signature_valid
 
 __all__ = ["LOSS_KINDS", "Problem", "RecordConsumer", "VerifyReport", "verify_bundle",
@@ -153,8 +154,9 @@ class _Verifier:
                  consumer: RecordConsumer | None = None, *, fast_keys: Sequence[bytes] = (),
                  decode: LineDecoder | None = None,
                  prepare: Callable[[dict[str, Any]], Any] | None = None,
-                 open_bundle: bool = False) -> None:
+                 open_bundle: bool = False, sealed: SealedConsumer | None = None) -> None:
         self.root = root
+        self.sealed = sealed
         self.consumer = consumer
         self.batch: list[Any] = []  # the records of the read being checked, for the consumer
         self.prepare = prepare
@@ -202,11 +204,7 @@ class _Verifier:
     def run(self) -> None:
         self.check_signing()
         segments = list_segments(self.root)
-        numbers = [files.number for files in segments]
-        if numbers:
-            for first, last in holes(numbers, 1):
-                which = f"segment {first}" if first == last else f"segments {first}..{last}"
-                self.problem("sequence", f"{which} missing: no segment file and no manifest")
+        self.check_holes(segments)
         for index, files in enumerate(segments):
             self.segment(files, is_last=index == len(segments) - 1)
         if self.out_of_order:
@@ -214,6 +212,14 @@ class _Verifier:
         else:
             self.problems += self.order_problems
         check_closed(self, segments)
+
+    def check_holes(self, segments: list[SegmentFiles]) -> None:
+        """Segment numbers with neither a file nor a manifest."""
+        numbers = [files.number for files in segments]
+        if numbers:
+            for first, last in holes(numbers, 1):
+                which = f"segment {first}" if first == last else f"segments {first}..{last}"
+                self.problem("sequence", f"{which} missing: no segment file and no manifest")
 
     # -- signatures ----------------------------------------------------------------------
 
@@ -256,6 +262,8 @@ class _Verifier:
                          segment=name)
             self.previous_chain_head = None
             return
+        if self.sealed is not None and take_sealed(self, files, self.sealed):
+            return  # its signed manifest's tallies stand for its records
         self.segment_files += 1
         path = files.path
         if files.manifest_path is None and self.open and not is_last:
@@ -623,6 +631,7 @@ def verify_bundle(
     decode: LineDecoder | None = None,
     prepare: Callable[[dict[str, Any]], Any] | None = None,
     open_bundle: bool = False,
+    sealed: SealedConsumer | None = None,
 ) -> VerifyReport:
     """Check the bundle at ``path`` and return every problem found.
 
@@ -650,14 +659,23 @@ def verify_bundle(
     gap record always is). It is called only with lines whose UTF-8 verify has checked, as
     bytes or a memoryview. ``prepare``: with a consumer, what a record parsed fully (a dict)
     is handed on as, made as soon as it is parsed (a batch of whole parsed records would
-    hold a read's worth of JSON trees at once).
+    hold a read's worth of JSON trees at once). ``sealed``: a segment whose signed manifest
+    carries tallies the caller takes is accounted for from the manifest, not read
+    (:mod:`mcp_tap.evidence.sealed`); the consumer then sees only the other segments' records.
     """
     root = Path(path)
     bundle_format, meta = read_bundle_meta(root)
     verifier = _Verifier(root, bundle_format, meta, trusted_keys, require_signed, consumer,
                          fast_keys=fast_keys, decode=decode, prepare=prepare,
-                         open_bundle=open_bundle)
+                         open_bundle=open_bundle, sealed=sealed)
     verifier.run()
+    return report_of(root, bundle_format, meta, verifier)
+
+
+def report_of(root: Path, bundle_format: int, meta: dict[str, Any], verifier: _Verifier
+              ) -> VerifyReport:
+    """The report of a verifier that has run over the bundle at ``root`` (or, for sharded
+    verification, of the checks merged into one: :mod:`mcp_tap.evidence.shards`)."""
     signer = (verifier.public_key.hex()
               if verifier.public_key is not None and verifier.signatures_ok else None)
     closed = verifier.closed or {}

@@ -64,7 +64,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import structlog
 
@@ -146,6 +146,18 @@ class _OpenSegment:
     gaps: int = 0  # ... of which gap records
     stated: int = 0  # the losses those gap records state
     written: Any = field(default_factory=hashlib.sha256)  # of the bytes written, in order
+    tally: SegmentTallier | None = None  # what its manifest's tallies are built from
+
+
+class SegmentTallier(Protocol):
+    """Counts a segment's record lines for its manifest's ``tallies`` member (the gate's:
+    :class:`mcp_tap.gate.segments.SegmentTally`)."""
+
+    def add_data(self, data: bytes) -> None:
+        """Count whole record lines the writer has just written."""
+
+    def seal(self) -> dict[str, Any]:
+        """The tallies of every line counted, as the manifest holds them."""
 
 
 _Item = dict[str, Any] | list[dict[str, Any]] | _Gap | None
@@ -176,6 +188,7 @@ class EvidenceWriter:
         opener: Opener = open_segment,
         signing_key: bytes | None = None,
         meta: Mapping[str, Any] | None = None,
+        tallies: Callable[[], SegmentTallier] | None = None,
     ) -> None:
         """Configure a writer for ``directory``; nothing touches the disk before ``start()``.
 
@@ -183,7 +196,8 @@ class EvidenceWriter:
         ``opener`` opens segment files (tests inject failing files); ``signing_key`` is a raw
         32-byte Ed25519 private key, or None for an unsigned bundle; ``meta`` adds keys to
         ``bundle.json`` (e.g. ``derivedFrom``; the format, signing and end keys stay the
-        writer's).
+        writer's); ``tallies`` makes the tallier of each segment, whose tallies its manifest
+        then carries (a tallier that fails leaves them out: the gate reads the records).
         """
         if max_segment_bytes <= 0 or max_segment_age_s <= 0 or queue_size <= 0:
             raise ValueError("segment size, segment age and queue size must be positive")
@@ -193,6 +207,7 @@ class EvidenceWriter:
         self._clock = clock
         self._opener = opener
         self._signer = Signer(signing_key) if signing_key is not None else None
+        self._tallies = tallies
         self._extra_meta = {k: v for k, v in (meta or {}).items() if k != "closed"}
         self._queue: queue.Queue[_Item] = queue.Queue(maxsize=queue_size)
 
@@ -664,6 +679,8 @@ class EvidenceWriter:
             return lines
         self.failing = False
         segment.written.update(data)
+        if segment.tally is not None:
+            self._tally(segment, data)
         self._seq, self._prev = seq, prev
         gaps = [r for r in records if r.get("kind") == "gap"]
         if gaps:
@@ -756,8 +773,19 @@ class EvidenceWriter:
             created_at=self._clock(),
             first_seq=self._seq,
             prev_head=self._prev,
+            tally=self._tallies() if self._tallies is not None else None,
         )
         return self._segment
+
+    def _tally(self, segment: _OpenSegment, data: bytes) -> None:
+        """Count lines into the segment's tallies; a tallier that fails is dropped (the
+        manifest then holds none, and the gate reads the segment's records)."""
+        try:
+            assert segment.tally is not None
+            segment.tally.add_data(data)
+        except Exception:
+            segment.tally = None
+            log.exception("evidence.tally_failed", segment=segment.path.name)
 
     def _repair(self, segment: _OpenSegment) -> None:
         """Cut a partly written line off again, or give the segment up if that fails too."""
@@ -811,6 +839,11 @@ class EvidenceWriter:
                 "createdAt": segment.created_at,
                 "closedAt": self._clock(),
             }
+            if segment.tally is not None:
+                try:
+                    manifest["tallies"] = segment.tally.seal()
+                except Exception:
+                    log.exception("evidence.tally_failed", segment=segment.path.name)
             write_json_atomically(
                 self.directory / manifest_name(segment.number), self._signed(manifest))
         except OSError as exc:

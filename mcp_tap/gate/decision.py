@@ -126,6 +126,9 @@ class Decision:
     rollback: RollbackResult
     policy_digest: str
     evidence_digest: str
+    # How the evidence was read (mcp_tap.gate.merging.Reading): said in the output, not
+    # part of the decision evidence (the same evidence gives the same digest either way).
+    reading: Any = field(default=None, compare=False)
 
     def evidence(self) -> dict[str, Any]:
         """Return the redacted decision evidence that :attr:`evidence_digest` covers."""

@@ -18,9 +18,9 @@ import gc
 import multiprocessing
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import compress
 from operator import attrgetter
 from pathlib import Path
@@ -47,9 +47,11 @@ from mcp_tap.gate.decision import (
     sdk_source,
 )
 from mcp_tap.gate.fields import decode_checked
-from mcp_tap.gate.health import WindowTally, evaluate_health
+from mcp_tap.gate.health import HealthWindow, WindowTally, evaluate_health
+from mcp_tap.gate.merging import Reading, SealedFeed, undecided
 from mcp_tap.gate.policy import Policy, load_policy
 from mcp_tap.gate.rollback import check_rollback, missing_rollback, resolve_trust
+from mcp_tap.gate.segments import MergedTallies
 from mcp_tap.gate.tally import ConformanceTally, HopTally, SdkTally
 
 
@@ -92,6 +94,12 @@ class BundleScan:
     conformance: ConformanceTally | None = None
     hop: HopTally | None = None
     sdk: SdkTally | None = None
+    # Read from signed manifests' tallies (mcp_tap.gate.merging): everything merged (the
+    # tallies above are then empty), how many segments, why others were read.
+    merged: MergedTallies | None = None
+    sealed_segments: int = 0
+    read_because: dict[str, int] = field(default_factory=dict)
+    records_read: int = 0
 
 
 def parse_report(raw: bytes, source: str) -> Report:
@@ -159,6 +167,9 @@ def load_request(
     )
 
 
+# Problems of a bundle whose records verify still handed on whole: stated losses and how
+# the bundle ended, nothing found in a record.
+_STATED: Final = frozenset({"gap", "abrupt", "unclosed"})
 _BATCH = 256  # records read again after a failed check, fed to the tallies at a time
 _kind: Final = attrgetter("kind")
 _findings: Final = attrgetter("findings")
@@ -236,11 +247,12 @@ def _gap(view: RecordView) -> tuple[int, str]:
             why if isinstance(why, str) else "unknown")
 
 
-def scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool = False
-                ) -> BundleScan:
+def scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool = False,
+                full: bool = False) -> BundleScan:
     """Verify one bundle and stream its records into the tallies its role needs (see
     :func:`_scan_bundle`), with the cyclic garbage collector paused. ``open_bundle``: its
-    writer is still writing it (see :class:`GateRequest`).
+    writer is still writing it (see :class:`GateRequest`); ``full``: read every record, even
+    of segments whose signed manifests carry tallies.
 
     Records are acyclic JSON trees, freed by reference counting as soon as the tallies drop
     them; each parsed record is hundreds of containers that would trigger and be walked by
@@ -249,20 +261,22 @@ def scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool = False
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _scan_bundle(path, role, policy, open_bundle)
+        return _scan_bundle(path, role, policy, open_bundle, full)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool) -> BundleScan:
+def _scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool, full: bool = False
+                 ) -> BundleScan:
     """Verify one bundle and stream its records into the tallies its role needs.
 
     A ``candidate`` feeds every source; a ``baseline`` only the health window and the
     integrity check. A bundle of the current format is read once: verify hands each record
-    it parsed to the tallies. If it fails verification (or is of an older format) its
-    records are read again, leniently, after the check; a bundle that cannot be read at
-    all counts no record and says why in its problems.
+    it parsed to the tallies, and (unless ``full``) the tallies of each segment whose signed
+    manifest carries them (:mod:`mcp_tap.gate.merging`). If it fails verification (or is of
+    an older format) its records are read again, leniently, after the check; a bundle that
+    cannot be read at all counts no record and says why in its problems.
     """
     from mcp_tap.evidence import iter_records, verify_bundle
     from mcp_tap.evidence.format import FORMAT_VERSION
@@ -272,15 +286,18 @@ def _scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool) -> Bu
     # An unknown format version raises BundleFormatError here: bad input, exit 2.
     bundle_format, _meta = read_bundle_meta(path)
     feed: _Feed | None = None
+    sealed: SealedFeed | None = None
     if bundle_format == FORMAT_VERSION:
         feed = _Feed(_empty_scan(role, True, (), policy, candidate, {}), policy)
+        sealed = None if full else SealedFeed(policy, candidate, _drain(feed, role, policy))
         # Lines are read with the gate's cheaper parse (mcp_tap.gate.fields), after verify's
         # number screen unless the bundle is signed by a key the policy trusts; whether its
         # signer is acceptable is judged later, by the integrity source, exactly as for any
         # other bundle.
         report = verify_bundle(path, consumer=feed.batch, prepare=view_of,
                                fast_keys=policy.evidence.trusted_keys, decode=decode_checked,
-                               open_bundle=open_bundle)
+                               open_bundle=open_bundle,
+                               sealed=sealed.take if sealed is not None else None)
     else:
         report = verify_bundle(path, open_bundle=open_bundle)
     problems = tuple((str(p.kind), str(p.severity), str(p.message)) for p in report.problems)
@@ -290,7 +307,16 @@ def _scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool) -> Bu
     stated: dict[str, Any] = {"signer": report.signer, "lost": report.lost,
                               "exchanges": report.exchanges, "end": report.end}
     if feed is not None and ok:
-        return feed.finish(report, role, ok, problems, stated)
+        scan = feed.finish(report, role, ok, problems, stated)
+        return _sealed_scan(scan, feed, sealed, report) if sealed is not None else scan
+    if (feed is not None and sealed is not None and sealed.segments
+            and {p[0] for p in problems} <= _STATED):
+        # Only losses the evidence states (or its end): every record was handed on.
+        return _sealed_scan(feed.finish(report, role, ok, problems, stated), feed, sealed,
+                            report)
+    if sealed is not None and sealed.segments:
+        # Failed verification: its problems, and the records, as the full read finds them.
+        return _scan_bundle(path, role, policy, open_bundle, full=True)
     feed = _Feed(_empty_scan(role, ok, problems, policy, candidate, stated), policy)
     try:
         pending: list[RecordView] = []
@@ -308,7 +334,46 @@ def _scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool) -> Bu
         # The decision evidence must not depend on where the bundle sits on this machine.
         problem = ("unreadable", "error", str(exc).replace(str(path), path.name))
         return _empty_scan(role, ok, (*problems, problem), policy, candidate, stated)
-    return feed.finish(report, role, ok, problems, stated)
+    scan = feed.finish(report, role, ok, problems, stated)
+    if sealed is not None:  # why segments with tallies were read (their records were)
+        scan.read_because = dict(sealed.unusable)
+    return scan
+
+
+def _drain(feed: _Feed, role: str, policy: Policy) -> Callable[[MergedTallies, list[Any]], None]:
+    """What a :class:`SealedFeed` calls before it merges a sealed segment: the records read
+    so far (their tallies and gaps) go first, and the feed starts afresh."""
+    drained = [0]
+
+    def drain(merged: MergedTallies, gaps: list[Any]) -> None:
+        if feed.records == drained[0]:
+            return
+        drained[0] = feed.records
+        scan = feed.scan
+        if feed.sdk and scan.sdk is not None:
+            scan.sdk.add_report(feed.sdk.report())
+        feed.sdk = None
+        merged.add_counted(scan.window, scan.conformance, scan.hop, scan.sdk)
+        gaps.extend(feed.gaps)
+        feed.gaps.clear()
+        feed.scan = _empty_scan(role, True, (), policy, scan.conformance is not None, {})
+
+    return drain
+
+
+def _sealed_scan(scan: BundleScan, feed: _Feed, sealed: SealedFeed, report: Any
+                 ) -> BundleScan:
+    """A verified bundle's scan with what its sealed segments' tallies said merged in."""
+    scan.read_because = dict(sealed.unusable)
+    scan.records_read = feed.records
+    if not sealed.segments:
+        return scan
+    sealed.drain(sealed.merged, sealed.gaps)
+    check = scan.check
+    empty = _empty_scan(check.role, True, (), sealed.policy, scan.conformance is not None, {})
+    return replace(empty, check=replace(check, records=report.records, gaps=tuple(sealed.gaps)),
+                   merged=sealed.merged, sealed_segments=sealed.segments,
+                   read_because=scan.read_because, records_read=feed.records)
 
 
 def _empty_scan(
@@ -336,16 +401,17 @@ def _sdk_tally(scan: BundleScan, policy: Policy) -> Any:
     return SdkDiffTally(DEFAULT_ALLOWLIST | policy.sdk.allow_fields)
 
 
-def _scan_all(jobs: Sequence[tuple[Path, str, bool]], policy: Policy, workers: int | None
-              ) -> list[BundleScan]:
+def _scan_all(jobs: Sequence[tuple[Path, str, bool]], policy: Policy, workers: int | None,
+              full: bool = False) -> list[BundleScan]:
     count = min(len(jobs), workers if workers is not None else (os.cpu_count() or 1))
     if count <= 1:
-        return [scan_bundle(path, role, policy, live) for path, role, live in jobs]
+        return [scan_bundle(path, role, policy, live, full) for path, role, live in jobs]
     # Forking a process that runs threads can copy a held lock; spawn is safe there.
     method = "fork" if threading.active_count() == 1 else "spawn"
     with ProcessPoolExecutor(count, mp_context=multiprocessing.get_context(method)) as pool:
         paths, roles, live = zip(*jobs, strict=True)
-        return list(pool.map(scan_bundle, paths, roles, [policy] * len(jobs), live))
+        return list(pool.map(scan_bundle, paths, roles, [policy] * len(jobs), live,
+                             [full] * len(jobs)))
 
 
 def _rollback(request: GateRequest) -> RollbackResult:
@@ -355,49 +421,94 @@ def _rollback(request: GateRequest) -> RollbackResult:
     return check_rollback(request.rollback, resolve_trust(request.policy.rollback, environ))
 
 
-def evaluate(request: GateRequest, *, workers: int | None = None) -> Decision:
+def evaluate(request: GateRequest, *, workers: int | None = None, full: bool = False
+             ) -> Decision:
     """Evaluate ``request`` and return the gate's decision.
 
     ``workers`` bounds the processes that scan bundles in parallel (``None``: one per CPU;
-    ``1``: everything in this process). Raises InputError for bad input found in the
-    evidence (an unknown bundle format, several hops and no ``health.hop``).
+    ``1``: everything in this process). ``full``: read every record; otherwise a signed
+    segment's manifest tallies stand for its records (:mod:`mcp_tap.gate.merging`), and
+    the decision is the one the full read gives (where a sketched percentile is too near a
+    threshold to be sure, every record is read). The decision's ``reading`` says which.
+    Raises InputError for bad input found in the evidence (an unknown bundle format,
+    several hops and no ``health.hop``).
     """
     policy = request.policy
-    rollback = _rollback(request)
     jobs = [(p, "candidate", request.is_open(p)) for p in request.evidence] + [
         (p, "baseline", request.is_open(p)) for p in request.baseline]
-    scans = _scan_all(jobs, policy, workers)
+    scans = _scan_all(jobs, policy, workers, full)
     candidates = [s for s in scans if s.check.role == "candidate"]
     baselines = [s for s in scans if s.check.role == "baseline"]
-    conformance = ConformanceTally(policy.conformance.examples)
-    hop = HopTally(policy.conformance.examples)
-    sdk = SdkTally()
-    window = WindowTally(policy.health.counting, policy.health.hop)
-    for scan in candidates:
-        assert scan.conformance is not None and scan.hop is not None and scan.sdk is not None
-        conformance.merge(scan.conformance)
-        hop.merge(scan.hop)
-        sdk.merge(scan.sdk)
-        window.merge(scan.window)
-    baseline_window = None
-    if request.baseline:
-        merged = WindowTally(policy.health.counting, policy.health.hop)
-        for scan in baselines:
-            merged.merge(scan.window)
-        baseline_window = merged.window()
+    reading = Reading(bundles=len(scans), records_read=sum(
+        s.records_read if s.merged is not None or s.read_because else s.check.records
+        for s in scans))
+    for scan in scans:
+        for why, n in scan.read_because.items():
+            reading.read_because[why] = reading.read_because.get(why, 0) + n
+    if not any(s.merged is not None for s in scans):
+        tallies = _merge_scans(candidates, policy)
+        window = tallies.window.window()
+        baseline_window = (_merge_scans(baselines, policy).window.window()
+                           if request.baseline else None)
+        return _decide(request, scans, tallies, window, baseline_window, reading)
+    tallies, base = _merge_sealed(candidates, policy), _merge_sealed(baselines, policy)
+    window = tallies.health_window()
+    baseline_window = base.health_window() if request.baseline else None
+    reading.mode = "tallies"
+    reading.sealed_segments = sum(s.sealed_segments for s in scans)
+    reading.sketched = tallies.sketched()
+    why = undecided(window, policy.health, baseline_window, reading.sketched, base.sketched())
+    if why:
+        decision = evaluate(request, workers=workers, full=True)
+        assert decision.reading is not None
+        return replace(decision, reading=replace(
+            decision.reading, fallback=f"read every record: {why}"))
+    return _decide(request, scans, tallies, window, baseline_window, reading)
+
+
+def _merge_scans(scans: Sequence[BundleScan], policy: Policy) -> MergedTallies:
+    """The gate's own tallies of every scan, merged in order (exact measures kept as the
+    window's own)."""
+    merged = MergedTallies(policy, True)
+    for scan in scans:
+        merged.window.merge(scan.window)
+        if scan.conformance is not None and scan.hop is not None and scan.sdk is not None:
+            merged.conformance.merge(scan.conformance)
+            merged.hop.merge(scan.hop)
+            merged.sdk.merge(scan.sdk)
+    return merged
+
+
+def _merge_sealed(scans: Sequence[BundleScan], policy: Policy) -> MergedTallies:
+    """Every scan's tallies, sealed or read, merged in order."""
+    merged = MergedTallies(policy, True)
+    for scan in scans:
+        if scan.merged is not None:
+            merged.merge(scan.merged)
+        else:
+            merged.add_counted(scan.window, scan.conformance, scan.hop, scan.sdk)
+    return merged
+
+
+def _decide(request: GateRequest, scans: Sequence[BundleScan], tallies: MergedTallies,
+            window: HealthWindow, baseline_window: HealthWindow | None, reading: Reading
+            ) -> Decision:
+    policy = request.policy
+    sdk = tallies.sdk
     allowlist = _sdk_allowlist(policy)
     inputs = GateInputs(
-        conformance=judge_conformance(conformance, policy.conformance, request.reports),
+        conformance=judge_conformance(tallies.conformance, policy.conformance,
+                                      request.reports),
         sdk=(sdk_source(None, allowlist, unavailable=sdk.unavailable) if sdk.unavailable
              else sdk_source(sdk, allowlist)),
-        hop=judge_hop(hop, policy.hop),
+        hop=judge_hop(tallies.hop, policy.hop),
         integrity=integrity_source([s.check for s in scans], policy.evidence),
-        health=evaluate_health(window.window(), policy.health, baseline_window),
-        rollback=rollback,
+        health=evaluate_health(window, policy.health, baseline_window),
+        rollback=_rollback(request),
         policy_digest=policy.digest,
         drift=_drift(request),
     )
-    return decide(inputs)
+    return replace(decide(inputs), reading=reading)
 
 
 def _drift(request: GateRequest) -> SourceResult | None:

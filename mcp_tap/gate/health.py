@@ -23,11 +23,12 @@ Zero samples is never healthy.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from msgspec import UNSET
 
@@ -140,7 +141,7 @@ def percentile(values: Sequence[float], p: float) -> float:
     return ordered[rank - 1]
 
 
-def _percentiles(values: ValueCounts) -> Percentiles | None:
+def _percentiles(values: Measured) -> Percentiles | None:
     if not values:
         return None
     return Percentiles(*values.percentiles((50, 95, 99)))
@@ -160,10 +161,46 @@ def client_broke_request(findings: Any) -> bool:
                for _rule, boundary, strength, _where in summaries_of(findings))
 
 
+# What failed in a failing sample (bits of WindowTally.failures): no upstream answer (a tap
+# error or no status), a 5xx or 4xx status, a JSON-RPC error response; and whether the
+# client's own request broke a must rule (for a 4xx or a JSON-RPC error).
+FAILED_UNANSWERED: Final = 1
+FAILED_5XX: Final = 2
+FAILED_4XX: Final = 4
+FAILED_JSONRPC: Final = 8
+CLIENT_BROKE: Final = 16
+_REFUSALS: Final = FAILED_4XX | FAILED_JSONRPC
+
+
+def errors_of(failures: Mapping[int, int], counting: ErrorCounting) -> tuple[int, int]:
+    """``(errors, rejected)`` as ``counting`` counts them among failing samples tallied by
+    what failed (see :meth:`WindowTally.add_views`)."""
+    errors = rejected = 0
+    for mask, count in failures.items():
+        failed = bool(mask & FAILED_UNANSWERED) or bool(mask & FAILED_5XX and counting.http_5xx)
+        refused = bool(mask & FAILED_4XX and counting.http_4xx) or bool(
+            mask & FAILED_JSONRPC and counting.jsonrpc_errors)
+        if refused and not failed and mask & CLIENT_BROKE:
+            rejected += count
+        elif failed or refused:
+            errors += count
+    return errors, rejected
+
+
 _NO_ORIGIN = Origin()  # what a record without an origin object reads as
 _hop: Final = attrgetter("hop")
 _STR: Final = {str}
 _FLUSH_EVERY = 4096  # pending measurements past which a batch's end counts them
+
+
+class Measured(Protocol):
+    """Counted measurements that give nearest-rank percentiles: exact
+    (:class:`~mcp_tap.gate.counts.ValueCounts`) or sketched
+    (:class:`mcp_tap.gate.sketch.Measure`)."""
+
+    def __len__(self) -> int: ...
+
+    def percentiles(self, ps: Sequence[float]) -> list[float]: ...
 
 
 class WindowTally:
@@ -175,9 +212,10 @@ class WindowTally:
     extreme.
     """
 
-    __slots__ = ("counting", "durations", "end", "errors", "first_events", "hop", "hops",
-                 "http_4xx", "http_5xx", "jsonrpc", "latencies", "max_events", "rejected",
-                 "samples", "sse_events", "sse_streams", "start", "tap", "unanswered")
+    __slots__ = ("counting", "durations", "end", "errors", "failures", "first_events", "hop",
+                 "hops", "http_4xx", "http_5xx", "jsonrpc", "latencies", "max_events",
+                 "rejected", "samples", "sse_events", "sse_streams", "start", "tap",
+                 "unanswered")
 
     def __init__(self, counting: ErrorCounting, hop: str | None = None) -> None:
         self.counting = counting
@@ -185,6 +223,9 @@ class WindowTally:
         self.hops: set[str] = set()
         self.samples = self.errors = self.jsonrpc = self.http_5xx = self.http_4xx = 0
         self.tap = self.unanswered = self.rejected = 0
+        # Failing samples by what failed (FAILED_* bits): the errors of any counting, so a
+        # segment's tally (mcp_tap.gate.segments) serves every policy.
+        self.failures: dict[int, int] = {}
         self.latencies = ValueCounts()
         self.first_events = ValueCounts()
         self.durations = ValueCounts()
@@ -214,6 +255,7 @@ class WindowTally:
         tap, unanswered, start, latest = self.tap, self.unanswered, self.start, self.end
         rejected = self.rejected
         sse_streams, sse_events, max_events = self.sse_streams, self.sse_events, self.max_events
+        failures = self.failures
         latency = self.latencies.pending.append
         first_event = self.first_events.pending.append
         duration = self.durations.pending.append
@@ -249,30 +291,45 @@ class WindowTally:
             # A request that never got an upstream answer is a failure whatever the policy
             # counts; the others count as the policy says.
             failed = False
+            mask = 0
             if record.tapError is not None:
                 tap += 1
                 failed = True
+                mask = FAILED_UNANSWERED
             elif type(status) is not int:
                 unanswered += 1
                 failed = True
+                mask = FAILED_UNANSWERED
             refused = False  # an error the client's own broken request may explain
             if type(status) is int:
                 if 500 <= status <= 599:
                     http_5xx += 1
                     failed = failed or count_5xx
+                    mask |= FAILED_5XX
                 elif 400 <= status <= 499:
                     http_4xx += 1
                     refused = count_4xx
+                    mask |= FAILED_4XX
             if is_rpc_error:
                 jsonrpc += 1
                 refused = refused or count_jsonrpc
+                mask |= FAILED_JSONRPC
             if refused and not failed:
                 if record.findings and client_broke_request(record.findings):
+                    mask |= CLIENT_BROKE
                     rejected += 1
                 else:
                     failed = True
+            elif mask & _REFUSALS and not mask & FAILED_UNANSWERED and record.findings:
+                # What another counting would ask (a segment's tallies serve every policy);
+                # findings this one never reads must not stop it.
+                with contextlib.suppress(ValueError, TypeError):
+                    if client_broke_request(record.findings):
+                        mask |= CLIENT_BROKE
             if failed:
                 errors += 1
+            if mask:
+                failures[mask] = failures.get(mask, 0) + 1
             ingress = record.ingress
             received = ingress.receivedAt if isinstance(ingress, INGRESSES) else None
             if type(received) is not float or received - received != 0.0:
@@ -331,6 +388,8 @@ class WindowTally:
                      "unanswered", "rejected", "sse_streams", "sse_events"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.max_events = max(self.max_events, other.max_events)
+        for mask, count in other.failures.items():
+            self.failures[mask] = self.failures.get(mask, 0) + count
         self.latencies.merge(other.latencies)
         self.first_events.merge(other.first_events)
         self.durations.merge(other.durations)
@@ -339,8 +398,14 @@ class WindowTally:
         self.start = min(starts) if starts else None
         self.end = max(ends) if ends else None
 
-    def window(self) -> HealthWindow:
-        """Return the finished window; InputError when several hops and none named."""
+    def window(self, measures: tuple[Measured, Measured, Measured] | None = None
+               ) -> HealthWindow:
+        """Return the finished window; InputError when several hops and none named.
+
+        ``measures``: the latencies, first-event latencies and stream durations to take the
+        percentiles of, instead of this tally's own (merged segment tallies' measures)."""
+        latencies, first_events, durations = measures or (
+            self.latencies, self.first_events, self.durations)
         hops = sorted(self.hops)
         if self.hop is None and len(hops) > 1:
             raise InputError(f"the evidence holds hops {', '.join(hops)}: set health.hop in "
@@ -352,9 +417,9 @@ class WindowTally:
             errors=self.errors,
             counts=ErrorCounts(self.jsonrpc, self.http_5xx, self.http_4xx, self.tap,
                                self.unanswered, self.rejected),
-            latency_ms=_percentiles(self.latencies),
-            sse_first_event_ms=_percentiles(self.first_events),
-            stream_duration_ms=_percentiles(self.durations),
+            latency_ms=_percentiles(latencies),
+            sse_first_event_ms=_percentiles(first_events),
+            stream_duration_ms=_percentiles(durations),
             sse_streams=self.sse_streams,
             sse_events=self.sse_events,
             max_events_per_stream=self.max_events,

@@ -148,15 +148,29 @@ def admin_app(
             headers={"Content-Type": CONTENT_TYPE, "X-Content-Type-Options": "nosniff"},
         )
 
-    # The token first: a request without it is refused before it spends the rate.
-    middlewares = [*([_token_middleware(token)] if token else []), _pace_middleware(rate)]
-    # aiohttp answers 413 for a body past client_max_size, 405 with Allow for a method a
-    # route does not serve, 404 for a path none does.
-    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
+    app = guarded_app(token=token, rate=rate)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", prometheus)
     if canary is not None:
-        slots = asyncio.Semaphore(max_gate_waiters)
-        canary.add_routes(app, lambda handler: _bounded(handler, slots))
+        add_gate_routes(app, canary, max_gate_waiters)
     return app
+
+
+def guarded_app(*, token: str | None = None, rate: float = RATE_PER_S) -> web.Application:
+    """An application with the admin listener's guards and no routes: the bearer token
+    (when given; the probes exempt), the pace, and the body limit. Also the gate service's
+    (:mod:`mcp_tap.proxy.fleet`)."""
+    # The token first: a request without it is refused before it spends the rate.
+    middlewares = [*([_token_middleware(token)] if token else []), _pace_middleware(rate)]
+    # aiohttp answers 413 for a body past client_max_size, 405 with Allow for a method a
+    # route does not serve, 404 for a path none does.
+    return web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
+
+
+def add_gate_routes(app: web.Application, canary: CanaryAnalysis,
+                    max_gate_waiters: int = MAX_GATE_WAITERS) -> None:
+    """Add ``/gate`` and ``/gate/flagger``, with at most ``max_gate_waiters`` requests
+    waiting for a decision at once."""
+    slots = asyncio.Semaphore(max_gate_waiters)
+    canary.add_routes(app, lambda handler: _bounded(handler, slots))

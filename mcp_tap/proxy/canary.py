@@ -26,6 +26,7 @@ import multiprocessing
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,25 +44,31 @@ FLAGGER_STATUS = {"promote": 200, "rollback": 412, "hold": 503}
 
 def evaluate_json(
     evidence: list[str], policy: str, rollback: str | None, baseline: list[str],
-    open_bundles: Sequence[str] = (),
+    open_bundles: Sequence[str] = (), *, all_open: bool = False, workers: int = 1,
 ) -> dict[str, Any]:
     """Evaluate the gate in this (worker) process and return the decision's JSON;
     ``open_bundles`` are still being written (the tap's own bundle: judged on what is
     complete so far, see :class:`~mcp_tap.gate.evaluation.GateRequest`).
 
     Bad input (a malformed policy, unreadable rollback evidence) comes back as
-    ``{"error": message}``: one line, never a traceback.
+    ``{"error": message}``: one line, never a traceback. ``all_open``: every bundle is
+    judged as still being written while it has no closing summary (a fleet's pods, for the
+    gate service); ``workers``: processes that read bundles in parallel.
     """
-    from mcp_tap.gate.evaluation import evaluate_files
+    from mcp_tap.gate.evaluation import evaluate, load_request
 
     try:
-        decision = evaluate_files(
-            [Path(p) for p in evidence], Path(policy),
-            Path(rollback) if rollback else None,
-            baseline=[Path(p) for p in baseline], workers=1, open_bundles=open_bundles)
+        request = load_request(
+            [Path(p) for p in evidence], Path(policy), Path(rollback) if rollback else None,
+            baseline=[Path(p) for p in baseline], open_bundles=open_bundles)
+        if all_open:
+            request = replace(request, open_bundles=request.evidence + request.baseline)
+        decision = evaluate(request, workers=workers)
     except TapError as exc:
         return {"error": str(exc)}
     result: dict[str, Any] = decision.to_json()
+    if decision.reading is not None:  # how the evidence was read (outside the digest)
+        result["reading"] = decision.reading.to_json()
     return result
 
 
@@ -108,9 +115,14 @@ class CanaryAnalysis:
             self._pool = None
             return {"error": "the gate's evaluation process ended abruptly; retry"}
 
-    async def gate(self, _: web.Request) -> web.Response:
+    async def decision_for(self, _request: web.Request) -> dict[str, Any]:
+        """The decision a request asks for: this tap's (the gate service's depends on the
+        request, :class:`mcp_tap.proxy.fleet.FleetAnalysis`)."""
+        return await self.decision()
+
+    async def gate(self, request: web.Request) -> web.Response:
         """``GET /gate``: the decision JSON (200), or 503 with the error when there is none."""
-        result = await self.decision()
+        result = await self.decision_for(request)
         return web.json_response(result, status=503 if "error" in result else 200)
 
     async def flagger(self, request: web.Request) -> web.Response:
@@ -118,7 +130,7 @@ class CanaryAnalysis:
         # Flagger posts {name, namespace, phase, metadata}; the decision does not depend on it,
         # but a body that is not JSON is still read (and ignored) so the connection is clean.
         await request.read()
-        result = await self.decision()
+        result = await self.decision_for(request)
         if "error" in result:
             return web.json_response({"action": None, "reason": result["error"]}, status=503)
         action = str(result["action"])

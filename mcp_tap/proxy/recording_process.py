@@ -24,6 +24,7 @@ import structlog
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import EvidenceWriter
 from mcp_tap.evidence.signing import load_signing_key
+from mcp_tap.gate.segments import SegmentTally
 from mcp_tap.logs import configure_logging
 from mcp_tap.proxy import handoff
 from mcp_tap.proxy.captured import materialize_state
@@ -68,6 +69,8 @@ def run_recording_process(
             max_segment_age_s=ev.max_segment_age_s,
             queue_size=ev.queue_size,
             signing_key=load_signing_key(ev.signing_key_file, ev.signing_key_env, os.environ),
+            # The gate reads a sealed segment's tallies instead of its records.
+            tallies=SegmentTally if ev.tallies else None,
         )
         # Inline: this process does nothing but record, so the batch it has just judged is
         # written before it reads the next (no writer thread to wake, no GIL hand-off). A

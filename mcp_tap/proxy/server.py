@@ -20,6 +20,7 @@ from aiohttp import web
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import EvidenceWriter
 from mcp_tap.evidence.signing import load_signing_key
+from mcp_tap.gate.segments import SegmentTally
 from mcp_tap.proxy.admin import admin_app
 from mcp_tap.proxy.inline import InlineRecording
 from mcp_tap.proxy.metrics import Metrics
@@ -90,6 +91,8 @@ class TapServer:
                 queue_size=ev.queue_size,
                 clock=clock,
                 signing_key=load_signing_key(ev.signing_key_file, ev.signing_key_env, os.environ),
+                # The gate reads a sealed segment's tallies instead of its records.
+                tallies=SegmentTally if ev.tallies else None,
             )
             sink = BatchSink(self.writer)
             self.recorder = Recorder(options, sink, self.metrics, clock)

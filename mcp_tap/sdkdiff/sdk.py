@@ -8,12 +8,13 @@ import copy
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import metadata
 from types import UnionType
 from typing import Any, Final, get_args
 
 import mcp_types as sdk_types
+import orjson
 from mcp_types import methods as sdk_methods
 from mcp_types import version as sdk_versions
 from pydantic import TypeAdapter, ValidationError
@@ -147,6 +148,7 @@ def _wire_fields(target: Any) -> frozenset[str]:
     return frozenset(keys)
 
 
+@lru_cache(maxsize=256)  # a few methods and revisions, over and over; requests name any string
 def _later_revision_fields(method: str, version: str) -> frozenset[str]:
     """Result keys a newer revision declares for ``method`` that ``version`` does not."""
     surface: Mapping[tuple[str, str], Any] = sdk_methods.SERVER_RESULTS
@@ -178,13 +180,25 @@ def _describe(exc: ValidationError, method: str, version: str) -> str:
     return f"the SDK rejects the {method} result at {version}: " + "; ".join(parts) + tail
 
 
+def _copy(result: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of a JSON object (the parse changes its copy; the caller's result may be
+    shared): through orjson, several times cheaper than ``copy.deepcopy`` and the same for
+    every value JSON holds; anything orjson refuses (an integer past 64 bits, a lone
+    surrogate, nesting past its limit) is copied by ``copy.deepcopy``."""
+    try:
+        copied: dict[str, Any] = orjson.loads(orjson.dumps(result))
+    except orjson.JSONEncodeError:
+        return copy.deepcopy(result)
+    return copied
+
+
 def _parse(method: str, version: str, result: Any) -> tuple[Any, dict[int, str]]:
     """Run the SDK client's receive path; return the typed model and the removed tools."""
     if method not in TYPED_METHODS:
         raise ValueError(f"{method!r} is not a method the SDK types (see TYPED_METHODS)")
     if not isinstance(result, dict):
         raise SdkParseError(f"the {method} result is not a JSON object")
-    raw: dict[str, Any] = copy.deepcopy(result)
+    raw: dict[str, Any] = _copy(result)
     _clamp_inbound_ttl(raw)
     removed: dict[int, str] = {}
     try:

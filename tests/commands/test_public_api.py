@@ -38,7 +38,9 @@ class TestPackage:
         """The gate's entry points keep the keyword arguments callers rely on."""
         import inspect
 
-        assert list(inspect.signature(mcp_tap.evaluate).parameters) == ["request", "workers"]
+        # Appended: full (read every record, not the sealed segments' tallies) came last.
+        assert list(inspect.signature(mcp_tap.evaluate).parameters) == [
+            "request", "workers", "full"]
         # Appended, never reordered: open_bundles (bundles still being written) came last.
         assert list(inspect.signature(mcp_tap.load_request).parameters) == [
             "evidence", "policy", "rollback", "baseline", "reports", "environ", "open_bundles"]

@@ -101,7 +101,10 @@ class TestEvaluate:
              "--rollback", str(rollback), "--json"],
             capture_output=True, check=False, timeout=120)
         assert (done.returncode, done.stderr) == (0, b"")
-        assert orjson.loads(done.stdout) == decision.to_json()
+        printed = orjson.loads(done.stdout)
+        # ... and how it read the evidence, outside the decision's digest.
+        assert printed.pop("reading") == decision.reading.to_json()
+        assert printed == decision.to_json()
         assert str(decision.action) == "promote"
 
     def test_environ_is_an_input(self, tmp_path: Path, rollback: Path) -> None:

@@ -201,6 +201,30 @@ def test_suspect_lines_leave_the_writers_lines() -> None:
     assert suspect_lines((line + b"\n") * 50) is None
 
 
+def test_suspect_lines_leave_redaction_tags_with_one_e() -> None:
+    """A legacy session's pseudonym tag whose hex holds a single ``e`` is no exponent."""
+    record = exchange(7)
+    tag = "[REDACTED:0123456789abcdef]"  # one e among the hex digits
+    record["ingress"]["headers"] = [["mcp-session-id", tag]]
+    record["note"] = {tag: [tag, "[REDACTED:e]"]}
+    line = orjson.dumps(record)
+    assert suspect_lines((line + b"\n") * 50) is None
+
+
+def test_suspect_lines_name_each_of_many_lines() -> None:
+    """Every line with an exponent is named, whichever its neighbours (the counting of
+    lines goes forward from hit to hit)."""
+    plain, huge = b'{"a":"[REDACTED:e1]","b":1}', b'{"a":[1,1e400],"b":{"c":2E+999}}'
+    lines = [huge if n % 3 == 0 or n % 7 == 0 else plain for n in range(400)]
+    block = b"\n".join(lines) + b"\n"
+    starts, at = set(), 0
+    for line in lines:
+        if line is huge:
+            starts.add(at)
+        at += len(line) + 1
+    assert suspect_lines(block) == starts
+
+
 def test_nesting_bounded_where_msgspec_is_the_stricter() -> None:
     """Where nesting_bounded holds, msgspec rejects a line orjson rejects for its nesting."""
     if not nesting_bounded():

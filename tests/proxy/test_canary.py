@@ -9,6 +9,7 @@ Kubernetes schemas (kubernetes-validate) and the Argo Rollouts and Flagger CRDs.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import copy
@@ -26,6 +27,7 @@ from gate_bundles import KEY, KEY_ENV, SIGNER, write_attested
 from peers import sdk_list_tools
 from taps import hop_url, running_tap, tap_options
 
+from mcp_tap.commands import gate_server
 from mcp_tap.core.eras import Era
 from mcp_tap.evidence.signing import Signer
 from mcp_tap.proxy.options import GateOptions, RecordingOptions
@@ -121,7 +123,9 @@ class TestManifests:
         schema = crd_schema(CRDS / "argo-rollouts-analysis-template-crd.yaml", "AnalysisTemplate")
         jsonschema.validate(template, schema)
         (metric,) = template["spec"]["metrics"]
-        assert metric["provider"]["web"]["url"].endswith(":9464/gate")
+        assert metric["provider"]["web"]["url"].endswith(
+            ".svc:9466/gate?release={{args.release}}")
+        assert template["spec"]["args"][0]["name"] == "release"
         assert metric["provider"]["web"]["jsonPath"] == "{$}"
 
     def test_flagger_canary(self) -> None:
@@ -129,7 +133,35 @@ class TestManifests:
         (canary,) = manifests("flagger-canary.yaml")
         jsonschema.validate(canary, crd_schema(CRDS / "flagger-crd.yaml", "Canary"))
         urls = {w["url"] for w in canary["spec"]["analysis"]["webhooks"]}
-        assert urls == {"http://mcp-server-canary.mcp:9464/gate/flagger"}
+        assert urls == {"http://mcp-tap-gate.mcp:9466/gate/flagger?release=mcp-server-canary"}
+
+    def test_gate_service(self) -> None:
+        """The gate service's Deployment and Service validate; the Service reaches the port
+        gate-server listens on, and every argument is one gate-server accepts."""
+        deployment, service = manifests("gate-server.yaml")
+        for doc in (deployment, service):
+            kubernetes_validate.validate(doc, KUBERNETES, strict=True)
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert container["args"][0] == "gate-server"
+        parser = argparse.ArgumentParser()
+        gate_server.add_arguments(parser)
+        args = parser.parse_args(container["args"][1:])
+        assert args.listen.endswith(":9466") and args.evidence.startswith("s3://")
+        assert service["spec"]["ports"][0]["targetPort"] == container["ports"][0]["name"]
+        assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+
+    def test_verify_shards_job(self) -> None:
+        """The Indexed Job validates and runs as many shards as it has completions."""
+        (job,) = manifests("verify-shards-job.yaml")
+        kubernetes_validate.validate(job, KUBERNETES, strict=True)
+        spec = job["spec"]
+        assert spec["completionMode"] == "Indexed"
+        script = spec["template"]["spec"]["containers"][0]["args"][0]
+        assert f'--shard "$JOB_COMPLETION_INDEX/{spec["completions"]}"' in script
+
+    def test_kustomization_lists_the_fleet_resources(self) -> None:
+        (kustomization,) = manifests("kustomization.yaml")
+        assert {"gate-server.yaml", "verify-shards-job.yaml"} <= set(kustomization["resources"])
 
     def test_schemas_reject_a_broken_template(self) -> None:
         """The CRD schema is strict enough to catch a typo (the validation can fail)."""

@@ -69,6 +69,9 @@ class EvidenceOptions:
     # else the environment variable named here; neither set: bundles are marked unsigned.
     signing_key_file: str = ""
     signing_key_env: str = "MCP_TAP_SIGNING_KEY"
+    # Seal the gate's tallies into every segment's manifest (mcp_tap.gate.segments), so the
+    # gate merges them instead of reading the records; costs the recording process CPU.
+    tallies: bool = True
 
 
 RECORDING_MODES = ("inline", "process")
