@@ -1,5 +1,7 @@
 """The evidence writer: a bounded queue in front of one background thread that owns the disk
 (or, started ``inline``, no thread: the caller writes; see :meth:`EvidenceWriter.start`).
+This module holds the queue and the losses before the disk; the bundle's files, chain,
+manifests and the losses at the disk are :mod:`mcp_tap.evidence.bundlefiles`'s.
 
 Why a thread and not an asyncio task: every file operation (write, fsync, the manifest) is
 blocking, and one plain ``threading.Thread`` fed by
@@ -53,47 +55,33 @@ writer from then on: the caller must not mutate it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hashlib
 import os
 import queue
-import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import structlog
 
-from mcp_tap import __version__
 from mcp_tap.errors import InputError
-from mcp_tap.evidence.disk import (
-    Every,
-    Opener,
-    SegmentFile,
-    make_private_dirs,
-    make_reserve,
-    open_segment,
-    release_reserve,
-    write_all,
-    write_json_atomically,
+from mcp_tap.evidence.bundlefiles import (
+    REASON_DIR_DELETED,
+    REASON_DISK,
+    REASON_INVALID,
+    REASON_SEGMENT_DELETED,
+    BundleFiles,
+    BundleHook,
+    Layout,
+    Owned,
+    SealedHook,
+    SegmentTallier,
 )
-from mcp_tap.evidence.format import (
-    BUNDLE_FILE,
-    END_ABRUPT,
-    END_CLOSED,
-    FORMAT_VERSION,
-    SIGNING,
-    TOOL_NAME,
-    encode_record_into,
-    manifest_name,
-    manifest_number,
-    segment_name,
-    segment_number,
-)
+from mcp_tap.evidence.disk import Every, Opener, SegmentFile, open_segment
+from mcp_tap.evidence.format import END_ABRUPT
 from mcp_tap.evidence.signing import Signer
 
 DEFAULT_MAX_SEGMENT_BYTES: Final = 64 * 1024 * 1024
@@ -102,11 +90,7 @@ DEFAULT_QUEUE_SIZE: Final = 10_000
 DEFAULT_CLOSE_TIMEOUT_S: Final = 30.0
 
 REASON_QUEUE_FULL: Final = "queue full"
-REASON_DISK: Final = "disk error"
-REASON_INVALID: Final = "unserialisable record"
 REASON_CLOSED: Final = "writer closed"
-REASON_DIR_DELETED: Final = "evidence directory deleted"
-REASON_SEGMENT_DELETED: Final = "segment file deleted"
 REASON_ABRUPT: Final = "forwarder ended abruptly"
 
 # How long the writer thread waits for a record before doing its idle work (age rotation,
@@ -116,13 +100,19 @@ _LOG_EVERY_S: Final = 1.0
 
 log = structlog.get_logger("mcp_tap.evidence")
 
-__all__ = ["EvidenceWriter", "Opener", "SegmentFile", "open_segment"]
-
-
-class _Owned(list[dict[str, Any]]):
-    """A batch whose record dicts the writer may change (``submit_many(owned=True)``)."""
-
-    __slots__ = ()
+__all__ = [
+    "REASON_DIR_DELETED",
+    "REASON_DISK",
+    "REASON_INVALID",
+    "REASON_SEGMENT_DELETED",
+    "BundleHook",
+    "EvidenceWriter",
+    "Opener",
+    "SealedHook",
+    "SegmentFile",
+    "SegmentTallier",
+    "open_segment",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,33 +121,6 @@ class _Gap:
 
     lost: int
     reason: str
-
-
-@dataclass(slots=True)
-class _OpenSegment:
-    number: int
-    path: Path
-    file: SegmentFile
-    created_at: float
-    first_seq: int
-    prev_head: str
-    offset: int = 0
-    count: int = 0
-    gaps: int = 0  # ... of which gap records
-    stated: int = 0  # the losses those gap records state
-    written: Any = field(default_factory=hashlib.sha256)  # of the bytes written, in order
-    tally: SegmentTallier | None = None  # what its manifest's tallies are built from
-
-
-class SegmentTallier(Protocol):
-    """Counts a segment's record lines for its manifest's ``tallies`` member (the gate's:
-    :class:`mcp_tap.gate.segments.SegmentTally`)."""
-
-    def add_data(self, data: bytes) -> None:
-        """Count whole record lines the writer has just written."""
-
-    def seal(self) -> dict[str, Any]:
-        """The tallies of every line counted, as the manifest holds them."""
 
 
 _Item = dict[str, Any] | list[dict[str, Any]] | _Gap | None
@@ -201,14 +164,12 @@ class EvidenceWriter:
         """
         if max_segment_bytes <= 0 or max_segment_age_s <= 0 or queue_size <= 0:
             raise ValueError("segment size, segment age and queue size must be positive")
-        self.directory = Path(directory)
-        self._max_bytes = max_segment_bytes
-        self._max_age = max_segment_age_s
-        self._clock = clock
-        self._opener = opener
-        self._signer = Signer(signing_key) if signing_key is not None else None
-        self._tallies = tallies
-        self._extra_meta = {k: v for k, v in (meta or {}).items() if k != "closed"}
+        signer = Signer(signing_key) if signing_key is not None else None
+        layout = Layout(max_segment_bytes, max_segment_age_s, clock, opener, signer, tallies)
+        # The bundle's files, chain and disk-side losses: touched by the writing thread only
+        # (the writer thread, or an inline writer's caller) once started.
+        self.files = BundleFiles(Path(directory), layout, meta or {})
+        self._signer = signer
         self._queue: queue.Queue[_Item] = queue.Queue(maxsize=queue_size)
 
         # Shared between submitters, close() and the writer thread.
@@ -224,31 +185,52 @@ class EvidenceWriter:
         self._pending_lost = 0  # queue-full losses no gap marker carries yet
         self._pending_reported: dict[str, int] = {}  # report_lost() that found the queue full
         self._lost_log = Every(_LOG_EVERY_S)
-        self._end: dict[str, Any] = {"end": END_CLOSED}
-        self._held: dict[str, Any] | None = None  # note_held(): for the closing summary
-        self._pairing: dict[str, Any] | None = None  # note_pairing(): two hops in one tap
-
-        self.written = 0
         self.lost = 0
-        self.lost_disk = 0
-        self.lost_invalid = 0
-        self.lost_deleted = 0
-        self.bytes_written = 0
-        self.segments = 0
-        self.disk_errors = 0
-        self.failing = False
 
-        # Writer-thread state (touched by no other thread once started).
-        self._meta: dict[str, Any] = {}
-        self._seq = 0
-        self._prev = ""
-        self._next_segment = 1
-        self._segment: _OpenSegment | None = None
-        self._unrecorded: dict[str, int] = {}  # reason -> losses without a gap record on disk
-        self._stated = 0  # losses of this bundle that are on disk as gap records
-        self._gap_records = 0  # how many records of this bundle are gap records
-        self._last_disk_error = ""
-        self._disk_log = Every(_LOG_EVERY_S)
+    @property
+    def directory(self) -> Path:
+        """The bundle directory (a fresh sibling once the first one was deleted)."""
+        return self.files.directory
+
+    @property
+    def written(self) -> int:
+        """Records on disk, gap records included."""
+        return self.files.written
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes written to segment files."""
+        return self.files.bytes_written
+
+    @property
+    def segments(self) -> int:
+        """Segment files opened."""
+        return self.files.segments
+
+    @property
+    def disk_errors(self) -> int:
+        """Failed disk operations."""
+        return self.files.disk_errors
+
+    @property
+    def failing(self) -> bool:
+        """Whether the last disk operation failed (not ready)."""
+        return self.files.failing
+
+    @property
+    def lost_disk(self) -> int:
+        """Records the disk refused."""
+        return self.files.lost_disk
+
+    @property
+    def lost_invalid(self) -> int:
+        """Records orjson could not encode."""
+        return self.files.lost_invalid
+
+    @property
+    def lost_deleted(self) -> int:
+        """Records written and then deleted with their segment or directory."""
+        return self.files.lost_deleted
 
     @property
     def lost_total(self) -> int:
@@ -259,6 +241,17 @@ class EvidenceWriter:
     def public_key(self) -> str | None:
         """The hex Ed25519 public key bundles are signed with (None: unsigned)."""
         return self._signer.public_hex if self._signer is not None else None
+
+    def follow(self, on_sealed: SealedHook | None, on_bundle: BundleHook | None) -> None:
+        """Hooks run (on the writing thread) when a segment is sealed and when
+        ``bundle.json`` is written (see :mod:`mcp_tap.evidence.bundlefiles`). Call before
+        :meth:`start`."""
+        self.files.on_sealed = on_sealed
+        self.files.on_bundle = on_bundle
+
+    def note_shipping(self, summary: dict[str, Any]) -> None:
+        """State in the closing summary (``shipping``) what was and was not shipped."""
+        self.files.shipping = dict(summary)
 
     # -- caller side ---------------------------------------------------------------------
 
@@ -280,7 +273,7 @@ class EvidenceWriter:
         if self._thread is not None or self._inline:
             raise RuntimeError("the evidence writer is already started")
         try:
-            self._create_bundle()
+            self.files.create_bundle()
         except OSError as exc:
             raise InputError(
                 f"{self.directory}: cannot create the evidence bundle: {exc.strerror or exc}"
@@ -308,7 +301,7 @@ class EvidenceWriter:
         ``owned``: the caller hands the record dicts over (it never reads them again), so
         the writer sets ``seq`` and ``prev`` in them rather than in a copy of each.
         """
-        batch = _Owned(records) if owned else list(records)
+        batch = Owned(records) if owned else list(records)
         for record in batch:
             _check_kind(record)
         if not batch:
@@ -367,13 +360,13 @@ class EvidenceWriter:
     def note_held(self, pauses: int, seconds: float) -> None:
         """State in the closing summary (``heldBack``) how often and how long the proxy held
         its clients back because recording was behind (timing only: nothing was lost)."""
-        self._held = {"pauses": int(pauses), "seconds": round(float(seconds), 3)}
+        self.files.held = {"pauses": int(pauses), "seconds": round(float(seconds), 3)}
 
     def note_pairing(self, counts: dict[str, Any]) -> None:
         """State in the closing summary (``hopPairing``) how the exchanges of two hops were
         paired (``paired`` by way), and how many stayed ``unpaired`` (per hop) or
         ``ambiguous`` (several candidates: never guessed)."""
-        self._pairing = dict(counts)
+        self.files.pairing = dict(counts)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Block until every record submitted so far is written or counted lost.
@@ -409,7 +402,7 @@ class EvidenceWriter:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         if abrupt:
-            self._end = {"end": END_ABRUPT, "reason": reason, "inflight": max(0, inflight)}
+            self.files.end = {"end": END_ABRUPT, "reason": reason, "inflight": max(0, inflight)}
             self.report_lost(inflight, reason)
         with self._lock:
             self._closing = True
@@ -499,39 +492,6 @@ class EvidenceWriter:
             self.lost += dropped
             log.warning("evidence.lost", reason=REASON_CLOSED, lost=self.lost, suppressed=0)
 
-    def _create_bundle(self, previous: dict[str, Any] | None = None) -> None:
-        """Write a new ``bundle.json`` (OSError propagates; the caller decides what it means)."""
-        make_private_dirs(self.directory)
-        taken = [
-            entry.name
-            for entry in self.directory.iterdir()
-            if entry.name == BUNDLE_FILE
-            or segment_number(entry.name) is not None
-            or manifest_number(entry.name) is not None
-        ]
-        if taken:
-            raise InputError(
-                f"{self.directory}: already holds an evidence bundle; "
-                "give each run its own directory"
-            )
-        meta: dict[str, Any] = {
-            **self._extra_meta,
-            "format": FORMAT_VERSION,
-            "bundleId": secrets.token_hex(16),
-            "createdAt": self._clock(),
-            "tool": TOOL_NAME,
-            "toolVersion": __version__,
-            SIGNING: self._signer.signing() if self._signer is not None else None,
-        }
-        if previous is not None:
-            meta["previous"] = previous
-        self._meta = meta
-        write_json_atomically(self.directory / BUNDLE_FILE, self._signed(meta))
-        make_reserve(self.directory)
-
-    def _signed(self, value: dict[str, Any]) -> dict[str, Any]:
-        return self._signer.sign(value) if self._signer is not None else value
-
     # -- writer thread -------------------------------------------------------------------
 
     def _run(self) -> None:
@@ -561,24 +521,25 @@ class EvidenceWriter:
             log.exception("evidence.internal_error")
 
     def _handle(self, item: dict[str, Any] | list[dict[str, Any]] | _Gap) -> None:
+        files = self.files
         if isinstance(item, _Gap):
-            self._unrecorded[item.reason] = self._unrecorded.get(item.reason, 0) + item.lost
-            self._check_deleted()
-            self._record_gaps()
+            files.add_unrecorded(item.reason, item.lost)
+            files.check_deleted()
+            files.record_gaps()
             return
         records = item if isinstance(item, list) else [item]
-        self._check_deleted()
-        if self._segment_expired():
-            self._close_segment()
+        files.check_deleted()
+        if files.segment_expired():
+            files.close_segment()
         # Keep the order: a gap must reach the disk before anything written after the loss.
-        if not self._record_gaps():
-            self._lose(REASON_DISK, len(records))
+        if not files.record_gaps():
+            files.lose(REASON_DISK, len(records))
             return
-        refused = self._write(records)
+        refused = files.write(records)
         if refused:
-            self._lose(REASON_DISK, refused)
-        elif self._unrecorded:
-            self._record_gaps()
+            files.lose(REASON_DISK, refused)
+        elif files.unrecorded:
+            files.record_gaps()
 
     def idle(self) -> None:
         """An inline writer's idle work (see :meth:`start`); nothing for a threaded one."""
@@ -589,302 +550,21 @@ class EvidenceWriter:
         with self._lock:
             pending, self._pending_lost = self._pending_lost, 0
             reported, self._pending_reported = self._pending_reported, {}
+        files = self.files
         for reason, lost in reported.items():
-            self._unrecorded[reason] = self._unrecorded.get(reason, 0) + lost
+            files.add_unrecorded(reason, lost)
         if pending:
-            self._unrecorded[REASON_QUEUE_FULL] = (
-                self._unrecorded.get(REASON_QUEUE_FULL, 0) + pending
-            )
-        self._check_deleted()
-        if self._unrecorded:
-            self._record_gaps()
-        if self._segment_expired():
-            self._close_segment()
+            files.add_unrecorded(REASON_QUEUE_FULL, pending)
+        files.check_deleted()
+        if files.unrecorded:
+            files.record_gaps()
+        if files.segment_expired():
+            files.close_segment()
 
     def _finish(self) -> None:
         # close() set _closing before queueing the stop marker, so nothing follows it.
         self._idle()
-        if self._unrecorded and release_reserve(self.directory):
-            # The disk is (still) full: the reserve makes room for the gap and the summary.
-            self._record_gaps()
-        self._close_segment()
-        if not self._write_closed_summary() and release_reserve(self.directory):
-            self._write_closed_summary()
-        release_reserve(self.directory)
-
-    def _lose(self, reason: str, count: int = 1) -> None:
-        if reason == REASON_INVALID:
-            self.lost_invalid += count
-        else:
-            self.lost_disk += count
-        self._unrecorded[reason] = self._unrecorded.get(reason, 0) + count
-
-    def _record_gaps(self) -> bool:
-        """Write a gap record per reason with unrecorded losses; False if the disk refused."""
-        for reason in list(self._unrecorded):
-            lost = self._unrecorded[reason]
-            gap: dict[str, Any] = {"kind": "gap", "lost": lost, "reason": reason}
-            if reason == REASON_DISK and self._last_disk_error:
-                gap["error"] = self._last_disk_error
-            if self._write([gap]):
-                # The losses stay unrecorded and are retried with the next write.
-                return False
-            del self._unrecorded[reason]
-        return True
-
-    def _segment_expired(self) -> bool:
-        segment = self._segment
-        return (
-            segment is not None
-            and segment.count > 0
-            and self._clock() - segment.created_at >= self._max_age
-        )
-
-    def _write(self, records: list[dict[str, Any]]) -> int:
-        """Chain, encode and write ``records`` with one write; how many the disk refused.
-
-        A record orjson cannot encode is counted and skipped; the caller counts the records
-        the disk refused (a gap record the disk refused is retried, not lost).
-        """
-        pieces: list[bytes | memoryview] = []  # of every line, joined once (encode_record_into)
-        seq, prev = self._seq, self._prev
-        lines = 0
-        owned = type(records) is _Owned
-        for record in records:
-            if owned:  # the same keys and values as the copy below (orjson sorts the keys)
-                full = record
-                full["seq"], full["prev"] = seq, prev
-            else:
-                full = {**record, "seq": seq, "prev": prev}
-            full.pop("digest", None)
-            try:
-                record_hash = encode_record_into(full, pieces)
-            except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
-                log.error("evidence.invalid_record", kind=record.get("kind"), error=str(exc))
-                self._lose(REASON_INVALID)
-                continue
-            lines += 1
-            seq, prev = seq + 1, record_hash
-        if not lines:
-            return 0
-        data = b"".join(pieces)
-        segment = self._segment or self._open_segment()
-        if segment is None:
-            return lines
-        try:
-            write_all(segment.file, data)
-        except OSError as exc:
-            self._disk_failed("write", exc)
-            self._repair(segment)
-            return lines
-        self.failing = False
-        segment.written.update(data)
-        if segment.tally is not None:
-            self._tally(segment, data)
-        self._seq, self._prev = seq, prev
-        gaps = [r for r in records if r.get("kind") == "gap"]
-        if gaps:
-            stated = sum(r["lost"] for r in gaps if isinstance(r.get("lost"), int))
-            segment.gaps += len(gaps)
-            segment.stated += stated
-            self._gap_records += len(gaps)
-            self._stated += stated
-        segment.offset += len(data)
-        segment.count += lines
-        self.written += lines
-        self.bytes_written += len(data)
-        if segment.offset >= self._max_bytes:
-            self._close_segment()
-        return 0
-
-    def _check_deleted(self) -> None:
-        """Notice a deleted segment or directory and start over where the records were lost."""
-        segment = self._segment
-        if segment is None:
-            if not (self.directory / BUNDLE_FILE).exists():
-                self._restart(REASON_DIR_DELETED)
-            return
-        try:
-            linked = os.fstat(segment.file.fileno()).st_nlink > 0
-        except OSError:
-            linked = False
-        if linked:
-            return
-        self._segment = None
-        with contextlib.suppress(OSError):
-            segment.file.close()
-        if (self.directory / BUNDLE_FILE).exists():
-            # Only the open segment went: its records are lost, the chain goes on, and the
-            # losses its gap records stated are stated again.
-            gone = segment.count - segment.gaps
-            self._note_deleted(gone, REASON_SEGMENT_DELETED)
-            self._stated -= segment.stated
-            self._gap_records -= segment.gaps
-            self._unrecorded[REASON_SEGMENT_DELETED] = (
-                self._unrecorded.get(REASON_SEGMENT_DELETED, 0) + gone + segment.stated)
-            return
-        self._restart(REASON_DIR_DELETED)
-
-    def _note_deleted(self, count: int, reason: str) -> None:
-        self.lost_deleted += count
-        log.error("evidence.deleted", reason=reason, lost=count, bundle=str(self.directory))
-
-    def _restart(self, reason: str) -> None:
-        """The bundle is gone: count what it held and open a fresh one in its place.
-
-        The fresh bundle goes where the old one was, or, when something else is left there
-        (only ``bundle.json`` was deleted), into the first free sibling ``<name>.<n>``.
-        """
-        gone = self._seq - self._gap_records
-        # Losses the old bundle had stated on disk went with it: the new one states them.
-        carried = self._stated
-        previous = {"bundleId": self._meta.get("bundleId"), "reason": reason,
-                    "records": self._seq}
-        self._note_deleted(gone, reason)
-        self._seq, self._prev, self._stated, self._gap_records = 0, "", 0, 0
-        self._next_segment = 1
-        self._unrecorded[reason] = self._unrecorded.get(reason, 0) + gone + carried
-        base, suffix = self.directory, 0
-        while True:
-            try:
-                self._create_bundle(previous)
-            except InputError:
-                suffix += 1
-                self.directory = base.with_name(f"{base.name}.{suffix}")
-                continue
-            except OSError as exc:
-                self._disk_failed("bundle.json", exc)
-            return
-
-    def _open_segment(self) -> _OpenSegment | None:
-        number = self._next_segment
-        path = self.directory / segment_name(number)
-        try:
-            file = self._opener(path)
-        except OSError as exc:
-            self._disk_failed("open", exc)
-            return None
-        self._next_segment += 1
-        self.segments += 1
-        self._segment = _OpenSegment(
-            number=number,
-            path=path,
-            file=file,
-            created_at=self._clock(),
-            first_seq=self._seq,
-            prev_head=self._prev,
-            tally=self._tallies() if self._tallies is not None else None,
-        )
-        return self._segment
-
-    def _tally(self, segment: _OpenSegment, data: bytes) -> None:
-        """Count lines into the segment's tallies; a tallier that fails is dropped (the
-        manifest then holds none, and the gate reads the segment's records)."""
-        try:
-            assert segment.tally is not None
-            segment.tally.add_data(data)
-        except Exception:
-            segment.tally = None
-            log.exception("evidence.tally_failed", segment=segment.path.name)
-
-    def _repair(self, segment: _OpenSegment) -> None:
-        """Cut a partly written line off again, or give the segment up if that fails too."""
-        try:
-            segment.file.truncate(segment.offset)
-        except OSError as exc:
-            self._disk_failed("truncate", exc)
-            # No manifest: verify reports this segment; the chain continues in the next one.
-            log.error("evidence.segment_abandoned", segment=segment.path.name)
-            self._segment = None
-            with contextlib.suppress(OSError):
-                segment.file.close()
-
-    def _close_segment(self) -> None:
-        segment = self._segment
-        if segment is None:
-            return
-        self._segment = None
-        try:
-            segment.file.flush()
-            os.fsync(segment.file.fileno())
-        except OSError as exc:
-            self._disk_failed("fsync", exc)
-        finally:
-            try:
-                segment.file.close()
-            except OSError as exc:
-                self._disk_failed("close", exc)
-        try:
-            size = segment.path.stat().st_size
-            if size != segment.offset:
-                # Someone else wrote to, or cut, the open segment; the manifest attests what
-                # this writer wrote, so verify finds the file does not match it.
-                log.error(
-                    "evidence.segment_changed",
-                    segment=segment.path.name,
-                    expected=segment.offset,
-                    found=size,
-                )
-            manifest = {
-                "format": FORMAT_VERSION,
-                "bundleId": self._meta.get("bundleId"),
-                "segment": segment.number,
-                "firstSeq": segment.first_seq,
-                "lastSeq": segment.first_seq + segment.count - 1,
-                "count": segment.count,
-                "bytes": segment.offset,
-                "fileSha256": segment.written.hexdigest(),
-                "chainHead": self._prev,
-                "prevSegmentChainHead": segment.prev_head,
-                "createdAt": segment.created_at,
-                "closedAt": self._clock(),
-            }
-            if segment.tally is not None:
-                try:
-                    manifest["tallies"] = segment.tally.seal()
-                except Exception:
-                    log.exception("evidence.tally_failed", segment=segment.path.name)
-            write_json_atomically(
-                self.directory / manifest_name(segment.number), self._signed(manifest))
-        except OSError as exc:
-            self._disk_failed("manifest", exc)
-            log.error("evidence.manifest_failed", segment=segment.path.name)
-
-    def _write_closed_summary(self) -> bool:
-        unstated = sum(self._unrecorded.values())
-        closed = {
-            "at": self._clock(),
-            "segments": self._next_segment - 1,
-            "records": self._seq,
-            "lastSeq": self._seq - 1,
-            "chainHead": self._prev,
-            # What this bundle states lost: its gap records, plus losses no gap could hold.
-            "lost": self._stated + unstated,
-            **self._end,
-            **({"heldBack": self._held} if self._held else {}),
-            **({"hopPairing": self._pairing} if self._pairing else {}),
-        }
-        try:
-            write_json_atomically(
-                self.directory / BUNDLE_FILE, self._signed({**self._meta, "closed": closed}))
-        except OSError as exc:
-            self._disk_failed("bundle.json", exc)
-            return False
-        return True
-
-    def _disk_failed(self, operation: str, exc: OSError) -> None:
-        self.disk_errors += 1
-        self.failing = True
-        self._last_disk_error = f"{operation}: {exc.strerror or exc}"
-        if self._disk_log.due():
-            log.error(
-                "evidence.disk_error",
-                operation=operation,
-                error=str(exc),
-                lost_disk=self.lost_disk,
-                suppressed=self._disk_log.take_suppressed(),
-            )
-
+        self.files.finish()
 
 def _check_kind(record: dict[str, Any]) -> None:
     kind = record.get("kind")
