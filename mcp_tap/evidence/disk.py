@@ -1,9 +1,10 @@
 """The evidence writer's disk primitives: segment files, atomic JSON files, a log rate limit.
 
 Kept apart from :mod:`mcp_tap.evidence.bundlefiles` so that holds only the chain, the
-segments and their manifests. A space reserve (:func:`make_reserve`) is a file of zeros written when the
-bundle opens and removed when the disk is full at close, so the gap records and the closing
-summary that state the losses still fit on a disk that never frees up.
+segments and their manifests. A space reserve (:func:`make_reserve`) is a file of zeros
+written when the bundle opens and removed when the disk is full at close, so the gap
+records and the closing summary that state the losses still fit on a disk that never frees
+up.
 """
 
 from __future__ import annotations
