@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--evidence", help="evidence directory (a bundle per run inside)")
     parser.add_argument("--admin", help="HOST:PORT of the admin listener ('' disables it)")
     parser.add_argument("--config", help="TOML configuration file (see config/tap.toml)")
+    parser.add_argument("--ship", metavar="s3://BUCKET/PREFIX",
+                        help="ship sealed evidence to this object-store prefix ([evidence] ship; "
+                             "credentials from the AWS_* environment)")
     add_log_level_option(parser, "info", "log level")
     parser.add_argument(
         "--uvloop",
@@ -52,6 +55,9 @@ def _announce(server: TapServer) -> None:
         routes = "/healthz /readyz /metrics" + (" /gate" if server.options.gate.policy else "")
         sys.stderr.write(f"mcp-tap: admin on http://{host}:{port} ({routes})\n")
     sys.stderr.write(f"mcp-tap: evidence bundle {server.bundle_dir}\n")
+    ev = server.options.evidence
+    if ev.ship:
+        sys.stderr.write(f"mcp-tap: shipping to {ev.ship.rstrip('/')}/{ev.release}/<pod>/\n")
     sys.stderr.flush()
 
 
@@ -64,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         hop=args.hop,
         evidence_dir=args.evidence,
         admin=args.admin,
+        ship=args.ship,
     )
     configure_logging(args.log_level)
     server = TapServer(options, log_level=args.log_level)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from aiohttp import web
 
@@ -119,10 +119,12 @@ def _token_middleware(token: str) -> Callable[..., Awaitable[web.StreamResponse]
 def admin_app(
     metrics: Metrics, readiness: ReadinessCheck, canary: CanaryAnalysis | None = None,
     *, token: str | None = None, max_gate_waiters: int = MAX_GATE_WAITERS,
-    rate: float = RATE_PER_S,
+    rate: float = RATE_PER_S, details: Callable[[], dict[str, Any]] | None = None,
 ) -> web.Application:
     """Build the admin application (with the canary analysis routes when given); with
-    ``token``, every route but the probes needs ``Authorization: Bearer <token>``."""
+    ``token``, every route but the probes needs ``Authorization: Bearer <token>``.
+    ``details``: more members for ``/readyz``'s answer that do not decide readiness (what
+    shipping to the object store owes)."""
 
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -133,7 +135,9 @@ def admin_app(
         except TimeoutError:
             problems = ["readiness check timed out"]
         status = 200 if not problems else 503
-        return web.json_response({"ready": not problems, "problems": problems}, status=status)
+        more = details() if details is not None else {}
+        return web.json_response({"ready": not problems, "problems": problems, **more},
+                                 status=status)
 
     rendered: list[tuple[float, bytes]] = [(-RENDER_INTERVAL_S, b"")]  # (when, text)
 

@@ -211,6 +211,29 @@ _EVIDENCE_FAMILIES = {
     "disk_errors": ("mcptap_evidence_disk_errors", "Failed disk operations of the writer."),
 }
 
+# Shipping to the object store (mcp_tap.evidence.shipping), when [evidence] ship is set.
+_SHIP_COUNTERS = {
+    "ship_segments": ("mcptap_evidence_shipped_segments",
+                      "Sealed segments shipped to the object store (each with its manifest)."),
+    "ship_bytes": ("mcptap_evidence_shipped_bytes", "Bytes of segments and manifests shipped."),
+    "ship_failures": ("mcptap_evidence_ship_failures",
+                      "Uploads the object store did not take (each retried with backoff)."),
+    "ship_dropped_segments": ("mcptap_evidence_ship_dropped_segments",
+                              "Sealed segments given up because the spool was full (stated "
+                              "as a gap record in the next shipped segment)."),
+    "ship_dropped_bytes": ("mcptap_evidence_ship_dropped_bytes",
+                           "Bytes of the sealed segments given up."),
+    "ship_dropped_records": ("mcptap_evidence_ship_dropped_records",
+                             "Records of the sealed segments given up."),
+}
+_SHIP_GAUGES = {
+    "ship_spool_bytes": ("mcptap_evidence_spool_bytes",
+                         "Bytes of sealed segments waiting for the object store."),
+    "ship_spool_segments": ("mcptap_evidence_spool_segments",
+                            "Sealed segments waiting for the object store."),
+    "ship_failing": ("mcptap_evidence_ship_failing", "1 while the last upload failed."),
+}
+
 EvidenceReader = Callable[[], dict[str, int]]
 ForwarderReader = Callable[[], dict[str, tuple[int, Sequence[int]]]]
 HeldReader = Callable[[], tuple[int, float]]
@@ -446,6 +469,11 @@ class Metrics:
         yield lost
         for key, (name, help_text) in _EVIDENCE_FAMILIES.items():
             yield CounterMetricFamily(name, help_text, value=totals.get(key, 0))
+        if totals.get("ship_enabled"):
+            for key, (name, help_text) in _SHIP_COUNTERS.items():
+                yield CounterMetricFamily(name, help_text, value=totals.get(key, 0))
+            for key, (name, help_text) in _SHIP_GAUGES.items():
+                yield GaugeMetricFamily(name, help_text, value=totals.get(key, 0))
 
 
 class _TapCollector(Collector):

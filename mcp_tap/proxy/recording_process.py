@@ -17,12 +17,14 @@ import select
 import signal
 import time
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 import structlog
 
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import EvidenceWriter
+from mcp_tap.evidence.shipping import REASON_NOT_SHIPPED, Shipper
 from mcp_tap.evidence.signing import load_signing_key
 from mcp_tap.gate.segments import SegmentTally
 from mcp_tap.logs import configure_logging
@@ -30,6 +32,7 @@ from mcp_tap.proxy import handoff
 from mcp_tap.proxy.captured import materialize_state
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions
+from mcp_tap.proxy.options.shipping import ship_options
 from mcp_tap.proxy.recorder import BatchSink, Recorder
 
 log = structlog.get_logger("mcp_tap.proxy")
@@ -45,6 +48,7 @@ _COALESCE_BYTES = 256 * 1024  # a read this big means a backlog: no pause
 _PIPE_BYTES = 1 << 20  # room in the pipe for what arrives during the pause
 _EAGER_REPORT_S = 0.01  # behind (a big read): say what was taken this often, not every 0.25 s
 REASON_HANDOVER = "recording queue full"
+_SHIP_DRAIN_S = 10.0  # at drain: how long the last uploads may take (the parent waits 30 s)
 
 
 def run_recording_process(
@@ -61,22 +65,8 @@ def run_recording_process(
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     configure_logging(log_level)
     metrics = Metrics()
-    ev = options.evidence
     try:
-        writer = EvidenceWriter(
-            bundle_dir,
-            max_segment_bytes=ev.max_segment_bytes,
-            max_segment_age_s=ev.max_segment_age_s,
-            queue_size=ev.queue_size,
-            signing_key=load_signing_key(ev.signing_key_file, ev.signing_key_env, os.environ),
-            # The gate reads a sealed segment's tallies instead of its records.
-            tallies=SegmentTally if ev.tallies else None,
-        )
-        # Inline: this process does nothing but record, so the batch it has just judged is
-        # written before it reads the next (no writer thread to wake, no GIL hand-off). A
-        # stalled disk stalls this loop; the pipe then fills and the forwarder counts what
-        # it cannot hand over (stated as a gap), as for any recording process that lags.
-        writer.start(inline=True)
+        writer, shipper = _open_evidence(options, bundle_dir)
     except InputError as exc:
         reports.send(("error", str(exc)))
         return
@@ -88,9 +78,15 @@ def run_recording_process(
     taken = 0
 
     def report() -> None:
+        counters = writer.counters()
+        if shipper is not None:
+            # Segments the shipper gave up: a gap record in the segment being written, which
+            # is shipped (this thread is the writer's).
+            writer.report_lost(shipper.take_unstated(), REASON_NOT_SHIPPED)
+            counters.update(shipper.counters())
         # OSError: the proxy is gone (killed); the evidence still gets finished.
         with contextlib.suppress(OSError):
-            reports.send(("report", metrics.snapshot(), writer.counters(), taken))
+            reports.send(("report", metrics.snapshot(), counters, taken))
 
     state = _Handover(recorder, writer)
     fd = captures.fileno()
@@ -141,10 +137,51 @@ def run_recording_process(
         log.error("handoff.bad-frames", bad=frames.bad, cut_short_bytes=frames.pending)
     if len(options.hops) >= 2:
         writer.note_pairing(recorder.correlator.counts())
+    if shipper is not None:
+        summary = shipper.last_words()
+        writer.report_lost(shipper.take_unstated(), REASON_NOT_SHIPPED)
+        writer.note_shipping(summary)
     # EOF before "stop": the forwarder died; what it had begun is lost, and the bundle says so.
     writer.close(abrupt=not stopped, inflight=len(state.sessions))
+    if shipper is not None:
+        # The last segment and the closing bundle.json; what the store does not take in time
+        # stays in the bundle's ledger for the next run to ship.
+        shipper.close(_SHIP_DRAIN_S)
     report()
     reports.close()
+
+
+def _open_evidence(options: TapOptions, bundle_dir: str) -> tuple[EvidenceWriter, Shipper | None]:
+    """The started evidence writer, and the shipper that follows it (when ``[evidence]
+    ship`` is set); InputError when the bundle cannot be made."""
+    ev = options.evidence
+    writer = EvidenceWriter(
+        bundle_dir,
+        max_segment_bytes=ev.max_segment_bytes,
+        max_segment_age_s=ev.max_segment_age_s,
+        queue_size=ev.queue_size,
+        signing_key=load_signing_key(ev.signing_key_file, ev.signing_key_env, os.environ),
+        # The gate reads a sealed segment's tallies instead of its records.
+        tallies=SegmentTally if ev.tallies else None,
+    )
+    ship = ship_options(ev)
+    shipper = Shipper(ship) if ship is not None else None
+    if shipper is not None:
+        # Its own thread: a store that is down or frozen never slows this loop.
+        writer.follow(shipper.sealed, shipper.bundle_written)
+        shipper.resume(Path(bundle_dir).parent, Path(bundle_dir))
+        shipper.start()
+    # Inline: this process does nothing but record, so the batch it has just judged is
+    # written before it reads the next (no writer thread to wake, no GIL hand-off). A
+    # stalled disk stalls this loop; the pipe then fills and the forwarder counts what
+    # it cannot hand over (stated as a gap), as for any recording process that lags.
+    try:
+        writer.start(inline=True)
+    except InputError:
+        if shipper is not None:
+            shipper.close(0)
+        raise
+    return writer, shipper
 
 
 class _Handover:

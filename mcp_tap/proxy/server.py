@@ -13,12 +13,14 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import structlog
 from aiohttp import web
 
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import EvidenceWriter
+from mcp_tap.evidence.shipping import shipping_status
 from mcp_tap.evidence.signing import load_signing_key
 from mcp_tap.gate.segments import SegmentTally
 from mcp_tap.proxy.admin import admin_app
@@ -179,7 +181,8 @@ class TapServer:
             token_env = self.options.admin.token_env
             # Read here, not kept in the options: the token appears in no config or log.
             token = os.environ.get(token_env, "").strip() if token_env else None
-            app = admin_app(self.metrics, self.readiness, canary, token=token or None)
+            app = admin_app(self.metrics, self.readiness, canary, token=token or None,
+                            details=self.readiness_details)
             self._admin_runner = web.AppRunner(app, access_log=None)
             await self._admin_runner.setup()
             host, port = parse_listen(self.options.admin.listen)
@@ -200,6 +203,11 @@ class TapServer:
             if self.admin_address
             else None,
         )
+
+    def readiness_details(self) -> dict[str, Any]:
+        """What ``/readyz`` states beside readiness: shipping (never a readiness problem)."""
+        status = shipping_status(self._evidence_counters())
+        return {"shipping": status} if status is not None else {}
 
     async def readiness(self) -> list[str]:
         """Problems that make the tap not ready: unreachable upstreams, unwritable evidence."""

@@ -23,6 +23,7 @@ from mcp_tap.core.hopdiff import BOX_HTTP, BOX_KINDS
 from mcp_tap.errors import InputError
 from mcp_tap.files import read_file
 from mcp_tap.proxy.options.redaction import REDACTION_TABLES, digest_key, redaction_policy
+from mcp_tap.proxy.options.shipping import check_no_credentials, check_shipping
 from mcp_tap.proxy.options.values import (
     HOST_MODES,
     RECORDING_MODES,
@@ -78,6 +79,7 @@ _POSITIVE = frozenset(
         "evidence.max_segment_bytes",
         "evidence.max_segment_age_s",
         "evidence.queue_size",
+        "evidence.spool_max_bytes",
         "recording.queue_size",
         "upstream.max_connections",
         "listener.max_head_bytes",
@@ -89,6 +91,7 @@ _MAX_BYTES = 1 << 40  # 1 TiB
 _MAX_NUMBER = 1e9  # seconds, milliseconds, ratios (1e9 s is over 30 years)
 _MAXIMUM: dict[str, int | float] = {
     "evidence.max_segment_bytes": _MAX_BYTES,
+    "evidence.spool_max_bytes": _MAX_BYTES,
     "capture.max_body_bytes": _MAX_BYTES,
     "tracing.sample_ratio": 1,
     "tracing.export_delay_s": 3600,
@@ -284,6 +287,7 @@ def load_options(
     hop: str | None = None,
     evidence_dir: str | None = None,
     admin: str | None = None,
+    ship: str | None = None,
 ) -> TapOptions:
     """Build the options from a TOML file, the environment and flags (flags win)."""
     env = os.environ if env is None else env
@@ -294,6 +298,7 @@ def load_options(
             data = tomllib.loads(raw.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise InputError(f"{config_file}: not valid TOML ({exc})") from None
+        check_no_credentials(data.get("evidence"), config_file)
         check_tables(data, CONFIG_TABLES, config_file)
     unknown = set(data) - set(_SECTIONS) - {"hop", "redaction"}
     if unknown:
@@ -341,10 +346,13 @@ def load_options(
         opts = replace(opts, evidence=replace(opts.evidence, dir=evidence_dir))
     if admin is not None:
         opts = replace(opts, admin=replace(opts.admin, listen=admin))
+    if ship is not None:
+        opts = replace(opts, evidence=replace(opts.evidence, ship=ship))
     if opts.admin.listen:
         parse_listen(opts.admin.listen, "admin listen")
     if opts.admin.token_env and not env.get(opts.admin.token_env, "").strip():
         raise InputError(f"[admin] token_env names {opts.admin.token_env}, which is not set "
                          "(or empty) in the environment")
     check_tracing(opts.tracing)
+    check_shipping(opts.evidence, opts.recording.mode)
     return opts

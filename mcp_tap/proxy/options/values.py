@@ -72,6 +72,14 @@ class EvidenceOptions:
     # Seal the gate's tallies into every segment's manifest (mcp_tap.gate.segments), so the
     # gate merges them instead of reading the records; costs the recording process CPU.
     tallies: bool = True
+    # Ship every sealed segment, its manifest and bundle.json to s3://BUCKET/PREFIX, under
+    # PREFIX/<release>/<pod>/<bundle>/ (mcp_tap.evidence.shipping); "" ships nothing.
+    # Credentials and endpoint come from the AWS_* environment only, never from here.
+    ship: str = ""
+    release: str = ""  # the release label keys carry (required with ship)
+    spool_max_bytes: int = 1 << 30  # sealed bytes that may wait for the store
+    retention: str = ""  # Object Lock retention of shipped objects ("7d", "12h"; "": none)
+    lock_mode: str = "COMPLIANCE"  # or GOVERNANCE
 
 
 RECORDING_MODES = ("inline", "process")
