@@ -143,8 +143,20 @@ def main() -> None:
                    "than the recorder's head caches keep); default: 16 alike")
     p.add_argument("--fingerprint", action="store_true",
                    help="fixed key, ids and clock; print the SHA-256 of the segments")
+    p.add_argument("--ship", metavar="s3://BUCKET/PREFIX", default="",
+                   help="ship the evidence there as the proxy would (AWS_* from the "
+                   "environment; bench/ship_cost.py runs a store)")
+    p.add_argument("--max-segment-bytes", type=int, default=0,
+                   help="rotate segments at this size (default: the proxy's)")
+    p.add_argument("--cpu", action="store_true",
+                   help="print the CPU seconds of the loop, every thread of this process "
+                   "(the shipper's too)")
     args = p.parse_args()
     env: dict[str, str] = {}
+    if args.ship:
+        env.update(MCP_TAP_EVIDENCE_SHIP=args.ship, MCP_TAP_EVIDENCE_RELEASE="bench")
+    if args.max_segment_bytes:
+        env["MCP_TAP_EVIDENCE_MAX_SEGMENT_BYTES"] = str(args.max_segment_bytes)
     if args.fingerprint:
         _fix_randomness()
         env = {"MCP_TAP_REDACTION_DIGEST_KEY_ENV": "BENCH_KEY",
@@ -165,8 +177,10 @@ def main() -> None:
     time.sleep = refill  # the pause of worker's loop (nothing else in this process sleeps)
     worker._REPORT_EVERY_S = 1e9
     with tempfile.TemporaryDirectory() as tmp:
+        cpu = time.process_time()
         worker.run_recording_process(opts, f"{tmp}/ev", _Captures(rfd),  # type: ignore[arg-type]
                                      _Reports(), "info")  # type: ignore[arg-type]
+        cpu = time.process_time() - cpu
         # A byte count, not a parse: the check must cost next to nothing per exchange.
         segments = [path.read_bytes()
                     for path in sorted(Path(tmp, "ev").glob("segment-*.jsonl"))]
@@ -174,6 +188,8 @@ def main() -> None:
     time.sleep = sleep
     if args.fingerprint:
         print(hashlib.sha256(b"".join(segments)).hexdigest(), file=sys.__stdout__)
+    if args.cpu:
+        print(f"cpu {cpu:.6f}", file=sys.__stdout__)
     print(f"{args.kind}: {exchanges} exchanges recorded of {args.n}", file=sys.__stdout__)
     if exchanges != args.n:
         raise SystemExit(1)
