@@ -108,7 +108,10 @@ def test_readme_creates_every_secret(kubectl: Path, tmp_path: Path) -> None:
     script.write_text("set -euo pipefail\n" + wrapper + _readme_commands())
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     env = {**os.environ, "KUBECTL": str(kubectl), "PYTHONPATH": str(ROOT),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           # The store's variables the README reads from the shell (a test value).
+           "AWS_ACCESS_KEY_ID": "fleet-tap", "AWS_SECRET_ACCESS_KEY": "test-not-a-secret",
+           "AWS_ENDPOINT_URL": "http://127.0.0.1:8333", "AWS_REGION": "us-east-1"}
     done = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
