@@ -185,6 +185,8 @@ def main() -> None:
         segments = [path.read_bytes()
                     for path in sorted(Path(tmp, "ev").glob("segment-*.jsonl"))]
         exchanges = sum(data.count(b'"kind":"exchange"') for data in segments)
+        if args.cpu:
+            print(f"bytes {sum(len(d) for d in segments)}", file=sys.__stdout__)
     time.sleep = sleep
     if args.fingerprint:
         print(hashlib.sha256(b"".join(segments)).hexdigest(), file=sys.__stdout__)
