@@ -32,15 +32,18 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 
-def _run(kind: str, n: int, segment_bytes: int, ship: str, env: dict[str, str]) -> float:
-    """CPU seconds of one run of the recording loop over ``n`` exchanges."""
+def _run(kind: str, n: int, segment_bytes: int, ship: str,
+         env: dict[str, str]) -> tuple[float, float]:
+    """CPU seconds of one run of the recording loop over ``n`` exchanges: the process's,
+    and the shipper thread's (0 without shipping)."""
     cmd = [sys.executable, str(HERE / "recording_cost.py"), kind, "-n", str(n), "--cpu",
            "--max-segment-bytes", str(segment_bytes)]
     if ship:
         cmd += ["--ship", ship]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
-    (cpu,) = [float(line.split()[1]) for line in out.splitlines() if line.startswith("cpu ")]
-    return cpu
+    values = dict(line.split() for line in out.splitlines()
+                  if line.startswith(("cpu ", "ship-thread-cpu ")))
+    return float(values["cpu"]), float(values.get("ship-thread-cpu", 0.0))
 
 
 def main() -> None:
@@ -60,25 +63,28 @@ def main() -> None:
         env = dict(aws_env(store), PYTHONPATH=str(ROOT))
         env = {k: v for k, v in env.items() if not k.startswith("MCP_TAP_")}
         n1, n2 = args.n
+        # Per arm: CPU us per exchange of the process, and of the shipper thread alone.
         arms: dict[str, tuple[list[float], list[float]]] = {"": ([], []),
                                                             "s3://bench/fleet": ([], [])}
         for round_number in range(args.rounds):
-            for ship, (per, fixed) in arms.items():
+            for ship, (per, thread) in arms.items():
                 short = _run(args.kind, n1, args.segment_bytes, ship, env)
                 long = _run(args.kind, n2, args.segment_bytes, ship, env)
-                per.append((long - short) / (n2 - n1) * 1e6)
-                fixed.append(short - per[-1] * n1 / 1e6)
-            print(f"round {round_number + 1}: " + ", ".join(
-                f"{'with' if ship else 'without'} ship {per[-1]:.1f} us/exchange"
-                for ship, (per, _) in arms.items()), file=sys.stderr)
+                per.append((long[0] - short[0]) / (n2 - n1) * 1e6)
+                thread.append((long[1] - short[1]) / (n2 - n1) * 1e6)
+            print(f"round {round_number + 1}: without ship {arms[''][0][-1]:.1f} us, with "
+                  f"ship {arms['s3://bench/fleet'][0][-1]:.1f} us per exchange (its shipper "
+                  f"thread {arms['s3://bench/fleet'][1][-1]:.1f} us)", file=sys.stderr)
         keys = store.keys("bench", "fleet/")
-    (a, a0), (b, b0) = ((statistics.median(per), statistics.median(fixed))
-                        for per, fixed in arms.values())
+    plain, shipped = arms[""][0], arms["s3://bench/fleet"][0]
+    thread = arms["s3://bench/fleet"][1]
     print(f"{args.kind}: runs of {n1} and {n2} exchanges x {args.rounds} rounds, segments of "
           f"{args.segment_bytes} bytes; {len(keys)} objects shipped in all")
-    print(f"recording process CPU per exchange (median): without ship {a:.1f} us, with ship "
-          f"{b:.1f} us; ratio {b / a:.3f} ({(b / a - 1) * 100:+.1f}%)")
-    print(f"start-up, once per process: without ship {a0:.2f} s, with ship {b0:.2f} s")
+    for name, pick in (("median", statistics.median), ("min", min)):
+        a, b, t = pick(plain), pick(shipped), pick(thread)
+        print(f"recording process CPU per exchange ({name}): without ship {a:.1f} us, with "
+              f"ship {b:.1f} us (ratio {b / a:.3f}); the shipper thread alone {t:.1f} us "
+              f"({t / a * 100:.1f}% of the recording without ship)")
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import os
 import re
 import threading
 import time
@@ -53,7 +54,7 @@ import orjson
 import structlog
 
 from mcp_tap.errors import InputError, StoreError
-from mcp_tap.evidence.disk import write_json_atomically
+from mcp_tap.evidence.disk import open_private
 from mcp_tap.evidence.format import BUNDLE_FILE, manifest_name, manifest_number, segment_name
 from mcp_tap.evidence.store import StoreLocation, bundle_location, client_from_env, translated
 
@@ -136,8 +137,16 @@ class _Ledger:
             return None
 
     def save(self, directory: Path) -> None:
-        write_json_atomically(directory / LEDGER_FILE, {
-            "location": self.location, "shipped": self.shipped, "done": self.done})
+        # Replaced whole, but not fsynced: a ledger lost in a crash makes the next run
+        # upload a file again (the same key, the same bytes), never skip one (a file enters
+        # the ledger only after the store took it). Two fsyncs per segment were the
+        # shipper's largest cost after the upload itself.
+        path = directory / LEDGER_FILE
+        tmp = path.with_name(path.name + ".tmp")
+        with open_private(tmp) as out:
+            out.write(orjson.dumps({"location": self.location, "shipped": self.shipped,
+                                    "done": self.done}))
+        os.replace(tmp, path)
 
 
 class Shipper:
@@ -426,7 +435,7 @@ class Shipper:
             ledger.shipped[name] = digest
             if name == BUNDLE_FILE:
                 ledger.done = _closed(data)
-            _save(ledger, job.directory)
+        _save(ledger, job.directory)  # once per upload job (a segment and its manifest)
 
     def _ledger(self, directory: Path) -> _Ledger:
         # Under the lock or on the shipping thread; the ledger of a bundle in the hook's
