@@ -32,7 +32,7 @@ Lock enabled; if so every put carries ``lock_mode`` (``COMPLIANCE`` by default) 
 retain-until date ``retention`` from now, so the evidence cannot be deleted before then. A
 bucket without Object Lock is stated once (log line and ``/readyz``) and shipped to without.
 
-Credentials: the client is :func:`~mcp_tap.evidence.store.client_from_env` (the standard
+Credentials: the client is :func:`~mcp_tap.evidence.store.upload_client_from_env` (the standard
 AWS environment only); nothing here logs, counts or writes anything but key names, sizes,
 counts and the store's error codes.
 """
@@ -56,7 +56,12 @@ import structlog
 from mcp_tap.errors import InputError, StoreError
 from mcp_tap.evidence.disk import open_private
 from mcp_tap.evidence.format import BUNDLE_FILE, manifest_name, manifest_number, segment_name
-from mcp_tap.evidence.store import StoreLocation, bundle_location, client_from_env, translated
+from mcp_tap.evidence.store import (
+    StoreLocation,
+    bundle_location,
+    translated,
+    upload_client_from_env,
+)
 
 LEDGER_FILE: Final = ".ship.json"
 REASON_NOT_SHIPPED: Final = "segment not shipped"
@@ -153,7 +158,7 @@ class Shipper:
     """Uploads sealed segments and ``bundle.json`` versions on its own thread (see the
     module doc). The hook methods (:meth:`sealed`, :meth:`bundle_written`) never block."""
 
-    def __init__(self, options: ShipOptions, *, client: Callable[[], Any] = client_from_env,
+    def __init__(self, options: ShipOptions, *, client: Callable[[], Any] = upload_client_from_env,
                  clock: Callable[[], float] = time.time) -> None:
         """Ship as ``options`` say; ``client`` makes the S3 client (on the shipping thread)."""
         self.options = options
@@ -427,7 +432,10 @@ class Shipper:
                 until = self._clock() + self.options.retention_s
                 extra = {"ObjectLockMode": self.options.lock_mode,
                          "ObjectLockRetainUntilDate": datetime.datetime.fromtimestamp(
-                             until, datetime.UTC)}
+                             until, datetime.UTC),
+                         # A put with a lock must carry a checksum (the client computes
+                         # one only where asked: upload_client_from_env).
+                         "ChecksumAlgorithm": "CRC32"}
             key = where.key(name)
             with translated("put", f"s3://{where.bucket}/{key}"):
                 client.put_object(Bucket=where.bucket, Key=key, Body=data,

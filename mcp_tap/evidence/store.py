@@ -130,3 +130,26 @@ def client_from_env(*, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
     )
     with translated("connect to", "the object store"):
         return boto3.session.Session().client("s3", config=config)
+
+
+# -- for shipping (mcp_tap.evidence.shipping) -------------------------------------------------
+
+
+def upload_client_from_env(*, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
+    """:func:`client_from_env`'s client for the shipper, which computes a request checksum
+    only where an operation requires one (botocore's default CRC32 of every put body cost the
+    recording process a quarter of a nanosecond per shipped byte; the shipper asks for one
+    itself on an Object Lock put, which a store requires to carry one)."""
+    import boto3
+    from botocore.config import Config
+
+    addressing = "path" if os.environ.get("AWS_ENDPOINT_URL") else "auto"
+    config = Config(
+        connect_timeout=timeout,
+        read_timeout=timeout,
+        retries={"max_attempts": 2, "mode": "standard"},
+        s3={"addressing_style": addressing},
+        request_checksum_calculation="when_required",
+    )
+    with translated("connect to", "the object store"):
+        return boto3.session.Session().client("s3", config=config)
