@@ -69,3 +69,31 @@ def test_shipping_needs_the_recording_process(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r'needs \[recording\] mode = "process"'):
         _load(tmp_path, 'ship = "s3://evidence/canary"\nrelease = "v2"',
               env={"MCP_TAP_RECORDING_MODE": "inline"})
+
+
+def test_shipping_metrics_and_readyz_from_the_counters() -> None:
+    """The shipper's counters, as the recording process reports them, become the ship
+    families at /metrics and the shipping member of /readyz; without shipping, neither."""
+    from mcp_tap.evidence.shipping import LOCK_ABSENT, shipping_status
+    from mcp_tap.proxy.metrics import Metrics
+
+    counters = {"written": 10, "ship_enabled": 1, "ship_segments": 3, "ship_bytes": 4096,
+                "ship_failures": 2, "ship_dropped_segments": 1, "ship_dropped_bytes": 900,
+                "ship_dropped_records": 7, "ship_spool_bytes": 1200, "ship_spool_segments": 2,
+                "ship_failing": 1, "ship_lock": LOCK_ABSENT}
+    metrics = Metrics()
+    metrics.evidence(lambda: counters)
+    text = metrics.render()
+    for line in ("mcptap_evidence_shipped_segments_total 3.0",
+                 "mcptap_evidence_ship_failures_total 2.0",
+                 "mcptap_evidence_ship_dropped_records_total 7.0",
+                 "mcptap_evidence_spool_bytes 1200.0", "mcptap_evidence_ship_failing 1.0"):
+        assert line in text.splitlines(), line
+    status = shipping_status(counters)
+    assert status is not None
+    assert (status["failing"], status["segmentsWaiting"], status["recordsNotShipped"]) == (
+        True, 2, 7)
+    assert status["objectLock"] == "bucket without Object Lock" and len(status["notes"]) == 3
+    plain = Metrics()
+    plain.evidence(lambda: {"written": 10})
+    assert "ship" not in plain.render() and shipping_status({"written": 10}) is None
