@@ -62,6 +62,8 @@ _SHTTP = "2026-07-28/basic/transports/streamable-http.mdx"
 _LHTTP = "2025-11-25/basic/transports.mdx"
 _BASE = "2026-07-28/basic/index.mdx"
 _LBASE = "2025-11-25/basic/index.mdx"
+_2503HTTP = "2025-03-26/basic/transports.mdx"
+_2503BASE = "2025-03-26/basic/index.mdx"
 _SCHEMA = "2026-07-28/schema.ts"
 _LSCHEMA = "2025-11-25/schema.ts"
 _AUTH = "2026-07-28/basic/authorization/index.mdx"
@@ -586,6 +588,26 @@ RULES: tuple[Rule, ...] = (
         _c(_BASE, "Schema", "Notifications") + "; " + _c(_LBASE, "Schema"),
     ),
     # -- end of the issue 27 (classes 4-7) block --
+    # -- Issue 27, classes 2, 3 and 9: owed answers and 2025-03-26 batches (ROUND3_ADDED) --
+    Rule(
+        "response.batch.refused",
+        _S,
+        INVALID_REQUEST,
+        "a valid 2025-03-26 batch of requests refused as a whole (an HTTP error status, or one "
+        "error without an id instead of the batch's responses): servers must support "
+        "receiving batches",
+        MUST,
+        _c(_2503BASE, "Batching") + "; " + _c(_2503HTTP, "Sending Messages to the Server"),
+    ),
+    Rule(
+        "response.batch.incomplete",
+        _S,
+        INVALID_REQUEST,
+        "a 2025-03-26 batch answered without one response per request of it",
+        SHOULD,
+        _c(_2503HTTP, "Sending Messages to the Server"),
+    ),
+    # -- end of the classes 2, 3 and 9 block --
     # Hops: comparisons between two views or two hops.
     Rule(
         "hop.error-collapse",

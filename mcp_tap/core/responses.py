@@ -104,6 +104,8 @@ def check_response(
         found += challenge(status, headers, where)
         if status not in PRE_BODY_STATUSES:
             found += owed_answer(verdict, None, status, where)
+            if verdict.batch:
+                found += _batch_refused(verdict, f"HTTP {status} without a JSON-RPC body", where)
         return found, []
     if ctype == "text/event-stream":
         # Events decoded while streaming are read once, in order: no copy needed.
@@ -127,7 +129,7 @@ def check_response(
                 where,
             )
         )
-    if verdict.batch and isinstance(message, list):
+    if verdict.batch:
         found += _batch_body(verdict, message, ctx, status, where)
     elif found:
         found += check_message(verdict, message, ctx, status=status, where=where)
@@ -137,28 +139,60 @@ def check_response(
 
 
 def _batch_body(
-    verdict: RequestVerdict, messages: list[Any], ctx: ResponseContext, status: int, where: str
+    verdict: RequestVerdict, body: Any, ctx: ResponseContext, status: int, where: str
 ) -> list[Finding]:
-    """A 2025-03-26 batch answered with a JSON array: one response per request, by id."""
+    """A 2025-03-26 batch answered with JSON: one response per request, matched by id
+    (JSON-RPC 2.0 "Batch": an array of them, in any order).
+
+    An error without an id answers an invalid item of the batch (one per ``request.envelope``
+    finding); one such error alone, for a batch with no invalid item, refuses the batch.
+    """
+    if not isinstance(body, list):
+        if isinstance(body, dict) and "error" in body and body.get("id") is None:
+            refused = _batch_refused(verdict, "one error without an id", where)
+            if refused or verdict.findings:
+                return refused
+        body = [body]  # one response object: judged as the answer to its request
     found: list[Finding] = []
     pending = {id_key(v.id): v for v in verdict.batch if v.id is not None}
-    for index, message in enumerate(messages):
-        item = pending.pop(id_key(message.get("id")) if isinstance(message, dict) else "", None)
+    invalid_items = len(verdict.findings)
+    for index, message in enumerate(body):
         at = f"{where}[{index}]"
+        rpc_id = message.get("id") if isinstance(message, dict) else None
+        item = pending.pop(id_key(rpc_id), None)
         if item is None:
+            if rpc_id is None and invalid_items and isinstance(message, dict) \
+                    and "error" in message:
+                invalid_items -= 1  # the error owed to an invalid item (its id unknown)
+                continue
             found.append(finding("response.id", "a batch response for no request of it", at))
             continue
         found += check_message(item, message, ctx, status=status, where=at)
     if pending:
         found.append(
             finding(
-                "sse.unterminated",
+                "response.batch.incomplete",
                 f"{len(pending)} request(s) of the batch got no response",
                 where,
-                era=ctx.era,
             )
         )
     return found
+
+
+def _batch_refused(verdict: RequestVerdict, how: str, where: str) -> list[Finding]:
+    """A valid 2025-03-26 batch of requests refused as a whole: servers MUST support
+    receiving batches (2025-03-26 basic/index "Batching"). A batch with an invalid item may
+    be answered by one error (JSON-RPC 2.0 "Batch"), so only a valid one is judged."""
+    if not verdict.batch or verdict.findings:
+        return []
+    return [
+        finding(
+            "response.batch.refused",
+            f"a batch of {len(verdict.batch)} request(s) in a 2025-03-26 session was refused "
+            f"({how})",
+            where,
+        )
+    ]
 
 
 def _unanswered(verdict: RequestVerdict, status: int, what: str, where: str) -> list[Finding]:

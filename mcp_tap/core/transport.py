@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from mcp_tap.core import schema
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import (
+    BATCH_VERSIONS,
     ERA_LEGACY,
     ERA_MODERN,
     HEADER_SESSION_ID,
@@ -33,7 +34,7 @@ from mcp_tap.core.jsonrpc import (
     parse_json,
 )
 from mcp_tap.core.results import server_request_problem
-from mcp_tap.core.sse import SSEEvent
+from mcp_tap.core.sse import SSEEvent, unbatched
 
 REQUEST_MEDIA_TYPES = ("application/json", "text/event-stream")
 # Statuses a server gives before (or instead of) reading the JSON-RPC body: authentication,
@@ -221,6 +222,8 @@ def check_non_post(
     # A resumption may carry the resumed request's response.
     resumes = "last-event-id" in request_headers
     answered = False
+    if events is not None and version in BATCH_VERSIONS:
+        events = unbatched(events)  # 2025-03-26: its messages MAY be batched
     for index, event in enumerate(events or ()):
         message = _message(event.data)
         kind = classify(message).kind if message is not None else None

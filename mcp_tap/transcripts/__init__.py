@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from mcp_tap.core.catalog import CATALOG
-from mcp_tap.core.eras import Era
+from mcp_tap.core.eras import Era, is_legacy_version
 from mcp_tap.core.exchange import Exchange, Judgement, judge
 from mcp_tap.core.findings import Boundary, Finding
 from mcp_tap.core.hashing import digest
@@ -130,8 +130,14 @@ def parse_case(data: Any, source: str = "") -> Case:
     name = data.get("name")
     if not isinstance(name, str) or not name:
         raise ValueError("name must be a non-empty string")
+    version = data.get("protocolVersion")
+    if version is not None and not isinstance(version, str):
+        raise ValueError(f"case {name}: protocolVersion must be a string")
+    # Without an explicit era, the negotiated revision decides it (a legacy revision: the
+    # legacy era); a case with neither is modern.
+    negotiated = Era.LEGACY if is_legacy_version(version) else Era.MODERN
     try:
-        era = Era(data.get("era", "modern"))
+        era = Era(data.get("era", negotiated))
     except ValueError:
         raise ValueError(f'case {name}: era must be "modern" or "legacy"') from None
     if era is Era.UNKNOWN:
@@ -164,9 +170,6 @@ def parse_case(data: Any, source: str = "") -> Case:
     declared = data.get("clientCapabilities")
     if declared is not None and not isinstance(declared, dict):
         raise ValueError(f"case {name}: clientCapabilities must be an object")
-    version = data.get("protocolVersion")
-    if version is not None and not isinstance(version, str):
-        raise ValueError(f"case {name}: protocolVersion must be a string")
     probe = data.get("probe", True)
     if not isinstance(probe, bool):
         raise ValueError(f"case {name}: probe must be a boolean")
