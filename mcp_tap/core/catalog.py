@@ -313,9 +313,11 @@ RULES: tuple[Rule, ...] = (
         "response.origin",
         _S,
         None,
-        "a request with an invalid `Origin` was not answered with HTTP 403",
+        "a request with an invalid `Origin` was not answered with HTTP 403 (a 2025-03-26 "
+        "session: with a 4xx refusal)",
         MUST,
-        _c(_SHTTP, "Security & Endpoint") + "; " + _c(_LHTTP, "Security Warning"),
+        _c(_SHTTP, "Security & Endpoint") + "; " + _c(_LHTTP, "Security Warning") + "; "
+        + _c(_2503HTTP, "Security Warning"),
     ),
     Rule(
         "response.method-not-allowed",

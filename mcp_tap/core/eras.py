@@ -24,6 +24,11 @@ HEADERLESS_VERSION = "2025-03-26"
 assumed to speak (2025-11-25 transports "Protocol Version Header"; 2026-07-28
 streamable-http: a server MAY treat such a request as 2025-03-26)."""
 
+HEADERLESS_REVISIONS = frozenset({"2025-03-26", "2024-11-05"})
+"""Revisions whose transport defines no ``MCP-Protocol-Version`` header (it came with
+2025-06-18), so no 400 for an invalid one, and no 403 for an invalid ``Origin`` either
+(2025-03-26 transports "Security Warning" only says to validate it)."""
+
 PINNED_LEGACY_VERSION = "2025-11-25"
 """The legacy revision a fallback client pins (and the SDK's handshake default)."""
 

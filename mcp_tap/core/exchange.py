@@ -147,7 +147,8 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
     origin_found: Sequence[Finding]
     if "origin" in by_name:
         origin_found, refused = check_origin(
-            headers, exchange.response_status, where, exchange.allowed_origins
+            headers, exchange.response_status, where, exchange.allowed_origins,
+            exchange.negotiated_version,
         )
     else:  # no Origin: nothing to refuse (check_origin's answer, without its calls)
         origin_found, refused = _NO_FINDINGS, False

@@ -29,6 +29,7 @@ from mcp_tap.core.eras import (
     HEADER_METHOD,
     HEADER_NAME,
     HEADER_PROTOCOL_VERSION,
+    HEADERLESS_REVISIONS,
     HEADERLESS_VERSION,
     LEGACY_VERSIONS,
     META_CLIENT_CAPABILITIES,
@@ -354,7 +355,7 @@ def _legacy(
                 ),
             ),
         )
-    if header is not None and header not in LEGACY_VERSIONS:
+    if header is not None and header not in LEGACY_VERSIONS and version not in HEADERLESS_REVISIONS:
         # Not a revision at all: the server owes 400 (response.legacy-version-status).
         return _make_verdict(
             c,

@@ -20,10 +20,11 @@ from mcp_tap.core.catalog import (
     UNSUPPORTED_PROTOCOL_VERSION,
     finding,
 )
-from mcp_tap.core.eras import ERA_MODERN, TASKS_EXTENSION, Era
+from mcp_tap.core.eras import ERA_MODERN, HEADER_PROTOCOL_VERSION, TASKS_EXTENSION, Era
 from mcp_tap.core.fastinit import fast_init
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.jsonrpc import KIND_REQUEST, json_type
+from mcp_tap.core.mirrored import MISSING
 from mcp_tap.core.requests import RequestVerdict
 from mcp_tap.core.results import result_findings, task_input_capabilities
 from mcp_tap.core.structured import check_structured
@@ -50,6 +51,8 @@ _OWED_ERRORS = {
     "request.schema",
     "request.capability.missing",
 }
+VERSION_HEADER_MISSING = HEADER_PROTOCOL_VERSION + MISSING
+"""The message of the finding for a request without ``MCP-Protocol-Version``."""
 _JSONRPC_OWED = frozenset({"request.parse", "request.envelope", "request.schema"})
 
 
@@ -155,7 +158,10 @@ def check_message(
             )
         )
     if rejected:
-        return found + owed_answer(verdict, None, status, where, id_ok=id_ok)
+        result = message["result"]
+        modern = isinstance(result, dict) and "resultType" in result
+        return found + owed_answer(verdict, None, status, where, id_ok=id_ok,
+                                   modern_result=modern)
     result_found = result_findings(
         classified.message["method"] if request else classified.method,
         message["result"],
@@ -314,10 +320,24 @@ def owed_answer(
     where: str,
     *,
     id_ok: bool = True,
+    modern_result: bool = False,
 ) -> list[Finding]:
-    """The answer a rejected request is owed: 400/-32020 for a mismatch, the code otherwise."""
+    """The answer a rejected request is owed: 400/-32020 for a mismatch, the code otherwise.
+
+    A request without ``MCP-Protocol-Version`` MAY be treated as 2025-03-26 (streamable-http
+    "Protocol Version Header"): any answer such a server gives is allowed, unless the server
+    rejected it with -32020 (then judged as that rejection) or answered with a modern result
+    (``modern_result``: it served the request as modern without the header it must reject).
+    """
     rejection = verdict.rejection
     if rejection is None:
+        return []
+    if (
+        rejection.rule == "request.header.missing"
+        and rejection.message == VERSION_HEADER_MISSING
+        and code != HEADER_MISMATCH
+        and not modern_result
+    ):
         return []
     if rejection.code == HEADER_MISMATCH and rejection.rule != "request.legacy-leak":
         if code != HEADER_MISMATCH or status != 400 or not id_ok:

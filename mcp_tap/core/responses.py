@@ -32,7 +32,13 @@ from mcp_tap.core.response_message import (
 )
 from mcp_tap.core.response_stream import check_sse_stream
 from mcp_tap.core.sse import SSEDecoder, SSEEvent
-from mcp_tap.core.transport import PRE_BODY_STATUSES, challenge, http_only, session_id_problem
+from mcp_tap.core.transport import (
+    PRE_BODY_STATUSES,
+    challenge,
+    http_only,
+    legacy_version_answer,
+    session_id_problem,
+)
 
 __all__ = [
     "DEFINED_RESERVED_CODES",
@@ -69,26 +75,19 @@ def check_response(
     event's data). ``sse_events`` may carry events already decoded while streaming.
     """
     kind = verdict.classified.kind  # verdict.kind, without the property call
-    if kind is KIND_NOTIFICATION or (kind is KIND_RESPONSE and verdict.era is ERA_LEGACY):
-        # A legacy client's answer to a server request is owed what a notification is.
-        return _notification(status, body, where), []
-    if kind is KIND_RESPONSE:
-        return [], []  # request.envelope already: the modern spec names no answer to it.
     invalid_version = (
         next((f for f in verdict.findings if f.rule == "request.version.invalid"), None)
         if verdict.findings
         else None
     )
     if invalid_version is not None:
-        if status == 400:
-            return [], []
-        return [
-            finding(
-                "response.legacy-version-status",
-                f"{invalid_version.message}, answered HTTP {status} (owed 400)",
-                where,
-            )
-        ], []
+        # Any request, notification or client response with it is owed 400 first.
+        return legacy_version_answer(invalid_version, status, where), []
+    if kind is KIND_NOTIFICATION or (kind is KIND_RESPONSE and verdict.era is ERA_LEGACY):
+        # A legacy client's answer to a server request is owed what a notification is.
+        return _notification(status, body, where), []
+    if kind is KIND_RESPONSE:
+        return [], []  # request.envelope already: the modern spec names no answer to it.
     # headers.content_type() and verdict.method, without the calls.
     content_types = headers.by_name().get("content-type")
     ctype = media_type(content_types[0] if content_types else "")
@@ -102,7 +101,8 @@ def check_response(
         # never as malformed JSON-RPC; a rejection the server owed an answer to is still owed
         # one unless it was refused before its body was read.
         found += challenge(status, headers, where)
-        if status not in PRE_BODY_STATUSES:
+        # A legacy 404 is the unknown session's answer, given before the body is read.
+        if status not in PRE_BODY_STATUSES and not (status == 404 and verdict.era is ERA_LEGACY):
             found += owed_answer(verdict, None, status, where)
             if verdict.batch:
                 found += _batch_refused(verdict, f"HTTP {status} without a JSON-RPC body", where)

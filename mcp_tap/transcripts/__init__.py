@@ -27,6 +27,8 @@ from mcp_tap.core.findings import Boundary, Finding
 from mcp_tap.core.hashing import digest
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.redaction import Redactor
+from mcp_tap.core.responses import decode_sse
+from mcp_tap.core.resume import awaiting_resumption
 from mcp_tap.core.sse import encode_event
 from mcp_tap.errors import InputError
 from mcp_tap.files import read_file
@@ -392,16 +394,28 @@ def verdict(expected: Callable[[Finding], bool], found: Sequence[Finding]) -> tu
 _PSEUDONYM_KEY = b"mcp-tap transcripts: session pseudonyms"
 
 
+def judge_alone(exchange: Exchange) -> tuple[Judgement, tuple[Finding, ...]]:
+    """Judge one exchange with nothing after it, as a case is: the judgement and its findings,
+    a legacy stream that closed after an event id held as the proxy holds it until its
+    resumption (:func:`mcp_tap.core.resume.awaiting_resumption`)."""
+    result = judge(exchange)
+    judged = result.findings
+    if result.era is Era.LEGACY and exchange.response_headers.content_type() == "text/event-stream":
+        events, _ = decode_sse(exchange.response_body)
+        judged = tuple(awaiting_resumption(result.request, events, judged))
+    return result, judged
+
+
 def run_case(case: Case, redactor: Redactor | None = None) -> CaseResult:
     """Judge one case and say whether it met its expectation."""
     red = redactor or Redactor(pseudonym_key=_PSEUDONYM_KEY)
-    result: Judgement = judge(case_exchange(case))
+    result, judged = judge_alone(case_exchange(case))
     # Finding messages quote wire values; the output is printed, so a secret in a fixture
     # (a credential header, a password argument) is scrubbed from them as from evidence.
     secrets = red.removed_values(
         (case.headers.pairs, case.response_headers.pairs),
         (result.request_message, *result.response_messages))
-    found = tuple(replace(f, message=red.scrub(f.message, secrets)) for f in result.findings)
+    found = tuple(replace(f, message=red.scrub(f.message, secrets)) for f in judged)
     ev_digest = digest(evidence(case, red))
     if case.golden:
         first = found[0] if found else None
