@@ -116,11 +116,14 @@ def check_message(
         and type(message["id"]) is type(expected_id)
         and message["id"] == expected_id
     )
-    if not id_ok and status == 403 and not in_stream and message.get("id") is None \
-            and "error" in message:
+    if not id_ok and not in_stream and message.get("id") is None and "error" in message and (
+        status == 403 or (status == 404 and ctx.era is not ERA_MODERN)
+    ):
         # The answer to a refused Origin MAY be a JSON-RPC error with no id (streamable-http
         # "Security & Endpoint", every revision); which origins a server refuses is its own
-        # policy, so any 403 may be that answer.
+        # policy, so any 403 may be that answer. A legacy 404 is the ended session's answer
+        # (transports "Session Management" 3), the session's, not the request's: an id-less
+        # error body is not a response to this request.
         id_ok = True
     if not id_ok:
         got = message.get("id", "<absent>")
