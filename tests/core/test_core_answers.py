@@ -42,10 +42,7 @@ def _run(
     legacy: bool = False,
     method: str = "POST",
 ) -> list[tuple[str, int | None, Strength]]:
-    if isinstance(body, bytes):
-        raw = body
-    else:
-        raw = b"" if body is None else orjson.dumps(body)
+    raw = body if isinstance(body, bytes) else b"" if body is None else orjson.dumps(body)
     rh = {"Content-Type": ctype or "application/json"} if raw else {}
     exchange = Exchange(
         request_headers=HeaderMap.of(headers),
