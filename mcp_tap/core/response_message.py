@@ -118,12 +118,14 @@ def check_message(
     )
     if not id_ok and not in_stream and message.get("id") is None and "error" in message and (
         status == 403 or (status == 404 and ctx.era is not ERA_MODERN)
+        or (rejected and _served_as_2025_03_26(verdict, message["error"]))
     ):
         # The answer to a refused Origin MAY be a JSON-RPC error with no id (streamable-http
         # "Security & Endpoint", every revision); which origins a server refuses is its own
         # policy, so any 403 may be that answer. A legacy 404 is the ended session's answer
         # (transports "Session Management" 3), the session's, not the request's: an id-less
-        # error body is not a response to this request.
+        # error body is not a response to this request. So is a 2025-03-26 server's refusal of
+        # a request without MCP-Protocol-Version (a session it lacks, say): see owed_answer.
         id_ok = True
     if not id_ok:
         got = message.get("id", "<absent>")
@@ -184,6 +186,19 @@ def check_message(
         found += result_found
         return found
     return result_found
+
+
+def _served_as_2025_03_26(verdict: RequestVerdict, error: Any) -> bool:
+    """Whether a request without ``MCP-Protocol-Version`` got an error other than -32020: a
+    server MAY treat it as 2025-03-26 (streamable-http "Protocol Version Header")."""
+    rejection = verdict.rejection
+    code = error.get("code") if isinstance(error, dict) else None
+    return (
+        rejection is not None
+        and rejection.rule == "request.header.missing"
+        and rejection.message == VERSION_HEADER_MISSING
+        and code != HEADER_MISMATCH
+    )
 
 
 def _learnt_rules(

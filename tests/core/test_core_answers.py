@@ -168,6 +168,11 @@ class TestMayAnswers:
             ("request.header.missing", -32020, Strength.MUST)]
         assert _run(headers, LIST, 400, b"Bad Request: no session", ctype="text/plain") == [
             ("request.header.missing", -32020, Strength.MUST)]
+        # The real SDK's legacy transport: 400, -32600 "Missing session ID", id null.
+        refusal = {"jsonrpc": "2.0", "id": None,
+                   "error": {"code": -32600, "message": "Bad Request: Missing session ID"}}
+        assert _run(headers, LIST, 400, refusal) == [
+            ("request.header.missing", -32020, Strength.MUST)]
 
     def test_legacy_404_error_without_id(self) -> None:
         """A legacy 404 is the ended session's answer: an id-less error body is allowed."""
