@@ -93,9 +93,11 @@ _RULES: tuple[Rule, ...] = (
         "request.envelope",
         _R,
         INVALID_REQUEST,
-        "not a JSON-RPC 2.0 request or notification, or a bad id type (null, boolean, float)",
+        "not a JSON-RPC 2.0 request or notification, or a bad id type (null, boolean, float); "
+        "a batch outside 2025-03-26, or one holding `initialize`",
         MUST,
-        _c(_BASE, "Requests") + "; " + _c(_SHTTP, "Sending Messages"),
+        _c(_BASE, "Requests") + "; " + _c(_SHTTP, "Sending Messages") + "; "
+        + _c("2025-03-26/basic/lifecycle.mdx", "Initialization"),
     ),
     Rule(
         "request.schema",

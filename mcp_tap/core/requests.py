@@ -405,6 +405,11 @@ def _batch(headers: HeaderMap, message: list[Any], negotiated: str | None) -> Re
             item_c = classify(item)
             if item_c.kind is KIND_INVALID:
                 found.append(finding("request.envelope", f"batch item: {item_c.problem}", WHERE))
+            elif item_c.kind is KIND_REQUEST and item_c.method == "initialize":
+                # 2025-03-26 lifecycle "Initialization": "The initialize request MUST NOT be
+                # part of a JSON-RPC batch".
+                found.append(finding("request.envelope",
+                                     "initialize must not be part of a JSON-RPC batch", WHERE))
             items.append(_make_verdict(item_c, ERA_LEGACY, version, ()))
         # Only the requests of a batch are answered; all notifications: 202 like one.
         requests = tuple(v for v in items if v.kind is KIND_REQUEST)

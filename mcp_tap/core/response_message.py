@@ -28,6 +28,7 @@ from mcp_tap.core.mirrored import MISSING
 from mcp_tap.core.requests import RequestVerdict
 from mcp_tap.core.results import result_findings, task_input_capabilities
 from mcp_tap.core.structured import check_structured
+from mcp_tap.core.transport import PRE_BODY_STATUSES
 
 DEFINED_RESERVED_CODES = frozenset(
     {HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION}
@@ -117,12 +118,14 @@ def check_message(
         and message["id"] == expected_id
     )
     if not id_ok and not in_stream and message.get("id") is None and "error" in message and (
-        status == 403 or (status == 404 and ctx.era is not ERA_MODERN)
+        status in PRE_BODY_STATUSES or (status == 404 and ctx.era is not ERA_MODERN)
         or (rejected and _served_as_2025_03_26(verdict, message["error"]))
     ):
         # The answer to a refused Origin MAY be a JSON-RPC error with no id (streamable-http
         # "Security & Endpoint", every revision); which origins a server refuses is its own
-        # policy, so any 403 may be that answer. A legacy 404 is the ended session's answer
+        # policy, so any 403 may be that answer. So may any answer given before the body was
+        # read (401, 405, 413, ...): its id "could not be read" (basic "Error Responses").
+        # A legacy 404 is the ended session's answer
         # (transports "Session Management" 3), the session's, not the request's: an id-less
         # error body is not a response to this request. So is a 2025-03-26 server's refusal of
         # a request without MCP-Protocol-Version (a session it lacks, say): see owed_answer.
@@ -348,8 +351,8 @@ def owed_answer(
     (``modern_result``: it served the request as modern without the header it must reject).
     """
     rejection = verdict.rejection
-    if rejection is None:
-        return []
+    if rejection is None or status in PRE_BODY_STATUSES:
+        return []  # (an answer given before the body was read owes nothing about the body)
     if (
         rejection.rule == "request.header.missing"
         and rejection.message == VERSION_HEADER_MISSING

@@ -85,7 +85,7 @@ def check_sse_stream(
         events = unbatched(events)  # 2025-03-26: a server's messages MAY be batched
     for index, event in enumerate(events):
         data = event.data
-        if data == "":
+        if data == "" or data.isspace():
             continue  # Priming events (id, empty data) and empty keep-alives carry no message.
         try:
             message = orjson.loads(data)  # parse_json, one call less

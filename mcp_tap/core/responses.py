@@ -96,11 +96,12 @@ def check_response(
         c = verdict.classified
         if (c.message["method"] if c.kind is KIND_REQUEST else c.method) == "initialize":
             found += session_id_problem(headers, where)
+    if status == 401:
+        found += challenge(status, headers, where)  # whatever its body
     if status >= 400 and http_only(status, body) and ctype != "text/event-stream":
         # A plain HTTP error (auth, rate limit, server error) is judged by its own rules,
         # never as malformed JSON-RPC; a rejection the server owed an answer to is still owed
         # one unless it was refused before its body was read.
-        found += challenge(status, headers, where)
         # A legacy 404 is the unknown session's answer, given before the body is read.
         if status not in PRE_BODY_STATUSES and not (status == 404 and verdict.era is ERA_LEGACY):
             found += owed_answer(verdict, None, status, where)

@@ -41,9 +41,11 @@ def _run(
     negotiated: str | None = None,
     legacy: bool = False,
     method: str = "POST",
+    response_headers: dict[str, str] | None = None,
 ) -> list[tuple[str, int | None, Strength]]:
     raw = body if isinstance(body, bytes) else b"" if body is None else orjson.dumps(body)
     rh = {"Content-Type": ctype or "application/json"} if raw else {}
+    rh.update(response_headers or {})
     exchange = Exchange(
         request_headers=HeaderMap.of(headers),
         request_body=b"" if request is None else orjson.dumps(request),
@@ -173,6 +175,29 @@ class TestMayAnswers:
                    "error": {"code": -32600, "message": "Bad Request: Missing session ID"}}
         assert _run(headers, LIST, 400, refusal) == [
             ("request.header.missing", -32020, Strength.MUST)]
+
+    @pytest.mark.parametrize("status", [401, 405, 413, 415, 429])
+    def test_pre_body_error_without_id(self, status: int) -> None:
+        """An answer given before the body was read cannot carry its id ("except in error
+        cases where the ID could not be read"), and owes nothing the body would have."""
+        request = {**LIST, "params": {"_meta": {PV: MODERN, CC: {}}}}
+        headers = {**MODERN_HEADERS, "Mcp-Method": "tools/call"}  # a mismatch, too
+        err = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": "no"}}
+        found = _run(headers, request, status, err,
+                     response_headers={"WWW-Authenticate": 'Bearer realm="mcp"'})
+        assert found == [("request.header.mismatch", -32020, Strength.MUST)]
+
+    def test_401_with_jsonrpc_body_still_owes_the_challenge(self) -> None:
+        """RFC 9110 15.5.2: a 401 carries WWW-Authenticate, whatever its body."""
+        err = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": "auth"}}
+        assert _run(MODERN_HEADERS, LIST, 401, err) == [
+            ("response.unauthorized.challenge", None, Strength.MUST)]
+
+    def test_whitespace_event_data(self) -> None:
+        """An event whose data is only whitespace carries no message, like an empty one."""
+        response = orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": LIST_RESULT})
+        body = b"data:  \n\ndata: " + response + b"\n\n"
+        assert _run(MODERN_HEADERS, LIST, 200, body, ctype="text/event-stream") == []
 
     def test_legacy_404_error_without_id(self) -> None:
         """A legacy 404 is the ended session's answer: an id-less error body is allowed."""

@@ -165,6 +165,19 @@ class TestNegative:
         assert ("sse.event", -32600, Strength.MUST) in _rules(found)
 
 
+def test_initialize_in_a_batch() -> None:
+    """2025-03-26 lifecycle "Initialization": initialize MUST NOT be part of a batch; the
+    batch is then invalid and may be refused as a whole."""
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-03-26", "capabilities": {},
+                       "clientInfo": {"name": "c", "version": "1"}}}
+    err = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "no"}}
+    found = _judge([init, BATCH[1]], 400, err, negotiated=None,
+                   headers={"Accept": "application/json, text/event-stream"})
+    assert _rules(found) == [("request.envelope", -32600, Strength.MUST)]
+    assert "initialize" in found[0].message
+
+
 def test_unbatched_splits_arrays_only() -> None:
     """unbatched: an array event becomes one event per item (id and type kept); others pass."""
     events = [SSEEvent('[{"a":1},{"b":2}]', None, "7"), SSEEvent(""), SSEEvent("[1")]
