@@ -1094,7 +1094,8 @@ NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
         _c(_LHTTP, "Session Management"),
         "after ending a session the server MUST answer its id with 404",
         "a server may end a session at any time without telling the tap; only a 404 it "
-        "gives is seen, never the moment it ended",
+        "gives is seen, never the moment it ended (a DELETE the tap saw accepted would tell "
+        "it: not yet tracked across exchanges, planned)",
     ),
     (
         _c(_AUTH, "Access Token Usage"),
