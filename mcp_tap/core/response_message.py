@@ -117,18 +117,7 @@ def check_message(
         and type(message["id"]) is type(expected_id)
         and message["id"] == expected_id
     )
-    if not id_ok and not in_stream and message.get("id") is None and "error" in message and (
-        status in PRE_BODY_STATUSES or (status == 404 and ctx.era is not ERA_MODERN)
-        or (rejected and _served_as_2025_03_26(verdict, message["error"]))
-    ):
-        # The answer to a refused Origin MAY be a JSON-RPC error with no id (streamable-http
-        # "Security & Endpoint", every revision); which origins a server refuses is its own
-        # policy, so any 403 may be that answer. So may any answer given before the body was
-        # read (401, 405, 413, ...): its id "could not be read" (basic "Error Responses").
-        # A legacy 404 is the ended session's answer
-        # (transports "Session Management" 3), the session's, not the request's: an id-less
-        # error body is not a response to this request. So is a 2025-03-26 server's refusal of
-        # a request without MCP-Protocol-Version (a session it lacks, say): see owed_answer.
+    if not id_ok and not in_stream and _idless_allowed(verdict, message, ctx, status, rejected):
         id_ok = True
     if not id_ok:
         got = message.get("id", "<absent>")
@@ -189,6 +178,29 @@ def check_message(
         found += result_found
         return found
     return result_found
+
+
+def _idless_allowed(
+    verdict: RequestVerdict, message: dict[str, Any], ctx: ResponseContext, status: int,
+    rejected: bool,
+) -> bool:
+    """Whether an error without an id may answer this request (a JSON body, not an event).
+
+    The answer to a refused Origin MAY be a JSON-RPC error with no id (streamable-http
+    "Security & Endpoint", every revision); which origins a server refuses is its own policy,
+    so any 403 may be that answer. So may any answer given before the body was read (401,
+    405, 413, ...): its id "could not be read" (basic "Error Responses"). A legacy 404 is the
+    ended session's answer (transports "Session Management" 3), not a response to this
+    request; so is a 2025-03-26 server's refusal of a request without MCP-Protocol-Version
+    (a session it lacks, say: see :func:`owed_answer`).
+    """
+    if message.get("id") is not None or "error" not in message:
+        return False
+    return (
+        status in PRE_BODY_STATUSES
+        or (status == 404 and ctx.era is not ERA_MODERN)
+        or (rejected and _served_as_2025_03_26(verdict, message["error"]))
+    )
 
 
 def _served_as_2025_03_26(verdict: RequestVerdict, error: Any) -> bool:
