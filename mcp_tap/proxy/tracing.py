@@ -104,7 +104,7 @@ class OtlpTracing(ExchangeTracing):
         from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
         from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
-        from mcp_tap import __version__
+        from mcp_tap.version import __version__
 
         class _PresetIds(RandomIdGenerator):
             """Random ids, except the ones of a traceparent the tap already sent."""
