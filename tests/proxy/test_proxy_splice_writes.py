@@ -11,6 +11,7 @@ from typing import Any
 from mcp_tap.proxy.capture import SPENT, RawExchange
 from mcp_tap.proxy.options import load_options
 from mcp_tap.proxy.splice.client import ClientConnection
+from mcp_tap.proxy.splice.framing import HeadMemo
 from mcp_tap.proxy.splice.hop import HopCore
 from mcp_tap.proxy.splice.upstream import UpstreamConnection
 
@@ -70,10 +71,12 @@ class _Recorder:
 class _Splice:
     """One hop, one client connection, one pooled upstream connection."""
 
-    def __init__(self) -> None:
+    def __init__(self, heads: HeadMemo | None = None) -> None:
         opts = load_options(None, env={}, listen="127.0.0.1:0", upstream="http://127.0.0.1:1")
         self.recorder = _Recorder()
         self.hop = HopCore("tap", "http://127.0.0.1:1", opts, self.recorder, False, time.time)
+        if heads is not None:  # what another hop object learnt (as one hop's connections)
+            self.hop.heads = heads
         self.client = ClientConnection(self.hop)
         self.down = _Transport()
         self.client.connection_made(self.down)  # type: ignore[arg-type]
