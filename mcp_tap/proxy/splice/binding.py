@@ -12,7 +12,7 @@ import asyncio
 
 from mcp_tap.proxy.splice.base import ConnectionBase
 from mcp_tap.proxy.splice.exchange import REPLAY_MAX, Exchange
-from mcp_tap.proxy.splice.state import Phase
+from mcp_tap.proxy.splice.state import FINISHED, TUNNEL
 from mcp_tap.proxy.splice.upstream import UpstreamConnection
 
 
@@ -50,12 +50,12 @@ class UpstreamSide(ConnectionBase):
                                  f"{type(exc).__name__}: {exc}")
             return
         except asyncio.CancelledError:
-            if ex.phase is not Phase.FINISHED:
+            if ex.phase is not FINISHED:
                 ex.reserved = False
                 self.hop.pool.unreserve()
             raise
         ex.connecting = None
-        if ex.phase is Phase.FINISHED:  # the client left meanwhile: a fresh one is reusable
+        if ex.phase is FINISHED:  # the client left meanwhile: a fresh one is reusable
             self.hop.pool.bound += 1
             self.hop.pool.release(conn, reusable=True)
             return
@@ -67,7 +67,7 @@ class UpstreamSide(ConnectionBase):
         if ex.reserved:
             ex.reserved = False
             self.hop.pool.unreserve()
-        if ex.phase is not Phase.FINISHED:
+        if ex.phase is not FINISHED:
             self._answer(ex, status, phase, reason)
 
     def _attach(self, ex: Exchange, conn: UpstreamConnection) -> None:
@@ -115,9 +115,9 @@ class UpstreamSide(ConnectionBase):
     def upstream_eof(self) -> None:
         """The upstream half-closed: the end of a close-delimited answer, or of a tunnel."""
         ex = self.exchange
-        if ex is None or ex.phase is Phase.FINISHED:
+        if ex is None or ex.phase is FINISHED:
             return
-        if ex.phase is Phase.TUNNEL:
+        if ex.phase is TUNNEL:
             ex.upstream_eof = True
             if ex.raw.tunnel is not None:
                 ex.raw.tunnel[1].ended = True
@@ -134,7 +134,7 @@ class UpstreamSide(ConnectionBase):
     def upstream_lost(self, exc: Exception | None) -> None:
         """The upstream connection closed."""
         ex = self.exchange
-        if ex is None or ex.phase is Phase.FINISHED:
+        if ex is None or ex.phase is FINISHED:
             return
         self._upstream_gone(ex)
 
@@ -154,7 +154,7 @@ class UpstreamSide(ConnectionBase):
             conn.owner = None
             self.hop.pool.release(conn, reusable=False)
         ex.upstream = None
-        if ex.phase is Phase.TUNNEL:
+        if ex.phase is TUNNEL:
             self._finish_closing(ex)
             return
         if ex.response_framing == "close":  # (known once the final head passed)
@@ -178,7 +178,7 @@ class UpstreamSide(ConnectionBase):
 
     def _upstream_idle(self, ex: Exchange) -> None:
         """The upstream said nothing for idle_timeout_s: 504 before an answer, a cut after."""
-        if ex.phase is Phase.FINISHED:
+        if ex.phase is FINISHED:
             return
         if ex.upstream_reading_paused:  # the client is slow, not the upstream: the stall clock
             if ex.idle is not None:

@@ -26,7 +26,7 @@ from mcp_tap.proxy.splice.binding import UpstreamSide
 from mcp_tap.proxy.splice.endings import Endings
 from mcp_tap.proxy.splice.requests import RequestSide
 from mcp_tap.proxy.splice.responses import ResponseSide
-from mcp_tap.proxy.splice.state import REQUEST_OPEN, Phase
+from mcp_tap.proxy.splice.state import ANSWERED, FINISHED, REQUEST_OPEN, TUNNEL
 from mcp_tap.proxy.splice.timeouts import Timer
 
 if TYPE_CHECKING:
@@ -69,9 +69,9 @@ class ClientConnection(RequestSide, ResponseSide, UpstreamSide, Endings):
     def eof_received(self) -> bool:
         """The client half-closed: answer a whole request not yet answered, then close."""
         ex = self.exchange
-        if ex is None or ex.phase is Phase.FINISHED:
+        if ex is None or ex.phase is FINISHED:
             return False
-        if ex.phase is Phase.TUNNEL:
+        if ex.phase is TUNNEL:
             ex.client_eof = True
             if ex.raw.tunnel is not None:
                 ex.raw.tunnel[0].ended = True
@@ -100,8 +100,8 @@ class ClientConnection(RequestSide, ResponseSide, UpstreamSide, Endings):
         self.idle_timer.cancel()
         self.hop.connections.discard(self)
         ex = self.exchange
-        if ex is not None and ex.phase is not Phase.FINISHED:
-            if ex.phase is not Phase.ANSWERED:
+        if ex is not None and ex.phase is not FINISHED:
+            if ex.phase is not ANSWERED:
                 ex.raw.client_gone = True
             self._abort_upstream(ex)
             self._finish(ex)

@@ -2,7 +2,7 @@
 or refused before it began (bad syntax, head timeout, a client that stops reading).
 
 :class:`Endings` is the part of :class:`~mcp_tap.proxy.splice.client.ClientConnection` that
-ends exchanges; :meth:`Endings._finish` is the one way to :attr:`~.state.Phase.FINISHED`.
+ends exchanges; :meth:`Endings._finish` is the one way to :attr:`~.state.FINISHED`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,18 @@ from mcp_tap.proxy.holdback import REASON as HELD
 from mcp_tap.proxy.splice.answers import tap_answer
 from mcp_tap.proxy.splice.base import ConnectionBase
 from mcp_tap.proxy.splice.exchange import Exchange
-from mcp_tap.proxy.splice.state import REQUEST_OPEN, Event, Phase
+from mcp_tap.proxy.splice.state import (
+    ANSWER_ENDED,
+    ANSWERED,
+    ANSWERED_EARLY,
+    FINISH,
+    FINISHED,
+    REQUEST_OPEN,
+)
 
 log = structlog.get_logger("mcp_tap.proxy")
 
-_REQUEST_NOT_ENDED = REQUEST_OPEN | {Phase.ANSWERED_EARLY}
+_REQUEST_NOT_ENDED = REQUEST_OPEN | {ANSWERED_EARLY}
 
 
 class Endings(ConnectionBase):
@@ -38,13 +45,13 @@ class Endings(ConnectionBase):
         ex.close_client = close
         if self.transport is not None and not self.closed:
             self.transport.write(head + body)
-        ex.to(Event.ANSWER_ENDED)
+        ex.to(ANSWER_ENDED)
         self._finish(ex)
 
     def _cut(self, ex: Exchange, phase: str, reason: str) -> None:
         """End an exchange whose answer had begun: the only honest signal left is a broken
         stream (the client sees the connection close mid-answer)."""
-        if ex.phase is Phase.FINISHED:
+        if ex.phase is FINISHED:
             return
         ex.raw.tap_error = {"status": None, "phase": phase, "reason": reason}
         self.hop.count("cut")
@@ -57,7 +64,7 @@ class Endings(ConnectionBase):
     def cut(self, phase: str, reason: str) -> None:
         """Cut whatever is in flight (the drain deadline passed); close the connection."""
         ex = self.exchange
-        if ex is not None and ex.phase is not Phase.FINISHED:
+        if ex is not None and ex.phase is not FINISHED:
             self._cut(ex, phase, reason)
         elif self.transport is not None:
             self.transport.abort()
@@ -70,9 +77,9 @@ class Endings(ConnectionBase):
     def _finish(self, ex: Exchange) -> None:
         """Record the exchange, free its upstream connection, go on with the next request."""
         ended = ex.phase
-        if ended is Phase.FINISHED:
+        if ended is FINISHED:
             return
-        ex.to(Event.FINISH)
+        ex.to(FINISH)
         raw = ex.raw
         if ex.idle is not None:
             ex.idle.active = False  # (Timer.stop, without the call)
@@ -81,7 +88,7 @@ class Endings(ConnectionBase):
             ex.connecting = None
         if raw.end_at is None:
             raw.end_at = raw.egress_end_at = self.clock()
-        self._let_go(ex, ended is Phase.ANSWERED)
+        self._let_go(ex, ended is ANSWERED)
         # (A body's running digest, if it grew past the cap, is frozen by RawBody.state.)
         if raw.response is not None and raw.egress_body is None:
             raw.egress_bytes = raw.response.size  # spliced: what came is what was sent
@@ -194,7 +201,7 @@ class Endings(ConnectionBase):
         """The client read nothing for ``write_timeout_s``: cut its exchange."""
         self.hop.count("write_stall")
         ex = self.exchange
-        if ex is not None and ex.phase is not Phase.FINISHED:
+        if ex is not None and ex.phase is not FINISHED:
             self._cut(ex, "client-write-timeout", "the client stopped reading")
         elif self.transport is not None:
             self.transport.abort()

@@ -12,7 +12,7 @@ import asyncio
 
 from mcp_tap.proxy.capture import RawExchange
 from mcp_tap.proxy.splice.framing import ParserError, RequestMessage, ResponseMessage
-from mcp_tap.proxy.splice.state import TRANSITIONS, Event, Phase, PhaseError
+from mcp_tap.proxy.splice.state import SENDING, TRANSITIONS, Event, Phase, PhaseError
 from mcp_tap.proxy.splice.timeouts import Timer
 from mcp_tap.proxy.splice.upstream import UpstreamConnection
 
@@ -49,7 +49,7 @@ class Exchange:
     )
 
     def __init__(self, raw: RawExchange, request: RequestMessage) -> None:
-        self.phase = Phase.SENDING
+        self.phase = SENDING
         self.raw = raw
         self.request = request
         self.skip_body = False  # the answer to a HEAD: no body, whatever its head says
@@ -77,7 +77,7 @@ class Exchange:
         try:
             self.phase = phase = TRANSITIONS[self.phase][event]
         except KeyError:
-            raise PhaseError(f"no transition from {self.phase.value} on {event.value}") from None
+            raise PhaseError(f"no transition from {self.phase.name} on {event.name}") from None
         return phase
 
 

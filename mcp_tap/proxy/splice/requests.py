@@ -16,7 +16,7 @@ from mcp_tap.proxy.splice.base import ConnectionBase
 from mcp_tap.proxy.splice.exchange import HIGH_WATER, REPLAY_MAX, Exchange, parser_reason
 from mcp_tap.proxy.splice.framing import ParserError, RequestMessage
 from mcp_tap.proxy.splice.head import HEAD_END, field, may_change, parse_head, rewrite
-from mcp_tap.proxy.splice.state import Event, Phase
+from mcp_tap.proxy.splice.state import CROSSING, FINISHED, REQUEST_ENDED, SENDING, TUNNEL
 from mcp_tap.proxy.splice.tracing import new_traceparent, trace_id_of
 
 log = structlog.get_logger("mcp_tap.proxy")
@@ -34,11 +34,11 @@ class RequestSide(ConnectionBase):
         """Client bytes (``asyncio.Protocol``'s callback): part of the exchange in flight
         (its body, its tunnel, or a pipelined request that waits), or the next head."""
         ex = self.exchange
-        if ex is not None and ex.phase is not Phase.FINISHED:
+        if ex is not None and ex.phase is not FINISHED:
             phase = ex.phase
-            if phase is Phase.TUNNEL or (ex.request.upgrade and not self.buffer):
+            if phase is TUNNEL or (ex.request.upgrade and not self.buffer):
                 self._tunnel_up(ex, data)
-            elif (phase is Phase.SENDING or phase is Phase.CROSSING) and not self.buffer:
+            elif (phase is SENDING or phase is CROSSING) and not self.buffer:
                 self._request_body(ex, data)
             else:  # the next request: it waits until this exchange is over
                 self._keep(data)
@@ -238,7 +238,7 @@ class RequestSide(ConnectionBase):
 
     def _request_ended(self, ex: Exchange, body_ended: bool = True) -> None:
         """The request's last byte went upstream (``body_ended``: its body capture ends)."""
-        ex.to(Event.REQUEST_ENDED)
+        ex.to(REQUEST_ENDED)
         if body_ended:
             ex.raw.request.ended = True
 

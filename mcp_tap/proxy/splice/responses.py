@@ -13,7 +13,16 @@ from mcp_tap.proxy.splice.base import ConnectionBase
 from mcp_tap.proxy.splice.exchange import Exchange, parser_reason
 from mcp_tap.proxy.splice.framing import ParserError, ResponseHead, ResponseMessage
 from mcp_tap.proxy.splice.head import HEAD_END, may_change, parse_head, rewrite
-from mcp_tap.proxy.splice.state import Event, Phase
+from mcp_tap.proxy.splice.state import (
+    ANSWER_ENDED,
+    ANSWERED_EARLY,
+    FINAL_HEAD,
+    FINISHED,
+    SENDING,
+    TUNNEL,
+    UPGRADED,
+    WAITING,
+)
 
 _HEAD_END_SIZE = len(HEAD_END)
 Verdict = tuple[int, bool, int]
@@ -44,23 +53,23 @@ class ResponseSide(ConnectionBase):
         if ex is None or self.transport is None:
             return
         phase = ex.phase
-        if phase is Phase.FINISHED:
+        if phase is FINISHED:
             return
         ex.replay = None
-        if phase is Phase.TUNNEL:
+        if phase is TUNNEL:
             if ex.idle is not None:
                 ex.idle.touch()
             self.transport.write(data)
             if ex.raw.tunnel is not None:
                 ex.raw.tunnel[1].feed(data, self.clock())
             return
-        if phase is Phase.SENDING or phase is Phase.WAITING:  # (HEAD_AWAITED)
+        if phase is SENDING or phase is WAITING:  # (HEAD_AWAITED)
             self._response_heads(ex, data)
         else:
             self._body_out(ex, data, b"", None)  # body bytes of the answer in flight
         # The upstream spoke: its idle clock starts again, after the bytes are handled, so an
         # answer that ended in them costs no clock read (finishing stopped the timer).
-        if ex.idle is not None and ex.phase is not Phase.FINISHED:
+        if ex.idle is not None and ex.phase is not FINISHED:
             ex.idle.touch()
 
     def _response_heads(self, ex: Exchange, data: bytes) -> None:
@@ -156,7 +165,7 @@ class ResponseSide(ConnectionBase):
             self._switched(ex, data if out is raw_head else out + rest if rest else out,
                            rest, upgrade)
             return
-        ex.to(Event.FINAL_HEAD)
+        ex.to(FINAL_HEAD)
         framing = set_framing(ex, framing, length, response)
         if not rest or response.complete:
             self.transport.write(out)
@@ -193,7 +202,7 @@ class ResponseSide(ConnectionBase):
         if not upgrade:  # a 101 nobody asked for: nothing to tunnel
             self._cut(ex, "upstream-bad-response", "101 to a request without Upgrade")
             return
-        ex.to(Event.UPGRADED)
+        ex.to(UPGRADED)
 
     def _body_copy(self, ex: Exchange, response: ResponseMessage, data: bytes, at: float) -> None:
         """Parse a copy of body bytes already sent, none past the answer's end (``at``: when
@@ -302,7 +311,7 @@ class ResponseSide(ConnectionBase):
         if raw.response is not None:
             raw.response.ended = True
         raw.end_at = raw.egress_end_at = self.clock()
-        if ex.to(Event.ANSWER_ENDED) is Phase.ANSWERED_EARLY or ex.request.upgrade:
+        if ex.to(ANSWER_ENDED) is ANSWERED_EARLY or ex.request.upgrade:
             # (An early 4xx, a declined Expect; or a declined Upgrade, whose bytes after the
             # head were not HTTP.)
             ex.close_client = True

@@ -25,40 +25,49 @@ import enum
 from mcp_tap.errors import TapError
 
 
-class Phase(enum.Enum):
-    """Where one exchange is."""
+class Phase(enum.IntEnum):
+    """Where one exchange is (an int: hashed and compared in C, read per request)."""
 
-    SENDING = "sending"
+    SENDING = 1
     """The request's body is still going upstream; no final answer head yet."""
-    WAITING = "waiting"
+    WAITING = 2
     """The whole request went upstream; no final answer head yet."""
-    CROSSING = "crossing"
+    CROSSING = 3
     """The answer streams while the request's body still comes (an early 4xx, ...)."""
-    ANSWERING = "answering"
+    ANSWERING = 4
     """The whole request went upstream; the answer's body streams to the client."""
-    TUNNEL = "tunnel"
+    TUNNEL = 5
     """An Upgrade was answered 101: bytes go both ways untouched until both sides end."""
-    ANSWERED = "answered"
+    ANSWERED = 6
     """Request and answer both ended (the upstream connection may be reused)."""
-    ANSWERED_EARLY = "answered-early"
+    ANSWERED_EARLY = 7
     """The answer ended before the request did: the client connection closes after it."""
-    FINISHED = "finished"
+    FINISHED = 8
     """Recorded; the connection has gone on to its next request."""
 
 
-class Event(enum.Enum):
+class Event(enum.IntEnum):
     """What moves an exchange from one phase to the next."""
 
-    REQUEST_ENDED = "request-ended"  # the request's last byte went upstream
-    FINAL_HEAD = "final-head"  # the answer's final (non-1xx) head went to the client
-    UPGRADED = "upgraded"  # a 101 to an Upgrade request: the connection is a tunnel
-    ANSWER_ENDED = "answer-ended"  # the answer's last byte went out (the origin's or the tap's)
-    FINISH = "finish"  # recorded: the exchange is over, whatever phase it was in
+    REQUEST_ENDED = 1  # the request's last byte went upstream
+    FINAL_HEAD = 2  # the answer's final (non-1xx) head went to the client
+    UPGRADED = 3  # a 101 to an Upgrade request: the connection is a tunnel
+    ANSWER_ENDED = 4  # the answer's last byte went out (the origin's or the tap's)
+    FINISH = 5  # recorded: the exchange is over, whatever phase it was in
 
 
 class PhaseError(TapError):
     """An event the exchange's phase has no transition for: a bug in the forwarding core."""
 
+
+# The phases and events as module names: the forwarder reads them per request, and a
+# module global is read ~4x faster than an enum class's attribute (Python 3.11).
+SENDING, WAITING, CROSSING, ANSWERING = (
+    Phase.SENDING, Phase.WAITING, Phase.CROSSING, Phase.ANSWERING)
+TUNNEL, ANSWERED, ANSWERED_EARLY, FINISHED = (
+    Phase.TUNNEL, Phase.ANSWERED, Phase.ANSWERED_EARLY, Phase.FINISHED)
+REQUEST_ENDED, FINAL_HEAD, UPGRADED, ANSWER_ENDED, FINISH = (
+    Event.REQUEST_ENDED, Event.FINAL_HEAD, Event.UPGRADED, Event.ANSWER_ENDED, Event.FINISH)
 
 _ALL = tuple(Phase)
 
@@ -99,4 +108,4 @@ def next_phase(phase: Phase, event: Event) -> Phase:
     try:
         return TRANSITIONS[phase][event]
     except KeyError:
-        raise PhaseError(f"no transition from {phase.value} on {event.value}") from None
+        raise PhaseError(f"no transition from {phase.name} on {event.name}") from None
