@@ -55,8 +55,8 @@ def test_the_table_finishes_every_phase_once_and_has_no_way_back() -> None:
     # the request ends once: no phase after it takes the event again
     for phase in (Phase.WAITING, Phase.ANSWERING, Phase.TUNNEL, Phase.ANSWERED):
         assert Event.REQUEST_ENDED not in TRANSITIONS[phase]
-    assert REQUEST_OPEN == {Phase.SENDING, Phase.CROSSING}
-    assert HEAD_AWAITED == {Phase.SENDING, Phase.WAITING}
+    assert {Phase.SENDING, Phase.CROSSING} == REQUEST_OPEN
+    assert {Phase.SENDING, Phase.WAITING} == HEAD_AWAITED
 
 
 async def test_a_request_and_its_answer_in_pieces_go_through_each_phase(
