@@ -12,7 +12,7 @@ import asyncio
 
 from mcp_tap.proxy.capture import RawExchange
 from mcp_tap.proxy.splice.framing import ParserError, RequestMessage, ResponseMessage
-from mcp_tap.proxy.splice.state import SENDING, TRANSITIONS, Event, Phase, PhaseError
+from mcp_tap.proxy.splice.state import SENDING, Event, Phase, next_phase
 from mcp_tap.proxy.splice.timeouts import Timer
 from mcp_tap.proxy.splice.upstream import UpstreamConnection
 
@@ -73,11 +73,9 @@ class Exchange:
         self.upstream_eof = False
 
     def to(self, event: Event) -> Phase:
-        """Move to the phase ``event`` leads to (:data:`~.state.TRANSITIONS`); returns it."""
-        try:
-            self.phase = phase = TRANSITIONS[self.phase][event]
-        except KeyError:
-            raise PhaseError(f"no transition from {self.phase.name} on {event.name}") from None
+        """Move to the phase ``event`` leads to (:data:`~.state.TRANSITIONS`); returns it.
+        Raises :class:`~.state.PhaseError` for an event the phase has no transition for."""
+        self.phase = phase = next_phase(self.phase, event)
         return phase
 
 
