@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 from test_proxy_splice_writes import ANSWER, ANSWER_BODY, BODY, REQUEST, _Splice
 
+from mcp_tap.errors import PhaseError
 from mcp_tap.proxy.splice.exchange import Exchange
 from mcp_tap.proxy.splice.state import (
     HEAD_AWAITED,
@@ -16,7 +17,6 @@ from mcp_tap.proxy.splice.state import (
     TRANSITIONS,
     Event,
     Phase,
-    PhaseError,
     next_phase,
 )
 

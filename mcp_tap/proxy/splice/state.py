@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 
-from mcp_tap.errors import TapError
+from mcp_tap.errors import PhaseError
 
 
 class Phase(enum.IntEnum):
@@ -54,10 +54,6 @@ class Event(enum.IntEnum):
     UPGRADED = 3  # a 101 to an Upgrade request: the connection is a tunnel
     ANSWER_ENDED = 4  # the answer's last byte went out (the origin's or the tap's)
     FINISH = 5  # recorded: the exchange is over, whatever phase it was in
-
-
-class PhaseError(TapError):
-    """An event the exchange's phase has no transition for: a bug in the forwarding core."""
 
 
 # The phases and events as module names: the forwarder reads them per request, and a

@@ -164,7 +164,7 @@ class UpstreamPool:
         self.connect_timeout_s = connect_timeout_s
         self.bound = 0  # connections bound to an exchange (or being opened for one)
         self.saturated = 0  # requests answered 503 because the cap was reached
-        self.idle: list[UpstreamConnection] = []  # oldest first (binding.bind takes the newest)
+        self.idle: list[UpstreamConnection] = []  # oldest first (take_idle gives the newest)
         # One coarse sweep closes idle connections past keepalive_s (no timer per release).
         self._sweep: asyncio.TimerHandle | None = None
 
