@@ -65,33 +65,31 @@ TUNNEL, ANSWERED, ANSWERED_EARLY, FINISHED = (
 REQUEST_ENDED, FINAL_HEAD, UPGRADED, ANSWER_ENDED, FINISH = (
     Event.REQUEST_ENDED, Event.FINAL_HEAD, Event.UPGRADED, Event.ANSWER_ENDED, Event.FINISH)
 
-_ALL = tuple(Phase)
-
 TRANSITIONS: dict[Phase, dict[Event, Phase]] = {
     Phase.SENDING: {
         Event.REQUEST_ENDED: Phase.WAITING,
         Event.FINAL_HEAD: Phase.CROSSING,
         Event.ANSWER_ENDED: Phase.ANSWERED_EARLY,
+        Event.FINISH: Phase.FINISHED,
     },
     Phase.WAITING: {
         Event.FINAL_HEAD: Phase.ANSWERING,
         Event.UPGRADED: Phase.TUNNEL,
         Event.ANSWER_ENDED: Phase.ANSWERED,
+        Event.FINISH: Phase.FINISHED,
     },
     Phase.CROSSING: {
         Event.REQUEST_ENDED: Phase.ANSWERING,
         Event.ANSWER_ENDED: Phase.ANSWERED_EARLY,
+        Event.FINISH: Phase.FINISHED,
     },
-    Phase.ANSWERING: {Event.ANSWER_ENDED: Phase.ANSWERED},
-    Phase.TUNNEL: {},
-    Phase.ANSWERED: {},
-    Phase.ANSWERED_EARLY: {},
+    Phase.ANSWERING: {Event.ANSWER_ENDED: Phase.ANSWERED, Event.FINISH: Phase.FINISHED},
+    Phase.TUNNEL: {Event.FINISH: Phase.FINISHED},
+    Phase.ANSWERED: {Event.FINISH: Phase.FINISHED},
+    Phase.ANSWERED_EARLY: {Event.FINISH: Phase.FINISHED},
     Phase.FINISHED: {},
 }
-"""Each phase's next phase by event (``FINISH`` from any phase but FINISHED is added below)."""
-for _phase in _ALL:
-    if _phase is not Phase.FINISHED:
-        TRANSITIONS[_phase][Event.FINISH] = Phase.FINISHED
+"""Each phase's next phase by event: the whole state machine of an exchange."""
 
 REQUEST_OPEN = frozenset({Phase.SENDING, Phase.CROSSING})
 """Phases in which the request's body is still coming from the client."""
