@@ -68,7 +68,6 @@ from typing import Any, Final, Protocol
 
 import structlog
 
-from mcp_tap import __version__
 from mcp_tap.errors import InputError
 from mcp_tap.evidence.disk import (
     Every,
@@ -95,6 +94,7 @@ from mcp_tap.evidence.format import (
     segment_number,
 )
 from mcp_tap.evidence.signing import Signer
+from mcp_tap.version import __version__
 
 DEFAULT_MAX_SEGMENT_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_MAX_SEGMENT_AGE_S: Final = 300.0
