@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_proxy_splice_writes import ANSWER, ANSWER_BODY, BODY, REQUEST, _Splice
+from splices import ANSWER, ANSWER_BODY, BODY, REQUEST, Splice
 
 from mcp_tap.proxy.splice.framing import HeadMemo
 
@@ -22,7 +22,7 @@ class _NoParser:
         raise AssertionError("the parser was called")
 
 
-def _fields(splice: _Splice, i: int) -> tuple[Any, ...]:
+def _fields(splice: Splice, i: int) -> tuple[Any, ...]:
     raw = splice.recorder.records[i]
     assert raw.response is not None
     return (raw.http_method, raw.path, raw.status, raw.request.chunks, raw.request.size,
@@ -31,7 +31,7 @@ def _fields(splice: _Splice, i: int) -> tuple[Any, ...]:
 
 
 async def test_an_accepted_head_is_not_parsed_again_and_the_exchange_is_the_same() -> None:
-    splice = _Splice()
+    splice = Splice()
     memo = splice.hop.heads
     for _ in range(2):  # seen once, then seen again: the verdicts are kept from then on
         splice.client.data_received(bytes(REQUEST))
@@ -66,7 +66,7 @@ async def test_an_accepted_head_is_not_parsed_again_and_the_exchange_is_the_same
 
 
 async def test_a_message_not_all_in_view_is_parsed() -> None:
-    splice = _Splice()
+    splice = Splice()
     for _ in range(2):
         splice.client.data_received(bytes(REQUEST))
         splice.conn.data_received(bytes(ANSWER))
@@ -88,7 +88,7 @@ async def test_the_keep_alive_verdict_is_the_parsers() -> None:
     closes = []
     memo = HeadMemo()
     for _ in range(3):  # the third takes the remembered verdict
-        splice = _Splice(memo)
+        splice = Splice(memo)
         splice.down.close = lambda: closes.append(1)  # type: ignore[method-assign]
         splice.client.data_received(bytes(closing))
         splice.conn.data_received(bytes(ANSWER))
@@ -101,13 +101,13 @@ async def test_a_rejected_head_and_bodiless_answers_are_never_remembered() -> No
     bad = REQUEST.replace(b"Host: a\r\n", b"Host a\r\n")
     memo = HeadMemo()
     for _ in range(3):
-        splice = _Splice(memo)
+        splice = Splice(memo)
         splice.client.data_received(bytes(bad))
         assert b" 400 " in splice.down.writes[0]
     assert memo.accepted_requests == {}
     head = b"HEAD /mcp HTTP/1.1\r\nHost: a\r\n\r\n"
     no_content = b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"
-    splice = _Splice(memo)
+    splice = Splice(memo)
     for _ in range(3):  # an answer to a HEAD announces a body that does not come
         splice.client.data_received(head)
         splice.conn.data_received(ANSWER_HEAD)

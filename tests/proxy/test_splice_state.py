@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from test_proxy_splice_writes import ANSWER, ANSWER_BODY, BODY, REQUEST, _Splice
+from splices import ANSWER, ANSWER_BODY, BODY, REQUEST, Splice
 
 from mcp_tap.errors import PhaseError
 from mcp_tap.proxy.splice.exchange import Exchange
@@ -62,7 +62,7 @@ def test_the_table_finishes_every_phase_once_and_has_no_way_back() -> None:
 async def test_a_request_and_its_answer_in_pieces_go_through_each_phase(
     steps: list[Step],
 ) -> None:
-    splice = _Splice()
+    splice = Splice()
     cut = REQUEST.index(b"\r\n\r\n") + 4
     splice.client.data_received(REQUEST[: cut + 5])
     ex = splice.client.exchange
@@ -90,7 +90,7 @@ async def test_a_request_and_its_answer_in_pieces_go_through_each_phase(
 
 
 async def test_a_whole_request_at_once_ends_with_its_head(steps: list[Step]) -> None:
-    splice = _Splice()
+    splice = Splice()
     splice.client.data_received(bytes(REQUEST))
     assert steps == [(Phase.SENDING, Event.REQUEST_ENDED, Phase.WAITING)]
     splice.conn.data_received(bytes(ANSWER))
@@ -102,7 +102,7 @@ async def test_a_whole_request_at_once_ends_with_its_head(steps: list[Step]) -> 
 async def test_an_answer_before_the_request_ended_closes_the_connection(
     steps: list[Step],
 ) -> None:
-    splice = _Splice()
+    splice = Splice()
     closed: list[int] = []
     splice.down.close = lambda: closed.append(1)  # type: ignore[method-assign]
     splice.client.data_received(REQUEST[:-10])  # the body is not all there
@@ -121,7 +121,7 @@ async def test_an_answer_before_the_request_ended_closes_the_connection(
 
 
 async def test_the_tap_answer_to_a_bad_body_ends_the_answer_first(steps: list[Step]) -> None:
-    splice = _Splice()
+    splice = Splice()
     bad = (b"POST /mcp HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
            b"zz\r\nnot a chunk\r\n")
     splice.client.data_received(bad)
@@ -136,7 +136,7 @@ async def test_the_tap_answer_to_a_bad_body_ends_the_answer_first(steps: list[St
 
 
 async def test_a_pipelined_request_waits_for_the_answer_before_it(steps: list[Step]) -> None:
-    splice = _Splice()
+    splice = Splice()
     splice.client.data_received(REQUEST + REQUEST)
     first = splice.client.exchange
     assert first is not None and first.phase is Phase.WAITING
@@ -153,7 +153,7 @@ async def test_a_pipelined_request_waits_for_the_answer_before_it(steps: list[St
 async def test_an_upgrade_answered_101_is_a_tunnel_until_both_sides_end(
     steps: list[Step],
 ) -> None:
-    splice = _Splice()
+    splice = Splice()
     upgrade = (b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n")
     splice.client.data_received(upgrade + b"early")
     ex = splice.client.exchange
@@ -178,7 +178,7 @@ async def test_an_upgrade_answered_101_is_a_tunnel_until_both_sides_end(
 async def test_a_client_gone_mid_answer_is_recorded_from_where_it_was(
     steps: list[Step],
 ) -> None:
-    splice = _Splice()
+    splice = Splice()
     splice.client.data_received(bytes(REQUEST))
     splice.conn.data_received(ANSWER[:-5])
     splice.client.connection_lost(None)
