@@ -5,7 +5,8 @@ TapError                    base of everything mcp-tap raises on purpose
  ├── InputError             bad input from the user: file, fixture, policy, config (exit 2)
  │    └── BundleFormatError unknown bundle version or malformed evidence record
  │         └── EvidenceLimitError a segment line or file past its bound (read no further)
- └── UpstreamError          the upstream could not be reached (probe, replay, proxy)
+ ├── UpstreamError          the upstream could not be reached (probe, replay, proxy)
+ └── StoreError             the object store could not be reached or refused a request
 ```
 
 Foreign exceptions (OSError, orjson.JSONDecodeError, httpx.HTTPError, ...) are translated
@@ -34,3 +35,7 @@ class EvidenceLimitError(BundleFormatError):
 
 class UpstreamError(TapError):
     """The upstream server could not be reached or answered unusably."""
+
+
+class StoreError(TapError):
+    """The S3-compatible object store could not be reached, or refused a request."""

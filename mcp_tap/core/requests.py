@@ -23,11 +23,14 @@ from typing import Any
 from mcp_tap.core import schema
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import (
+    BATCH_VERSIONS,
     ERA_LEGACY,
     ERA_MODERN,
     HEADER_METHOD,
     HEADER_NAME,
     HEADER_PROTOCOL_VERSION,
+    HEADERLESS_REVISIONS,
+    HEADERLESS_VERSION,
     LEGACY_VERSIONS,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
@@ -317,41 +320,12 @@ def tasks_capability_problem(method: str, params: Any, meta: dict[str, Any] | No
     return f"{what} from a client that did not declare the {TASKS_EXTENSION} extension"
 
 
-def _legacy_batch(message: list[Any], version: str | None) -> RequestVerdict:
-    """A legacy JSON-RPC batch: its items' envelopes in 2025-03-26, the only revision with
-    batches; a finding in any other."""
-    # Batches existed only in 2025-03-26.
-    if version == "2025-03-26" and message:
-        found: list[Finding] = []
-        items: list[RequestVerdict] = []
-        for item in message:
-            item_c = classify(item)
-            if item_c.kind is KIND_INVALID:
-                found.append(finding("request.envelope", item_c.problem, WHERE))
-            items.append(_make_verdict(item_c, ERA_LEGACY, version, ()))
-        # Only the requests of a batch are answered; all notifications: 202 like one.
-        requests = tuple(v for v in items if v.kind is KIND_REQUEST)
-        head = requests[0].classified if requests else classify(message[0])
-        return _make_verdict(head, ERA_LEGACY, version, tuple(found), requests)
-    c = classify(message)
-    return _make_verdict(
-        c,
-        ERA_LEGACY,
-        version,
-        (
-            finding(
-                "request.envelope", "JSON-RPC batches are not allowed in this revision", WHERE
-            ),
-        ),
-    )
-
-
 def _legacy(
     headers: HeaderMap, message: Any, meta: dict[str, Any] | None, version: str | None
 ) -> RequestVerdict:
     # version: the negotiated version (None when unknown), then the one initialize offers.
     if isinstance(message, list):
-        return _legacy_batch(message, version)
+        return _batch(headers, message, version)
     kind, why = kind_of(message)  # classify(message), without the call
     c = _make_classified(kind, message, why)
     if kind is KIND_INVALID:
@@ -398,7 +372,7 @@ def _legacy(
                 ),
             ),
         )
-    if header is not None and header not in LEGACY_VERSIONS:
+    if header is not None and header not in LEGACY_VERSIONS and version not in HEADERLESS_REVISIONS:
         # Not a revision at all: the server owes 400 (response.legacy-version-status).
         return _make_verdict(
             c,
@@ -424,6 +398,46 @@ def _legacy(
                 (finding("request.schema", problem, WHERE),),
             )
     return _make_verdict(c, ERA_LEGACY, version, ())
+
+
+def batch_version(headers: HeaderMap, negotiated: str | None) -> str:
+    """The revision a legacy batch is judged by: the session's negotiated one, else the
+    ``MCP-Protocol-Version`` header's, else 2025-03-26 (2025-11-25 transports "Protocol
+    Version Header": without the header and no other way, assume 2025-03-26)."""
+    if negotiated is not None:
+        return negotiated
+    header, _ = single_value(headers, HEADER_PROTOCOL_VERSION)
+    return header if header is not None else HEADERLESS_VERSION
+
+
+def _batch(headers: HeaderMap, message: list[Any], negotiated: str | None) -> RequestVerdict:
+    """A JSON-RPC batch, judged by the revision the session negotiated (:func:`batch_version`):
+    2025-03-26 defines batches (basic/index "Batching"; transports "Sending Messages to the
+    Server" 3), every other revision has none (a single message only)."""
+    version = batch_version(headers, negotiated)
+    if version in BATCH_VERSIONS and message:
+        found: list[Finding] = []
+        items: list[RequestVerdict] = []
+        for item in message:
+            item_c = classify(item)
+            if item_c.kind is KIND_INVALID:
+                found.append(finding("request.envelope", f"batch item: {item_c.problem}", WHERE))
+            elif item_c.kind is KIND_REQUEST and item_c.method == "initialize":
+                # 2025-03-26 lifecycle "Initialization": "The initialize request MUST NOT be
+                # part of a JSON-RPC batch".
+                found.append(finding("request.envelope",
+                                     "initialize must not be part of a JSON-RPC batch", WHERE))
+            items.append(_make_verdict(item_c, ERA_LEGACY, version, ()))
+        # Only the requests of a batch are answered; all notifications: 202 like one.
+        requests = tuple(v for v in items if v.kind is KIND_REQUEST)
+        head = requests[0].classified if requests else classify(message[0])
+        return _make_verdict(head, ERA_LEGACY, version, tuple(found), requests)
+    why = (
+        "an empty JSON-RPC batch" if not message
+        else f"JSON-RPC batches are not allowed in revision {version} (only 2025-03-26 has them)"
+    )
+    return _make_verdict(classify(message), ERA_LEGACY, version,
+                         (finding("request.envelope", why, WHERE),))
 
 
 def _meta_problem(message: dict[str, Any], meta: dict[str, Any] | None) -> str:

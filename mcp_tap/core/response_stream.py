@@ -15,7 +15,13 @@ import orjson
 
 from mcp_tap.core import schema
 from mcp_tap.core.catalog import finding
-from mcp_tap.core.eras import ERA_MODERN, LEGACY_VERSIONS, META_LOG_LEVEL, META_SUBSCRIPTION_ID
+from mcp_tap.core.eras import (
+    BATCH_VERSIONS,
+    ERA_MODERN,
+    LEGACY_VERSIONS,
+    META_LOG_LEVEL,
+    META_SUBSCRIPTION_ID,
+)
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.jsonrpc import (
     KIND_INVALID,
@@ -29,7 +35,7 @@ from mcp_tap.core.jsonrpc import (
 from mcp_tap.core.requests import RequestVerdict
 from mcp_tap.core.response_message import ResponseContext, check_message, id_key, owed_answer
 from mcp_tap.core.results import server_request_problem, task_answer_problem
-from mcp_tap.core.sse import SSEEvent
+from mcp_tap.core.sse import SSEEvent, unbatched
 
 
 def check_sse_stream(
@@ -69,9 +75,11 @@ def check_sse_stream(
     request_meta = _request_meta(classified.message) if modern and not listen else {}
     # The revision whose schema judges the stream's notifications (None: not judged).
     schema_version = ctx.version or verdict.version or (None if modern else LEGACY_VERSIONS[0])
+    if not modern and schema_version in BATCH_VERSIONS:
+        events = unbatched(events)  # 2025-03-26: a server's messages MAY be batched
     for index, event in enumerate(events):
         data = event.data
-        if data == "":
+        if data == "" or data.isspace():
             continue  # Priming events (id, empty data) and empty keep-alives carry no message.
         try:
             message = orjson.loads(data)  # parse_json, one call less

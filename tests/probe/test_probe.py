@@ -338,10 +338,12 @@ class TestProbeRealSdk:
         assert (unknown.passed, unknown.http_status, unknown.code) == (True, 404, -32601)
 
     def test_headerless_request_allowed_for_dual_era_server(self, sdk_report: ProbeReport) -> None:
-        """A server supporting 2025-03-26 clients may read a header-less request as legacy."""
+        """A server MAY read a header-less request as 2025-03-26: the SDK's legacy refusal
+        (400, -32600, no id) is judged as that, with the request's finding only."""
         r = _by_name(sdk_report, "modern")["negative-missing-version-header"]
-        assert r.passed and r.detail.startswith("allowed: the server supports pre-2025-06-18")
-        assert {f.rule for f in r.findings} >= {"response.header-mismatch-unanswered"}
+        assert r.passed and (r.rule, r.code, r.http_status) == (
+            "request.header.missing", -32020, 400)
+        assert [f.rule for f in r.findings] == ["request.header.missing"]
 
     def test_tool_less_cases_are_skipped_with_reason(self, sdk_report: ProbeReport) -> None:
         """Cases needing tools the server lacks say so instead of failing."""
