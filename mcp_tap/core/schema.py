@@ -9,8 +9,8 @@ Revisions without a published schema here are judged by the nearest one: 2025-06
 2025-11-25, 2024-11-05 by 2025-03-26.
 
 The validators are compiled once per (revision, definition) with ``fastjsonschema`` (every
-keyword the three schemas use is one it implements; measured 15-20x faster than
-``jsonschema`` with a cached validator, see pyproject). ``format`` is not asserted: the
+keyword the three schemas use is one it implements; faster than ``jsonschema`` with a
+cached validator by the figures in pyproject.toml). ``format`` is not asserted: the
 2020-12 draft the schemas declare makes it an annotation. Loading the shipped schema files
 is package data read once, like importing code; nothing is read while judging.
 
