@@ -13,8 +13,6 @@ LIMIT = 100
 # at merge. An entry that no longer exceeds the limit fails the test, so it cannot go stale.
 ALLOWED: dict[str, str] = {
     "mcp_tap/core/exchange.py:judge": "handoff (core/exchange.py)",
-    "mcp_tap/proxy/splice/requests.py:next_request": "splice (proxy/splice)",
-    "mcp_tap/proxy/splice/responses.py:response_heads": "splice (proxy/splice)",
     "mcp_tap/evidence/verify.py:_Verifier.records_of": "s3read (the evidence reading path)",
 }
 

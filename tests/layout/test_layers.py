@@ -16,16 +16,6 @@ import grimp
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# The forwarding core's modules import each other (issue 28, item 1: helper `splice` is
-# rewriting them as one connection class). Remove this entry when that lands.
-KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset({
-    frozenset({
-        "mcp_tap.proxy.holdback", "mcp_tap.proxy.splice.binding", "mcp_tap.proxy.splice.client",
-        "mcp_tap.proxy.splice.endings", "mcp_tap.proxy.splice.hop",
-        "mcp_tap.proxy.splice.requests", "mcp_tap.proxy.splice.responses",
-    }),
-})
-
 
 def import_cycles(graph: grimp.ImportGraph) -> list[frozenset[str]]:
     """The strongly connected components of more than one module (Tarjan, iterative)."""
@@ -84,10 +74,9 @@ def test_cycle_finder_finds_a_cycle() -> None:
 
 
 def test_no_import_cycle() -> None:
-    """No cycle in mcp_tap but the known one (imports in functions and TYPE_CHECKING count)."""
+    """No cycle in mcp_tap (imports in functions and under TYPE_CHECKING count)."""
     graph = grimp.build_graph("mcp_tap", cache_dir=None)
-    cycles = [cycle for cycle in import_cycles(graph) if cycle not in KNOWN_CYCLES]
-    assert cycles == [], [sorted(cycle) for cycle in cycles]
+    assert [sorted(cycle) for cycle in import_cycles(graph)] == []
 
 
 def test_import_contracts_hold() -> None:
