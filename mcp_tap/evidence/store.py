@@ -108,7 +108,8 @@ def translated(action: str, location: object) -> Iterator[None]:
         code = error.get("Code", "error")
         raise StoreError(f"{action} {location}: the store answered {code}") from None
     except BotoCoreError as exc:
-        raise StoreError(f"{action} {location}: {type(exc).__name__}") from None
+        raise StoreError(f"{action} {location}: the store did not answer "
+                         f"({type(exc).__name__})") from None
 
 
 def client_from_env(*, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
