@@ -37,7 +37,7 @@ SCHEME: Final = "s3://"
 _BUCKET_RE: Final = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 # One path segment of a key that mcp-tap builds (release label, pod, bundle name).
 _SEGMENT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-DEFAULT_TIMEOUT_S: Final = 10.0
+DEFAULT_TIMEOUT_S: Final = 30.0
 
 
 def is_store_url(text: str | os.PathLike[str]) -> bool:
@@ -126,7 +126,7 @@ def client_from_env(*, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
     config = Config(
         connect_timeout=timeout,
         read_timeout=timeout,
-        retries={"max_attempts": 2, "mode": "standard"},
+        retries={"max_attempts": 3, "mode": "standard"},
         s3={"addressing_style": addressing},
     )
     with translated("connect to", "the object store"):
