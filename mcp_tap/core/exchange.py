@@ -146,9 +146,8 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
     by_name = headers.by_name()  # the names judged here, looked up without a call each
     origin_found: Sequence[Finding]
     if "origin" in by_name:
-        origin_found, refused = check_origin(
-            headers, exchange.response_status, where, exchange.allowed_origins
-        )
+        origin_found, refused = check_origin(headers, exchange.response_status, where,
+                                             exchange.allowed_origins, exchange.negotiated_version)
     else:  # no Origin: nothing to refuse (check_origin's answer, without its calls)
         origin_found, refused = _NO_FINDINGS, False
     if exchange.http_method != "POST" and exchange.http_method.upper() != "POST":

@@ -126,3 +126,14 @@ def kind_of(message: Any) -> tuple[Kind, str]:
     if "result" in message or "error" in message or "id" in message:
         return KIND_RESPONSE, ""
     return KIND_INVALID, "neither a request, a notification nor a response"
+
+
+def first_error_code(messages: tuple[Any, ...]) -> int | None:
+    """The integer ``error.code`` of the first JSON-RPC error among ``messages`` (None: none
+    is an error, or none carries an integer code; a bool is not one)."""
+    for m in messages:
+        if isinstance(m, dict) and isinstance(m.get("error"), dict):
+            code = m["error"].get("code")
+            if isinstance(code, int) and not isinstance(code, bool):
+                return code
+    return None

@@ -14,8 +14,11 @@ needs, both documented on :class:`SSEDecoder`:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
+
+import orjson
 
 from mcp_tap.core.fastinit import fast_init
 
@@ -259,3 +262,22 @@ def encode_event(
         lines.append(f"retry: {retry}")
     lines.extend(f"data: {line}" for line in _TEXT_EOL.split(data))
     return ("\n".join(lines) + "\n\n").encode("utf-8")
+
+
+def unbatched(events: Iterable[SSEEvent]) -> Iterator[SSEEvent]:
+    """The events of a 2025-03-26 stream with each batched event (its data a JSON array)
+    split into one event per message: there a server's responses, requests and
+    notifications on an SSE stream MAY be batched (2025-03-26 transports "Sending Messages
+    to the Server" 6, "Listening for Messages from the Server" 4)."""
+    for event in events:
+        data = event.data
+        if data[:1] == "[" or data.lstrip()[:1] == "[":
+            try:
+                items = orjson.loads(data)
+            except ValueError:
+                items = None
+            if isinstance(items, list) and items:
+                for item in items:
+                    yield SSEEvent(orjson.dumps(item).decode(), event.event, event.id, event.retry)
+                continue
+        yield event

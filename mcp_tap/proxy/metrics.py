@@ -34,7 +34,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
-from mcp_tap import __version__
+from mcp_tap.version import __version__
 
 LabelKey = tuple[tuple[str, str], ...]
 Number = int | float

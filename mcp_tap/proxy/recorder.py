@@ -22,7 +22,7 @@ from mcp_tap.core.fastinit import maker
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.hashing import DigestKey
 from mcp_tap.core.hops import BOX_HTTP, HopView
-from mcp_tap.core.jsonrpc import KIND_NOTIFICATION, KIND_REQUEST, Kind
+from mcp_tap.core.jsonrpc import KIND_NOTIFICATION, KIND_REQUEST, Kind, first_error_code
 from mcp_tap.core.redaction import Redactor
 from mcp_tap.core.resume import Parked, ResumeTracker, last_event_id, resumable
 from mcp_tap.core.selection import ClientTracker
@@ -382,7 +382,7 @@ class Recorder:
             tracker = ClientTracker(legacy_allowed=self.options.eras.legacy_allowed)
             state.clients.remember(key, tracker)
         messages = j.response_messages
-        return tracker.see(method, j.era, _error_code(messages) if messages else None, result)
+        return tracker.see(method, j.era, first_error_code(messages) if messages else None, result)
 
     def _tap_findings(self, cap: Captured) -> list[Finding]:
         found: list[Finding] = []
@@ -498,12 +498,3 @@ class Recorder:
 
 class _Unparsed(Exception):
     """The request never parsed (the tap answered 400/431): there is nothing to judge."""
-
-
-def _error_code(messages: tuple[Any, ...]) -> int | None:
-    for m in messages:
-        if isinstance(m, dict) and isinstance(m.get("error"), dict):
-            code = m["error"].get("code")
-            if isinstance(code, int) and not isinstance(code, bool):
-                return code
-    return None
