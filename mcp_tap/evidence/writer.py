@@ -83,7 +83,6 @@ from mcp_tap.evidence.bundlefiles import (
 from mcp_tap.evidence.disk import Every, Opener, SegmentFile, open_segment
 from mcp_tap.evidence.format import END_ABRUPT
 from mcp_tap.evidence.signing import Signer
-from mcp_tap.version import __version__
 
 DEFAULT_MAX_SEGMENT_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_MAX_SEGMENT_AGE_S: Final = 300.0
