@@ -8,19 +8,19 @@ so the forwarder never splits a head, hashes a body or decodes a stream.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.sse import SSEDecoder, SSEError, SSEEvent
 from mcp_tap.proxy.capture import (
-    FLAT_NAMES,
     BodyCapture,
+    Flat,
     Head,
     Pairs,
     RawExchange,
     new_body_hash,
+    unpack_flat,
 )
 from mcp_tap.proxy.splice.head import HEAD_END
 
@@ -222,47 +222,47 @@ def head_pairs(raw: bytes) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-# Fields of the hand-off's flat tuple (RawExchange.state) that are raw: materialize decodes
-# them into other fields of Captured. Every other flat field passes on unchanged.
-_RAW_ONLY = ("request_pairs", "forwarded_pairs", "response_pairs", "egress_pairs",
-             "egress_body", "session")
-_SAME_FIELDS = tuple(name for name in FLAT_NAMES if name not in _RAW_ONLY)
 _new_captured = object.__new__
 
 
-def _flat_reader() -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
-    """A function of the flat tuple: a new :class:`Captured` (no ``__init__``) holding the
-    flat fields that pass on unchanged, then the raw ones in :data:`_RAW_ONLY`'s order; the
-    caller sets the other fields.
+def _captured_of(flat: Flat) -> Captured:
+    """A new :class:`Captured` (no ``__init__``) holding the flat fields that pass on
+    unchanged; :func:`materialize_state` sets the others from the raw ones (the heads, the
+    tap's own answer). tests/proxy/test_handoff_layout.py checks every field of
+    :class:`Flat` is either stored here or decoded there."""
+    cap = _new_captured(Captured)
+    cap.client = flat.client
+    cap.client_gone = flat.client_gone
+    cap.egress_bytes = flat.egress_bytes
+    cap.egress_changes = flat.egress_changes
+    cap.egress_end_at = flat.egress_end_at
+    cap.egress_status = flat.egress_status
+    cap.end_at = flat.end_at
+    cap.first_byte_at = flat.first_byte_at
+    cap.forwarded_at = flat.forwarded_at
+    cap.handover_key = None  # the message carries it (the recording process sets it)
+    cap.head_changes = flat.head_changes
+    cap.hop = flat.hop
+    cap.http_method = flat.http_method
+    cap.interim = flat.interim
+    cap.path = flat.path
+    cap.received_at = flat.received_at
+    cap.request_framing = flat.request_framing
+    cap.response_framing = flat.response_framing
+    cap.sent_at = flat.sent_at
+    cap.session_version = flat.session_version
+    cap.status = flat.status
+    cap.tap_error = flat.tap_error
+    cap.trace_id = flat.trace_id
+    cap.upgraded = flat.upgraded
+    cap.upstream = flat.upstream
+    return cap
 
-    Made from one unpacking and a slot store per field; a tuple of another length raises
-    ValueError as a strict zip would. The flat tuple is :data:`COMMON_NAMES`, then the
-    :data:`RARE_NAMES` fields as one tuple, or None for their usual values
-    (:data:`RARE_USUAL`, built fresh here). The names are the slot names of RawExchange,
-    nothing from outside.
-    """
-    from mcp_tap.proxy.capture import (  # the layout
-        COMMON_NAMES,
-        RARE_NAMES,
-        flat_unpacking_source,
-    )
 
-    # handover_key is not in the flat tuple (the message carries it: _Handover._record).
-    value = {n: n for n in (*COMMON_NAMES, *RARE_NAMES)}
-    source = (
-        "def read(flat):\n"
-        + flat_unpacking_source()
-        + "    cap = _new_captured(Captured)\n"
-        + "".join(f"    cap.{n} = {value.get(n)}\n" for n in _SAME_FIELDS)
-        + f"    return (cap, {', '.join(_RAW_ONLY)})\n"
-    )
-    namespace: dict[str, Any] = {"_new_captured": _new_captured, "Captured": Captured}
-    exec(source, namespace)
-    read: Callable[[tuple[Any, ...]], tuple[Any, ...]] = namespace["read"]
-    return read
-
-
-_read_flat = _flat_reader()
+RAW_ONLY = ("request_pairs", "forwarded_pairs", "response_pairs", "egress_pairs",
+            "egress_body", "session")
+"""Fields of :class:`Flat` that are raw: :func:`materialize_state` decodes them into
+other fields of :class:`Captured` (``session`` only names the session to the recorder)."""
 
 
 def materialize(raw: RawExchange, max_sse_events: int) -> Captured:
@@ -282,8 +282,11 @@ def materialize_state(state: tuple[Any, ...], max_sse_events: int) -> Captured:
     # Every field of Captured, each set once (its generated __init__ takes 40 arguments one
     # by one; tests check the fields are all here): the flat fields as they came, the raw
     # ones replaced by what they decode to.
-    cap: Captured
-    cap, request_pairs, forwarded, response_pairs, egress, egress_body, _ = _read_flat(flat)
+    fields = unpack_flat(flat)
+    cap = _captured_of(fields)
+    request_pairs, forwarded = fields.request_pairs, fields.forwarded_pairs
+    response_pairs, egress = fields.response_pairs, fields.egress_pairs
+    egress_body = fields.egress_body
     request_headers = _headers(request_pairs)
     response_headers = _headers(response_pairs)
     index = request_headers._index
