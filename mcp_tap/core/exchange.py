@@ -24,12 +24,12 @@ from mcp_tap.core.eras import (
     era_of,
     is_modern_version,
 )
-from mcp_tap.core.fastinit import fast_init, maker
+from mcp_tap.core.fastinit import FACTORY, fast_init, new_twin
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.jsonrpc import Kind
 from mcp_tap.core.requests import RequestVerdict, request_verdict
-from mcp_tap.core.response_message import ResponseContext
+from mcp_tap.core.response_message import ResponseContext, make_response_context
 from mcp_tap.core.responses import check_response, decode_sse
 from mcp_tap.core.sse import SSEEvent
 from mcp_tap.core.transport import (
@@ -40,8 +40,67 @@ from mcp_tap.core.transport import (
     missing_media_types,
 )
 
+_NONE: frozenset[str] = frozenset()
 
-@fast_init  # made per exchange: see core/fastinit.py
+
+class _ExchangeTwin:
+    """Exchange's layout (fast_init checks it): make_exchange builds one, then retypes it."""
+
+    __slots__ = (
+        "allowed_origins", "capabilities", "era", "http_method", "legacy_session",
+        "negotiated_version", "output_schemas", "request_body", "request_headers",
+        "request_truncated", "response_body", "response_headers", "response_status",
+        "response_truncated", "session_capabilities", "sse_events", "supported_versions",
+        "tool_schemas",
+    )
+
+
+def make_exchange(
+    request_headers: HeaderMap,
+    request_body: bytes,
+    response_status: int | None = None,
+    response_headers: HeaderMap = FACTORY,
+    response_body: bytes = b"",
+    http_method: str = "POST",
+    era: Era | None = None,
+    capabilities: frozenset[str] = _NONE,
+    tool_schemas: Mapping[str, Any] = FACTORY,
+    legacy_session: bool = False,
+    negotiated_version: str | None = None,
+    supported_versions: tuple[str, ...] = MODERN_VERSIONS,
+    request_truncated: bool = False,
+    response_truncated: bool = False,
+    sse_events: Sequence[SSEEvent] | None = None,
+    allowed_origins: tuple[str, ...] | None = None,
+    output_schemas: Mapping[str, Any] = FACTORY,
+    session_capabilities: dict[str, Any] | None = None,
+) -> Exchange:
+    """``Exchange(...)`` without ``type.__call__``: the recorder makes one per exchange."""
+    made = new_twin(_ExchangeTwin)
+    made.request_headers = request_headers
+    made.request_body = request_body
+    made.response_status = response_status
+    made.response_headers = HeaderMap() if response_headers is FACTORY else response_headers
+    made.response_body = response_body
+    made.http_method = http_method
+    made.era = era
+    made.capabilities = capabilities
+    made.tool_schemas = {} if tool_schemas is FACTORY else tool_schemas
+    made.legacy_session = legacy_session
+    made.negotiated_version = negotiated_version
+    made.supported_versions = supported_versions
+    made.request_truncated = request_truncated
+    made.response_truncated = response_truncated
+    made.sse_events = sse_events
+    made.allowed_origins = allowed_origins
+    made.output_schemas = {} if output_schemas is FACTORY else output_schemas
+    made.session_capabilities = session_capabilities
+    made.__class__ = Exchange
+    built: Exchange = made
+    return built
+
+
+@fast_init(make_exchange)  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class Exchange:
     """What crossed one boundary: the request and the answer, as bytes and headers.
@@ -74,7 +133,31 @@ class Exchange:
     session_capabilities: dict[str, Any] | None = None
 
 
-@fast_init  # made per exchange: see core/fastinit.py
+class _JudgementTwin:
+    """Judgement's layout (fast_init checks it): make_judgement builds one, then retypes it."""
+
+    __slots__ = ("context", "era", "findings", "request", "request_message", "response_messages")
+
+
+def make_judgement(
+    era: Era, request: RequestVerdict | None, findings: tuple[Finding, ...],
+    request_message: Any, response_messages: tuple[Any, ...],
+    context: ResponseContext | None = None,
+) -> Judgement:
+    """``Judgement(...)`` without ``type.__call__``."""
+    made = new_twin(_JudgementTwin)
+    made.era = era
+    made.request = request
+    made.findings = findings
+    made.request_message = request_message
+    made.response_messages = response_messages
+    made.context = context
+    made.__class__ = Judgement
+    built: Judgement = made
+    return built
+
+
+@fast_init(make_judgement)  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class Judgement:
     """The core's verdict on one exchange."""
@@ -102,11 +185,7 @@ class Judgement:
         return self.request.kind if self.request else None
 
 
-_NONE: frozenset[str] = frozenset()
 _NO_FINDINGS: tuple[Finding, ...] = ()
-# The per-exchange constructions, without type.__call__ (see core/fastinit.py).
-_make_judgement = maker(Judgement)
-_make_context = maker(ResponseContext)
 _VERSION_KEY = HEADER_PROTOCOL_VERSION.lower()
 # Whether one Accept value misses a type a POST must accept, by the value (see judge).
 _ACCEPT_MISSING: dict[str, bool] = {}
@@ -210,7 +289,7 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
     else:
         era = given
     if exchange.request_truncated:
-        return _make_judgement(era, None, (), None, ())
+        return make_judgement(era, None, (), None, ())
     verdict = request_verdict(
         headers,
         message,
@@ -257,7 +336,7 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         params = message.get("params") if isinstance(message, dict) else None
         name = params.get("name") if isinstance(params, dict) else None
         output_schema = exchange.output_schemas.get(name) if isinstance(name, str) else None
-    rctx = _make_context(
+    rctx = make_response_context(
         era, exchange.capabilities, extensions, verdict.version, declared, output_schema
     )
     if exchange.response_status is not None and not exchange.response_truncated and not refused:
@@ -272,7 +351,7 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         )
         if response_found:
             found += response_found
-    return _make_judgement(era, verdict, tuple(found), message, tuple(messages), rctx)
+    return make_judgement(era, verdict, tuple(found), message, tuple(messages), rctx)
 
 
 def _events(exchange: Exchange) -> list[SSEEvent]:

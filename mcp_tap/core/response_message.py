@@ -21,7 +21,7 @@ from mcp_tap.core.catalog import (
     finding,
 )
 from mcp_tap.core.eras import ERA_MODERN, HEADER_PROTOCOL_VERSION, TASKS_EXTENSION, Era
-from mcp_tap.core.fastinit import fast_init
+from mcp_tap.core.fastinit import fast_init, new_twin
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.jsonrpc import KIND_REQUEST, json_type
 from mcp_tap.core.mirrored import MISSING
@@ -57,7 +57,35 @@ VERSION_HEADER_MISSING = HEADER_PROTOCOL_VERSION + MISSING
 _JSONRPC_OWED = frozenset({"request.parse", "request.envelope", "request.schema"})
 
 
-@fast_init  # made per exchange: see core/fastinit.py
+_NO_CAPABILITIES: frozenset[str] = frozenset()
+
+
+class _ResponseContextTwin:
+    """ResponseContext's layout (fast_init checks it): make_response_context builds it."""
+
+    __slots__ = ("capabilities", "client_capabilities", "client_extensions", "era",
+                 "output_schema", "version")
+
+
+def make_response_context(
+    era: Era, capabilities: frozenset[str] = _NO_CAPABILITIES,
+    client_extensions: frozenset[str] | None = None, version: str | None = None,
+    client_capabilities: dict[str, Any] | None = None, output_schema: Any = None,
+) -> ResponseContext:
+    """``ResponseContext(...)`` without ``type.__call__``."""
+    made = new_twin(_ResponseContextTwin)
+    made.era = era
+    made.capabilities = capabilities
+    made.client_extensions = client_extensions
+    made.version = version
+    made.client_capabilities = client_capabilities
+    made.output_schema = output_schema
+    made.__class__ = ResponseContext
+    built: ResponseContext = made
+    return built
+
+
+@fast_init(make_response_context)  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class ResponseContext:
     """What response rules need besides the response: era, advertised capabilities, ..."""
