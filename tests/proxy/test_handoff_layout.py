@@ -1,0 +1,111 @@
+"""The hand-off's message layout, tied to the slots: RawExchange.state (the forwarder's
+pack), unpack_flat and the Captured reader (the recorder's unpack) are written out by hand,
+so adding a captured field without adding it to each of them fails here."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mcp_tap.proxy.capture import (
+    COMMON_NAMES,
+    FLAT_NAMES,
+    LISTED,
+    RARE_NAMES,
+    RARE_USUAL,
+    SAME_AS,
+    Flat,
+    RawBody,
+    RawExchange,
+    unpack_flat,
+)
+from mcp_tap.proxy.captured import RAW_ONLY, Captured, materialize_state
+
+_BODIES = ("request", "response", "tunnel")
+
+
+def _marked() -> tuple[RawExchange, dict[str, object]]:
+    """An exchange whose every flat field holds its own marker object (all rare fields
+    unusual: markers equal nothing else)."""
+    raw = RawExchange.__new__(RawExchange)
+    markers: dict[str, object] = {}
+    for name in FLAT_NAMES:
+        markers[name] = object()
+        setattr(raw, name, markers[name])
+    raw.request, raw.response, raw.tunnel = RawBody(8), None, None
+    return raw, markers
+
+
+def test_the_layout_names_every_slot_once() -> None:
+    """Every slot of RawExchange is a body, the message's key, common or rare: once."""
+    assert len(set(COMMON_NAMES + RARE_NAMES)) == len(COMMON_NAMES + RARE_NAMES)
+    assert sorted((*COMMON_NAMES, *RARE_NAMES, "handover_key", *_BODIES)) == sorted(
+        RawExchange.__slots__)
+    assert set(RARE_USUAL) == set(RARE_NAMES) and set(LISTED) <= set(RARE_NAMES)
+    assert Flat._fields == COMMON_NAMES + RARE_NAMES
+
+
+def test_pack_sends_each_field_in_its_place() -> None:
+    """RawExchange.state: the common fields in order, then the rare ones as one tuple."""
+    raw, markers = _marked()
+    flat = raw.state()[0]
+    assert flat[:-1] == tuple(markers[n] for n in COMMON_NAMES)
+    assert all(a is b for a, b in zip(flat[:-1], (markers[n] for n in COMMON_NAMES),
+                                      strict=True))
+    rare = flat[-1]
+    assert rare is not None
+    assert all(a is markers[n] for a, n in zip(rare, RARE_NAMES, strict=True))
+
+
+def _usual(raw: RawExchange) -> None:
+    """Set every rare field of ``raw`` to its usual value (RARE_USUAL)."""
+    for name, usual in RARE_USUAL.items():
+        if isinstance(usual, tuple) and usual[0] is SAME_AS:
+            usual = getattr(raw, usual[1])
+        setattr(raw, name, usual)
+
+
+def test_pack_tests_every_rare_field_for_its_usual_value() -> None:
+    """None for the rare tuple only when each rare field has its usual value: one field
+    away from it (each in turn) sends the tuple."""
+    raw, _ = _marked()
+    _usual(raw)
+    assert raw.state()[0][-1] is None
+    for name in RARE_NAMES:
+        other, _ = _marked()
+        _usual(other)
+        unusual = object()
+        setattr(other, name, unusual)
+        rare = other.state()[0][-1]
+        assert rare is not None and rare[RARE_NAMES.index(name)] is unusual, name
+
+
+def test_unpack_reads_each_field_from_its_place() -> None:
+    """unpack_flat is pack's inverse, field by field, both ways of sending the rare ones."""
+    raw, markers = _marked()
+    got = unpack_flat(raw.state()[0])
+    assert all(getattr(got, n) is markers[n] for n in Flat._fields)
+    _usual(raw)
+    got = unpack_flat(raw.state()[0])
+    for name in Flat._fields:
+        expected = getattr(raw, name)
+        if name in LISTED:
+            assert expected is None and getattr(got, name) == [], name
+        else:
+            assert getattr(got, name) is expected or getattr(got, name) == expected, name
+
+
+def test_the_recorder_takes_every_field_it_is_handed() -> None:
+    """Every Flat field is stored in the Captured as it came, or is one of RAW_ONLY
+    (decoded into another field); every Captured field is set."""
+    raw, markers = _marked()
+    raw.request_pairs = raw.response_pairs = ()
+    raw.forwarded_pairs = raw.egress_pairs = raw.egress_body = None
+    raw.session = None
+    cap = materialize_state(raw.state(), 10)
+    assert set(RAW_ONLY) <= set(Flat._fields)
+    for name in Flat._fields:
+        if name not in RAW_ONLY:
+            assert getattr(cap, name) is markers[name], name
+    assert cap.handover_key is None  # the message carries it
+    unset = [f.name for f in dataclasses.fields(Captured) if not hasattr(cap, f.name)]
+    assert unset == []
