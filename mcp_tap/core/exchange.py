@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from mcp_tap.core.deepjson import WrittenJson
 from mcp_tap.core.eras import (
     ERA_LEGACY,
     ERA_MODERN,
@@ -337,7 +338,8 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         name = params.get("name") if isinstance(params, dict) else None
         output_schema = exchange.output_schemas.get(name) if isinstance(name, str) else None
     rctx = make_response_context(
-        era, exchange.capabilities, extensions, verdict.version, declared, output_schema
+        era, exchange.capabilities, extensions, verdict.version, declared, output_schema,
+        WrittenJson(),  # what the result rules write as JSON, for the recorder's redaction
     )
     if exchange.response_status is not None and not exchange.response_truncated and not refused:
         response_found, messages = check_response(

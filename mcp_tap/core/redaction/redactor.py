@@ -115,8 +115,13 @@ class Redactor(HeaderRedaction):
         return self.walk(msg, self._policy_targets(msg) if self.policy.argument_policies
                          else None)
 
-    def walk_message_text(self, msg: Any, text: bytes) -> Redacted:
+    def walk_message_text(
+        self, msg: Any, text: bytes, written: deepjson.WrittenJson | None = None,
+    ) -> Redacted:
         """:meth:`walk_message` for a message orjson parsed from ``text``.
+
+        ``written``: what the judge of this message wrote as JSON (its judgement's
+        ``ResponseContext.written``), reused when it is this message's result.
 
         When the text shows nothing redaction could change (see
         :class:`~mcp_tap.core.redaction.clean.CleanJson`), ``msg`` itself comes back with no
@@ -126,8 +131,8 @@ class Redactor(HeaderRedaction):
         """
         targets = self._policy_targets(msg) if self.policy.argument_policies else None
         if targets is None and len(text) >= CLEAN_CHECK_MIN:
-            depth = (self._clean_member(msg) if type(msg) is dict and len(text) <= _MAX_MEMBER
-                     else None)
+            depth = (self._clean_member(msg, written)
+                     if type(msg) is dict and len(text) <= _MAX_MEMBER else None)
             if depth is None:
                 depth = self._clean_json.depth(text)
             if depth is not None:
@@ -180,7 +185,9 @@ class Redactor(HeaderRedaction):
                 return -1
         return depth
 
-    def _clean_member(self, msg: dict[Any, Any]) -> int | None:
+    def _clean_member(
+        self, msg: dict[Any, Any], written_by_judge: deepjson.WrittenJson | None,
+    ) -> int | None:
         """A bound of the walk's depth of a message whose one container member (a response's
         ``result``) is known clean by its JSON, scalar members needing nothing; else None.
 
@@ -207,9 +214,8 @@ class Redactor(HeaderRedaction):
                 return None
         if member is None:
             return None
-        last = deepjson.LAST_WRITTEN  # the judge just wrote a response's result
-        if last[0] is member:
-            written: bytes = last[1]
+        if written_by_judge is not None and written_by_judge.result is member:
+            written: bytes = written_by_judge.json  # the judge wrote this very result
         else:
             try:
                 written = orjson.dumps(member)
