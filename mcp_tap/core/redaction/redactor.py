@@ -31,7 +31,7 @@ from mcp_tap.core.redaction.clean import CLEAN_CHECK_MIN, CleanJson
 from mcp_tap.core.redaction.headers import MCP_PARAM, HeaderRedaction
 from mcp_tap.core.redaction.keys import SESSION_HEADER, KeyMatcher, canonical_key
 from mcp_tap.core.redaction.policy import RedactionPolicy
-from mcp_tap.core.redaction.text import REDACTED, redact_plain_text, strip_url_secrets
+from mcp_tap.core.redaction.text import REDACTED, redact_plain_text, shaped, strip_url_secrets
 from mcp_tap.core.sentinel import SentinelError, decode_header_value
 
 _CONTAINERS: Final = (dict, list, tuple)
@@ -47,11 +47,6 @@ _MAX_MEMBER: Final = 256 * 1024
 _MAX_MEMBER_BYTES: Final = 4 * 1024 * 1024
 _new = object.__new__
 _UNSEEN: Final[Any] = object()  # no verdict remembered (a verdict may be None)
-
-
-def _shaped(text: str) -> bool:
-    """Whether a string value has the shape the text pass looks for (cheap, no regex)."""
-    return "=" in text or ":" in text or "earer" in text or "EARER" in text
 
 
 @dataclass(slots=True)
@@ -172,7 +167,7 @@ class Redactor(HeaderRedaction):
         for child in values:
             kind = type(child)
             if kind is str:
-                if "=" in child or ":" in child or "earer" in child or "EARER" in child:
+                if shaped(child):
                     return -1
             elif kind is dict or kind is list:
                 if child:
@@ -203,8 +198,7 @@ class Redactor(HeaderRedaction):
             if key not in plain and (type(key) is not str or self._secret_key(key)):
                 return None  # a key the walk would hide (or one not yet known plain)
             if kind is str:
-                # _shaped(value), inline: the text pass might change it: the walk decides
-                if "=" in value or ":" in value or "earer" in value or "EARER" in value:
+                if shaped(value):  # the text pass might change it: the walk decides
                     return None
             elif kind is dict or kind is list:
                 if member is not None or not value:
@@ -301,8 +295,7 @@ class Redactor(HeaderRedaction):
             # _child's scalar cases inline (no call for the usual leaf).
             kind = type(child)
             if kind is str:
-                if not ("=" in child or ":" in child or "earer" in child
-                        or "EARER" in child):
+                if not shaped(child):
                     continue
                 new = self._child(child, level, targets, found, acc)
             elif kind is int or kind is float or kind is bool or child is None:
@@ -336,7 +329,7 @@ class Redactor(HeaderRedaction):
         """A value under a key that is not secret (or in a list), redacted."""
         kind = type(child)
         if kind is str:
-            if "=" in child or ":" in child or "earer" in child or "EARER" in child:
+            if shaped(child):
                 new = self._string(child, found)
                 if new is not child:
                     acc[0] += 1
@@ -348,7 +341,7 @@ class Redactor(HeaderRedaction):
             if child:
                 return self._node(child, level + 1, targets, found, acc)
             return [] if isinstance(child, tuple) else child
-        if isinstance(child, str) and _shaped(child):
+        if isinstance(child, str) and shaped(child):
             new = self._string(child, found)
             if new is not child:
                 acc[0] += 1
@@ -406,7 +399,7 @@ class Redactor(HeaderRedaction):
                     if isinstance(child, tuple):
                         frame[2] = frame[2] or {}
                         frame[2][slot] = []
-                elif isinstance(child, str) and _shaped(child):
+                elif isinstance(child, str) and shaped(child):
                     shown = self._string(child, found)
                     if shown is not child:
                         frame[2] = frame[2] or {}
