@@ -109,3 +109,28 @@ def test_the_recorder_takes_every_field_it_is_handed() -> None:
     assert cap.handover_key is None  # the message carries it
     unset = [f.name for f in dataclasses.fields(Captured) if not hasattr(cap, f.name)]
     assert unset == []
+
+
+def test_every_message_tag_has_a_constructor_and_a_reader() -> None:
+    """Each tag is built by its constructor (tag first, a plain tuple marshal takes) and has
+    a branch in the recording process's dispatch, which names no tag as a bare string."""
+    import ast
+    import inspect
+    import marshal
+    import textwrap
+
+    from mcp_tap.proxy import handoff, recording_process
+
+    built = {handoff.record(1, ()), handoff.begun(1, 2), handoff.begin(1, "tap", "s"),
+             handoff.drop(1), handoff.lost(2, "why"), handoff.hold(), handoff.held(1, 0.5),
+             handoff.stop()}
+    assert {m[0] for m in built} == set(handoff.TAGS)
+    assert all(type(m) is tuple for m in built)
+    assert marshal.loads(marshal.dumps(sorted(built, key=repr))) == sorted(built, key=repr)
+    tree = ast.parse(textwrap.dedent(inspect.getsource(recording_process._Handover.handle)))
+    read = {node.attr for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and node.value.id == "handoff"}
+    assert {getattr(handoff, name) for name in read} == set(handoff.TAGS)
+    assert not [node.value for node in ast.walk(tree)
+                if isinstance(node, ast.Constant) and node.value in handoff.TAGS]
