@@ -467,7 +467,7 @@ class Recorder:
         rules = [f.rule for f in found] if found else []
         hop_rules = [f["rule"] for f in pair["findings"]] if pair is not None else []
         era = _ERA_TEXT.get(j.era) or str(j.era)  # str() of a StrEnum member, looked up
-        tally: ExchangeTally = (
+        tally = ExchangeTally(
             cap.hop,
             era,
             rules + hop_rules if hop_rules else rules,
