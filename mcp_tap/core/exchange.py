@@ -34,11 +34,9 @@ from mcp_tap.core.response_message import ResponseContext, make_response_context
 from mcp_tap.core.responses import check_response, decode_sse
 from mcp_tap.core.sse import SSEEvent
 from mcp_tap.core.transport import (
-    REQUEST_MEDIA_TYPES,
     accept_problem,
     check_non_post,
     check_origin,
-    missing_media_types,
 )
 
 _NONE: frozenset[str] = frozenset()
@@ -188,14 +186,11 @@ class Judgement:
 
 _NO_FINDINGS: tuple[Finding, ...] = ()
 _VERSION_KEY = HEADER_PROTOCOL_VERSION.lower()
-# Whether one Accept value misses a type a POST must accept, by the value (see judge).
-_ACCEPT_MISSING: dict[str, bool] = {}
-_MAX_ACCEPTS = 256
 
 
 def decode_body(body: bytes) -> tuple[Any, str | None]:
     """Decode a request body as JSON: ``(message, None)`` or ``(None, why it is not JSON)``."""
-    if not body.strip():
+    if not body or body.isspace():  # not body.strip(), without the copy
         return None, "the request body is empty"
     try:
         return orjson.loads(body), None  # parse_json, one call less
@@ -259,26 +254,12 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
                 exchange.session_capabilities,
             )
         return Judgement(era, None, tuple(found), None, ())
-    # decode_body and body_meta, without the calls.
     message: Any = None
     parse_error: str | None = None
     meta: dict[str, Any] | None = None
     if not exchange.request_truncated:
-        body = exchange.request_body
-        if not body or body.isspace():  # not body.strip(), without the copy
-            parse_error = "the request body is empty"
-        else:
-            try:
-                message = orjson.loads(body)
-            except ValueError as exc:
-                parse_error = f"the request body is not valid JSON ({exc})"
-        # _meta once for the era, the request ladder and the capabilities.
-        if isinstance(message, dict):
-            params = message.get("params")
-            if isinstance(params, dict):
-                found_meta = params.get("_meta")
-                if isinstance(found_meta, dict):
-                    meta = found_meta
+        message, parse_error = decode_body(exchange.request_body)
+        meta = body_meta(message)  # once for the era, the request ladder and capabilities
     given = exchange.era
     if given is None and exchange.legacy_session:
         era = ERA_LEGACY  # era_of's first rule, without the call
@@ -302,23 +283,9 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         meta,
     )
     found = list(verdict.findings)
-    # accept_problem(headers, "POST", era) when Accept lists both types, without its calls;
-    # a single Accept value's answer remembered (a client sends one or two, bounded).
-    accepted = by_name.get("accept")
-    if accepted is not None and len(accepted) == 1:
-        missing = _ACCEPT_MISSING.get(accepted[0])
-        if missing is None:
-            missing = bool(missing_media_types((accepted[0],), REQUEST_MEDIA_TYPES))
-            if len(_ACCEPT_MISSING) >= _MAX_ACCEPTS:
-                _ACCEPT_MISSING.clear()
-            _ACCEPT_MISSING[accepted[0]] = missing
-    else:
-        missing = bool(missing_media_types(tuple(accepted) if accepted else (),
-                                           REQUEST_MEDIA_TYPES))
-    if missing:
-        accept = accept_problem(headers, "POST", era)
-        if accept is not None:
-            found.append(accept)
+    accept = accept_problem(headers, "POST", era)
+    if accept is not None:
+        found.append(accept)
     if origin_found:
         found += origin_found
     messages: list[Any] = []
