@@ -1299,8 +1299,9 @@ MAY_ANSWERS: tuple[tuple[str, str, str], ...] = (
      "a GET MAY get 405; the GET stream MAY close at any time; a DELETE MAY get 405",
      "405 and empty or closed streams are no finding"),
     (_c(_2511, "Session Management"), "the server MAY end a session at any time, then answers "
-     "its id with 404", "a legacy 404 is given before the body: no owed error is judged, and "
-     "its error body without `id` is the session's answer"),
+     "its id with 404; a server that requires sessions answers a request without one with 400",
+     "a legacy 404 is given before the body: no owed error is judged; a legacy 404's or 400's "
+     "error body without `id` is the session's answer, not the request's"),
     (_c(_SHTTP, "Protocol Version Header"),
      "a request without `MCP-Protocol-Version` MAY be treated as 2025-03-26",
      "its answer is not owed the -32020 rejection unless it is a modern result"),

@@ -219,8 +219,8 @@ def request_verdict(
         return make_verdict(c, era, None, (found,))
     if era is ERA_LEGACY:
         return _legacy(headers, message, meta, negotiated_version)
-    # The modern ladder, here rather than in a function of its own: one call less per
-    # request. Each return builds the verdict itself (a closure made per request cost more).
+    # The modern ladder: the envelope here, the routing rungs in _routing_problem, support
+    # here. Each return builds the verdict itself (a closure made per request cost more).
     kind, why = kind_of(message)  # classify(message), without the call
     c = make_classified(kind, message, why)
     raw_version = meta.get(META_PROTOCOL_VERSION) if meta is not None else None
@@ -239,62 +239,12 @@ def request_verdict(
         dup = duplicate_routing_header(headers)
         return make_verdict(c, ERA_MODERN, version, (dup,) if dup else ())
 
-    # Rung 1: metadata types. The usual request first (meta is body_meta(message), so the
-    # params and _meta objects exist): both keys, a string and an object, neither optional
-    # key present; anything else is for _meta_problem to judge.
-    if not (
-        meta is not None
-        and version is not None  # isinstance(meta.get(META_PROTOCOL_VERSION), str), read above
-        and isinstance(meta.get(META_CLIENT_CAPABILITIES), dict)
-        and META_CLIENT_INFO not in meta
-        and META_LOG_LEVEL not in meta
-    ):
-        meta_problem = _meta_problem(message, meta)
-        if meta_problem:
-            found = finding("request.meta.missing", meta_problem, WHERE)
-            return make_verdict(c, ERA_MODERN, version, (found,))
-    # Rung 2: version header. Rung 3: method header. The usual request has one value of
-    # each, equal to the body's: mirror_problem's first case, tested here without its calls.
-    by_name = headers.by_name()
-    sent = by_name.get(_VERSION_KEY)
-    if sent is None or len(sent) != 1 or sent[0].strip(" \t") != version:
-        problem = mirror_problem(
-            headers, HEADER_PROTOCOL_VERSION, version, "the _meta protocol version"
-        )
-        if problem:
-            return make_verdict(c, ERA_MODERN, version, (problem,))
+    # Rungs 1-4: metadata types and the routing headers.
+    problem = _routing_problem(headers, message, meta, version, tool_schemas)
+    if problem is not None:
+        return make_verdict(c, ERA_MODERN, version, (problem,))
     # A request: kind_of made sure of a non-empty string method (c.method, without the call).
     method: str = message["method"]
-    sent = by_name.get(_METHOD_KEY)
-    if sent is None or len(sent) != 1 or sent[0].strip(" \t") != method:
-        problem = mirror_problem(headers, HEADER_METHOD, method, "the method")
-        if problem:
-            return make_verdict(c, ERA_MODERN, version, (problem,))
-    # Rung 4: name header, then parameter headers (each called only for the methods it
-    # judges: it has nothing to say about the others).
-    routed = NAME_ROUTED_PARAMS.get(method)
-    if routed is not None:
-        # The usual Mcp-Name: one plain value (printable ASCII, not the sentinel), equal to
-        # the routed param. name_header_problem's (and decode_header_value's) answer for it
-        # is None; anything else goes to them.
-        params = message.get("params")
-        body_value = params.get(routed) if isinstance(params, dict) else None
-        sent = by_name.get(_NAME_KEY)
-        plain = sent[0].strip(" \t") if sent is not None and len(sent) == 1 else None
-        if (
-            plain is None
-            or plain != body_value
-            or not plain.isascii()
-            or not plain.isprintable()
-            or plain.startswith(SENTINEL_PREFIX)
-        ):
-            problem = name_header_problem(headers, message, method)
-            if problem:
-                return make_verdict(c, ERA_MODERN, version, (problem,))
-        if method == "tools/call":
-            problem = param_header_problem(headers, message, method, tool_schemas)
-            if problem:
-                return make_verdict(c, ERA_MODERN, version, (problem,))
     # Rung 5: support.
     if version not in supported_versions:
         found = finding(
@@ -319,6 +269,73 @@ def request_verdict(
         found = finding("request.schema", schema_problem, WHERE)
         return make_verdict(c, ERA_MODERN, version, (found,))
     return make_verdict(c, ERA_MODERN, version, ())
+
+
+def _routing_problem(
+    headers: HeaderMap,
+    message: Any,
+    meta: dict[str, Any] | None,
+    version: str | None,
+    tool_schemas: Mapping[str, Any],
+) -> Finding | None:
+    """The first problem of a modern request's rungs 1-4 (metadata types, then the version,
+    method, name and parameter headers against the body), or None."""
+    # Rung 1: metadata types. The usual request first (meta is body_meta(message), so the
+    # params and _meta objects exist): both keys, a string and an object, neither optional
+    # key present; anything else is for _meta_problem to judge.
+    if not (
+        meta is not None
+        and version is not None  # the caller's isinstance(meta[META_PROTOCOL_VERSION], str)
+        and isinstance(meta.get(META_CLIENT_CAPABILITIES), dict)
+        and META_CLIENT_INFO not in meta
+        and META_LOG_LEVEL not in meta
+    ):
+        meta_problem = _meta_problem(message, meta)
+        if meta_problem:
+            return finding("request.meta.missing", meta_problem, WHERE)
+    # Rung 2: version header. Rung 3: method header. The usual request has one value of
+    # each, equal to the body's: mirror_problem's first case, tested here without its calls.
+    by_name = headers.by_name()
+    sent = by_name.get(_VERSION_KEY)
+    if sent is None or len(sent) != 1 or sent[0].strip(" \t") != version:
+        problem = mirror_problem(
+            headers, HEADER_PROTOCOL_VERSION, version, "the _meta protocol version"
+        )
+        if problem:
+            return problem
+    # A request: kind_of made sure of a non-empty string method (c.method, without the call).
+    method: str = message["method"]
+    sent = by_name.get(_METHOD_KEY)
+    if sent is None or len(sent) != 1 or sent[0].strip(" \t") != method:
+        problem = mirror_problem(headers, HEADER_METHOD, method, "the method")
+        if problem:
+            return problem
+    # Rung 4: name header, then parameter headers (each called only for the methods it
+    # judges: it has nothing to say about the others).
+    routed = NAME_ROUTED_PARAMS.get(method)
+    if routed is not None:
+        # The usual Mcp-Name: one plain value (printable ASCII, not the sentinel), equal to
+        # the routed param. name_header_problem's (and decode_header_value's) answer for it
+        # is None; anything else goes to them.
+        params = message.get("params")
+        body_value = params.get(routed) if isinstance(params, dict) else None
+        sent = by_name.get(_NAME_KEY)
+        plain = sent[0].strip(" \t") if sent is not None and len(sent) == 1 else None
+        if (
+            plain is None
+            or plain != body_value
+            or not plain.isascii()
+            or not plain.isprintable()
+            or plain.startswith(SENTINEL_PREFIX)
+        ):
+            problem = name_header_problem(headers, message, method)
+            if problem:
+                return problem
+        if method == "tools/call":
+            problem = param_header_problem(headers, message, method, tool_schemas)
+            if problem:
+                return problem
+    return None
 
 
 TASKS_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})

@@ -225,15 +225,16 @@ def _idless_allowed(
     "Security & Endpoint", every revision); which origins a server refuses is its own policy,
     so any 403 may be that answer. So may any answer given before the body was read (401,
     405, 413, ...): its id "could not be read" (basic "Error Responses"). A legacy 404 is the
-    ended session's answer (transports "Session Management" 3), not a response to this
-    request; so is a 2025-03-26 server's refusal of a request without MCP-Protocol-Version
-    (a session it lacks, say: see :func:`owed_answer`).
+    ended session's answer and a legacy 400 the missing session's (transports "Session
+    Management" 2 and 3), not responses to this request; so is a 2025-03-26 server's refusal
+    of a request without MCP-Protocol-Version (a session it lacks, say: see
+    :func:`owed_answer`).
     """
     if message.get("id") is not None or "error" not in message:
         return False
     return (
         status in PRE_BODY_STATUSES
-        or (status == 404 and ctx.era is not ERA_MODERN)
+        or (status in (400, 404) and ctx.era is not ERA_MODERN)
         or (rejected and _served_as_2025_03_26(verdict, message["error"]))
     )
 

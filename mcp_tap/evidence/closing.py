@@ -34,7 +34,8 @@ def check_closed(v: VerifyState, segments: list[SegmentFiles]) -> None:
             v.problem(
                 "unclosed",
                 "bundle.json has no closing summary: unclosed (the writer is still "
-                "running or did not shut down cleanly; later records may be missing)",
+                "running or did not shut down cleanly; later records may be missing; "
+                f"the last record here is seq {v.max_seq})",
                 severity="error" if v.strict else "warning",
             )
         elif v.strict and not v.segment_files:

@@ -95,7 +95,7 @@ def pod_name(environ: Mapping[str, str] | None = None) -> str:
 
 
 @contextmanager
-def translated(action: str, location: StoreLocation | str) -> Iterator[None]:
+def translated(action: str, location: object) -> Iterator[None]:
     """Turn the store client's exceptions into :class:`StoreError`: one line naming the
     ``action`` and the location, the store's error code and nothing that could hold a
     credential (botocore's messages name neither the secret nor the signature)."""

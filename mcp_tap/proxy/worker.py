@@ -99,8 +99,8 @@ class ProcessRecorder:
         self._sent = 0  # captures handed over
         self._taken = 0  # ... of which the recording process has taken (as last reported)
         # Back-pressure: hold the clients back from high water until low water (or the bound).
-        # High water at a half, low at three eighths: at full load (~130-260 us per capture in
-        # the recording process) the default queue's pause is ~0.2-0.35 s, within max_wait_ms.
+        # High water at a half, low at three eighths: at full load the default queue's pause
+        # stays within max_wait_ms (docs/benchmark.md, "Figures the code relies on").
         self.holdback = HoldBack(options.recording.max_wait_ms / 1000, lambda: self._taken,
                                  lambda: self._sent - self._taken, self.queue_size // 8)
         self._high = max(1, self.queue_size // 2) if self.holdback.enabled else 1 << 62

@@ -199,6 +199,14 @@ class TestMayAnswers:
         body = b"data:  \n\ndata: " + response + b"\n\n"
         assert _run(MODERN_HEADERS, LIST, 200, body, ctype="text/event-stream") == []
 
+    def test_legacy_missing_session_400_error_without_id(self) -> None:
+        """"Servers that require a session ID SHOULD respond to requests without an
+        MCP-Session-Id header ... with HTTP 400": the real SDK's body has a null id."""
+        err = {"jsonrpc": "2.0", "id": None,
+               "error": {"code": -32600, "message": "Bad Request: Missing session ID"}}
+        headers = {**ACCEPT, "MCP-Protocol-Version": "2025-11-25"}
+        assert _run(headers, LREQ, 400, err, legacy=True) == []
+
     def test_legacy_404_error_without_id(self) -> None:
         """A legacy 404 is the ended session's answer: an id-less error body is allowed."""
         err = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001,

@@ -94,10 +94,10 @@ class RecordingOptions:
     mode: str = "process"
     queue_size: int = 10000
     # 500 ms: long enough for the recording process to take an eighth of the default queue
-    # (1250 captures at ~130-260 us each, 0.2-0.35 s measured at full load) so that a
-    # full-load backlog drains without a loss; short enough that a stalled or restarting
-    # recording process delays a client by at most half a second (far under any client's
-    # timeout) before losses are counted.
+    # (1250 captures; the time it takes at full load is in docs/benchmark.md, "Figures the
+    # code relies on") so that a full-load backlog drains without a loss; short enough that
+    # a stalled or restarting recording process delays a client by at most half a second
+    # (far under any client's timeout) before losses are counted.
     max_wait_ms: int = 500
 
 
