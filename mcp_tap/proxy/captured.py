@@ -15,12 +15,10 @@ from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.sse import SSEDecoder, SSEError, SSEEvent
 from mcp_tap.proxy.capture import (
     BodyCapture,
-    Flat,
     Head,
     Pairs,
     RawExchange,
     new_body_hash,
-    unpack_flat,
 )
 from mcp_tap.proxy.splice.head import HEAD_END
 
@@ -225,44 +223,69 @@ def head_pairs(raw: bytes) -> tuple[tuple[str, str], ...]:
 _new_captured = object.__new__
 
 
-def _captured_of(flat: Flat) -> Captured:
-    """A new :class:`Captured` (no ``__init__``) holding the flat fields that pass on
-    unchanged; :func:`materialize_state` sets the others from the raw ones (the heads, the
-    tap's own answer). tests/proxy/test_handoff_layout.py checks every field of
-    :class:`Flat` is either stored here or decoded there."""
+def _captured_of(flat: tuple[Any, ...]) -> tuple[
+    Captured, Head, Head | None, Head, Head | None, bytes | None,
+]:
+    """A new :class:`Captured` (no ``__init__``) holding the flat fields of a handed-over
+    flat tuple that pass on unchanged, and the raw ones (:data:`RAW_ONLY` but ``session``)
+    that :func:`materialize_state` decodes into the others.
+
+    :func:`~mcp_tap.proxy.capture.unpack_flat` written out into locals, as the recorder
+    pays for it per exchange (a :class:`Flat` built and read by name cost 0.7 us more:
+    docs/benchmark.md); tests/proxy/test_handoff_layout.py ties both to the layout, field
+    by field."""
+    (hop, upstream, client, http_method, path, received_at, forwarded_at, first_byte_at,
+     sent_at, end_at, status, egress_bytes, request_framing, response_framing, request_pairs,
+     response_pairs, rare) = flat
+    if rare is None:  # every rare field has its usual value (RARE_USUAL; [] when LISTED)
+        (client_gone, egress_body, egress_changes, egress_end_at, egress_pairs, egress_status,
+         forwarded_pairs, head_changes, interim, session_version, tap_error, trace_id,
+         upgraded) = (False, None, [], end_at, None, status, None, [], [], None, None, "",
+                      False)
+    else:
+        (client_gone, egress_body, egress_changes, egress_end_at, egress_pairs, egress_status,
+         forwarded_pairs, head_changes, interim, _, session_version, tap_error, trace_id,
+         upgraded) = rare
+        if egress_changes is None:
+            egress_changes = []
+        if head_changes is None:
+            head_changes = []
+        if interim is None:
+            interim = []
     cap = _new_captured(Captured)
-    cap.client = flat.client
-    cap.client_gone = flat.client_gone
-    cap.egress_bytes = flat.egress_bytes
-    cap.egress_changes = flat.egress_changes
-    cap.egress_end_at = flat.egress_end_at
-    cap.egress_status = flat.egress_status
-    cap.end_at = flat.end_at
-    cap.first_byte_at = flat.first_byte_at
-    cap.forwarded_at = flat.forwarded_at
+    cap.client = client
+    cap.client_gone = client_gone
+    cap.egress_bytes = egress_bytes
+    cap.egress_changes = egress_changes
+    cap.egress_end_at = egress_end_at
+    cap.egress_status = egress_status
+    cap.end_at = end_at
+    cap.first_byte_at = first_byte_at
+    cap.forwarded_at = forwarded_at
     cap.handover_key = None  # the message carries it (the recording process sets it)
-    cap.head_changes = flat.head_changes
-    cap.hop = flat.hop
-    cap.http_method = flat.http_method
-    cap.interim = flat.interim
-    cap.path = flat.path
-    cap.received_at = flat.received_at
-    cap.request_framing = flat.request_framing
-    cap.response_framing = flat.response_framing
-    cap.sent_at = flat.sent_at
-    cap.session_version = flat.session_version
-    cap.status = flat.status
-    cap.tap_error = flat.tap_error
-    cap.trace_id = flat.trace_id
-    cap.upgraded = flat.upgraded
-    cap.upstream = flat.upstream
-    return cap
+    cap.head_changes = head_changes
+    cap.hop = hop
+    cap.http_method = http_method
+    cap.interim = interim
+    cap.path = path
+    cap.received_at = received_at
+    cap.request_framing = request_framing
+    cap.response_framing = response_framing
+    cap.sent_at = sent_at
+    cap.session_version = session_version
+    cap.status = status
+    cap.tap_error = tap_error
+    cap.trace_id = trace_id
+    cap.upgraded = upgraded
+    cap.upstream = upstream
+    return cap, request_pairs, forwarded_pairs, response_pairs, egress_pairs, egress_body
 
 
 RAW_ONLY = ("request_pairs", "forwarded_pairs", "response_pairs", "egress_pairs",
             "egress_body", "session")
-"""Fields of :class:`Flat` that are raw: :func:`materialize_state` decodes them into
-other fields of :class:`Captured` (``session`` only names the session to the recorder)."""
+"""Fields of :class:`~mcp_tap.proxy.capture.Flat` that are raw: :func:`materialize_state`
+decodes them into other fields of :class:`Captured` (``session`` only names the session to
+the recorder)."""
 
 
 def materialize(raw: RawExchange, max_sse_events: int) -> Captured:
@@ -282,11 +305,7 @@ def materialize_state(state: tuple[Any, ...], max_sse_events: int) -> Captured:
     # Every field of Captured, each set once (its generated __init__ takes 40 arguments one
     # by one; tests check the fields are all here): the flat fields as they came, the raw
     # ones replaced by what they decode to.
-    fields = unpack_flat(flat)
-    cap = _captured_of(fields)
-    request_pairs, forwarded = fields.request_pairs, fields.forwarded_pairs
-    response_pairs, egress = fields.response_pairs, fields.egress_pairs
-    egress_body = fields.egress_body
+    cap, request_pairs, forwarded, response_pairs, egress, egress_body = _captured_of(flat)
     request_headers = _headers(request_pairs)
     response_headers = _headers(response_pairs)
     index = request_headers._index

@@ -109,6 +109,17 @@ def test_the_recorder_takes_every_field_it_is_handed() -> None:
     assert cap.handover_key is None  # the message carries it
     unset = [f.name for f in dataclasses.fields(Captured) if not hasattr(cap, f.name)]
     assert unset == []
+    # The rare fields at their usual values (sent as None): read as unpack_flat reads them.
+    _usual(raw)
+    flat = raw.state()[0]
+    assert flat[-1] is None
+    cap = materialize_state(raw.state(), 10)
+    expected = unpack_flat(flat)
+    for name in Flat._fields:
+        if name not in RAW_ONLY:
+            assert getattr(cap, name) == getattr(expected, name), name
+            if name not in LISTED:
+                assert getattr(cap, name) is getattr(expected, name), name
 
 
 def test_every_message_tag_has_a_constructor_and_a_reader() -> None:
