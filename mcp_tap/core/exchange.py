@@ -261,9 +261,7 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         message, parse_error = decode_body(exchange.request_body)
         meta = body_meta(message)  # once for the era, the request ladder and capabilities
     given = exchange.era
-    if given is None and exchange.legacy_session:
-        era = ERA_LEGACY  # era_of's first rule, without the call
-    elif given is None:
+    if given is None:
         versions = by_name.get(_VERSION_KEY)  # headers.get(HEADER_PROTOCOL_VERSION)
         era = era_of(
             message, meta, versions[0] if versions else None, exchange.legacy_session
