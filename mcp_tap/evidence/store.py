@@ -37,7 +37,7 @@ SCHEME: Final = "s3://"
 _BUCKET_RE: Final = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 # One path segment of a key that mcp-tap builds (release label, pod, bundle name).
 _SEGMENT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-DEFAULT_TIMEOUT_S: Final = 10.0
+DEFAULT_TIMEOUT_S: Final = 30.0
 
 
 def is_store_url(text: str | os.PathLike[str]) -> bool:
@@ -108,7 +108,8 @@ def translated(action: str, location: object) -> Iterator[None]:
         code = error.get("Code", "error")
         raise StoreError(f"{action} {location}: the store answered {code}") from None
     except BotoCoreError as exc:
-        raise StoreError(f"{action} {location}: {type(exc).__name__}") from None
+        raise StoreError(f"{action} {location}: the store did not answer "
+                         f"({type(exc).__name__})") from None
 
 
 def client_from_env(*, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
@@ -125,7 +126,7 @@ def client_from_env(*, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
     config = Config(
         connect_timeout=timeout,
         read_timeout=timeout,
-        retries={"max_attempts": 2, "mode": "standard"},
+        retries={"max_attempts": 3, "mode": "standard"},
         s3={"addressing_style": addressing},
     )
     with translated("connect to", "the object store"):

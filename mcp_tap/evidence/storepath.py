@@ -301,4 +301,18 @@ def store_bundles(url: str) -> list[Path]:
                  if _small_evidence(key.rpartition("/")[2])])
     return sorted(found, key=str)
 
-__all__ = ["PREFETCH_MAX_BYTES", "StorePath", "fetch_ahead", "store_bundles"]
+def store_problem(url: str) -> str | None:
+    """Why the store location ``url`` cannot be read now (one line, no credential), or
+    ``None`` when its bucket answers."""
+    from mcp_tap.errors import TapError
+
+    try:
+        location = StoreLocation.parse(url)
+        with translated("reach", location):
+            _client().head_bucket(Bucket=location.bucket)
+    except TapError as exc:
+        return str(exc)
+    return None
+
+
+__all__ = ["PREFETCH_MAX_BYTES", "StorePath", "fetch_ahead", "store_bundles", "store_problem"]

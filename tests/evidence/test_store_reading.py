@@ -153,6 +153,23 @@ class TestCommandsReadTheStore:
         assert _same_but_paths(remote[1], fleet) == _same_but_paths(local[1], fleet)
 
 
+class TestShardedVerify:
+    def test_shards_of_a_store_prefix_merge_into_the_whole(self, fleet: Fleet,
+                                                           tmp_path: Path) -> None:
+        prefix = f"s3://{BUCKET}/canary/v2"
+        outs = []
+        for index in range(2):
+            out = tmp_path / f"shard-{index}.json"
+            code, _, err = _run(fleet, "verify", prefix, "--shard", f"{index}/2", "--out",
+                                str(out))
+            assert code == 0, err
+            outs.append(str(out))
+        merged = _run(fleet, "verify", "--merge", *outs, "--json")
+        whole = _run(fleet, "verify", prefix, "--json")
+        assert merged[0] == whole[0] == 0, (merged, whole)
+        assert orjson.loads(merged[1]) == orjson.loads(whole[1])
+
+
 class TestHostileAndBrokenStores:
     def _copy(self, fleet: Fleet, name: str, to: str) -> tuple[Any, str]:
         client = fleet.store.client()
