@@ -85,3 +85,25 @@ def test_no_module_retypes_the_shape_test() -> None:
     }
     assert found == {}
     assert len(_retyped(ast.parse(home.read_text()))) == 4  # shaped and header_shaped
+
+
+_KEYS = st.lists(st.sampled_from(["api", "_", "key", "Token", "%5F", "pass", "word", "name",
+                                  "\uff21", "x", "-", "secret", "id", "Auth", "orization"]),
+                 min_size=1, max_size=4).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_KEYS, min_size=1, max_size=6))
+def test_the_walks_key_cache_is_the_name_predicate(keys: list[str]) -> None:
+    """The one "is this name secret" test is KeyMatcher.is_secret_key; the walk's per-
+    spelling cache (Redactor._secret_key, read inline in the walk's loop and as
+    _plain_keys) only remembers its answers, and the walk hides exactly those keys."""
+    redactor = Redactor()
+    matcher = redactor.matcher
+    for key in keys:
+        assert redactor._secret_key(key) is matcher.is_secret_key(key)
+        assert redactor._keys[key] is matcher.is_secret_key(key)  # what the loop reads
+    assert redactor._plain_keys == {k for k in keys if not matcher.is_secret_key(k)}
+    value = {key: "v" for key in keys}
+    out = Redactor().walk(value).value
+    assert {k for k in keys if out[k] != "v"} == {k for k in keys if matcher.is_secret_key(k)}
