@@ -18,18 +18,18 @@ REDACTED: Final = "[REDACTED]"
 
 def shaped(text: str) -> bool:
     """Whether the text pass may change ``text``: it holds a key's separator (``=`` or
-    ``:``) or a bearer scheme's letters (``earer`` or ``EARER``). The redaction's one shape
-    test (cheap, no regex): a string value without this shape is left as it is. Every
-    hot-loop copy of it is tied to it by tests/core/test_redaction_shape.py.
+    ``:``) or a bearer scheme's letters in any case (the pass finds ``bEARer <credential>``
+    too). The redaction's one shape test (cheap, no regex): a string value without this
+    shape is left as it is. tests/core/test_redaction_shape.py ties it to the pass.
     """
-    return "=" in text or ":" in text or "earer" in text or "EARER" in text
+    return "=" in text or ":" in text or "earer" in text.lower()
 
 
 def header_shaped(value: str) -> bool:
     """:func:`shaped` for the value of a plain header (one not named secret): ``:`` does
     not count there, a header value being one value, not ``key: value`` lines (a Date or
     a URL would otherwise go through the pass for nothing)."""
-    return "=" in value or "earer" in value or "EARER" in value
+    return "=" in value or "earer" in value.lower()
 
 # A bearer credential anywhere.
 _BEARER: Final = re.compile(r"\b(?P<scheme>bearer)(?P<space>[ \t]+)(?P<cred>[^\s,;\"'<>]+)", re.I)
