@@ -51,14 +51,16 @@ _ENVIRONMENT: Final = ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION",
 
 
 def _client() -> Any:
-    """The S3 client for the current AWS environment, made once per distinct environment
-    (boto3 clients are thread-safe; a process that changes its environment, as a test
-    does, gets a client for the new one)."""
-    return _client_for(tuple(os.environ.get(name) for name in _ENVIRONMENT))
+    """The S3 client of this process for the current AWS environment, made once per
+    process and distinct environment. boto3 clients are thread-safe, but their pooled
+    keep-alive connections must not cross a fork: a worker forked by ``verify`` or the gate
+    would read its answers off the parent's sockets, mixing objects' bytes. A process that
+    changes its environment (a test) gets a client for the new one."""
+    return _client_for(os.getpid(), tuple(os.environ.get(name) for name in _ENVIRONMENT))
 
 
 @lru_cache(maxsize=4)
-def _client_for(environment: tuple[str | None, ...]) -> Any:
+def _client_for(pid: int, environment: tuple[str | None, ...]) -> Any:
     return client_from_env()
 
 
