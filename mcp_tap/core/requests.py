@@ -44,7 +44,7 @@ from mcp_tap.core.eras import (
     Era,
     body_meta,
 )
-from mcp_tap.core.fastinit import fast_init, maker
+from mcp_tap.core.fastinit import FACTORY, fast_init, new_twin
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.jsonrpc import (
@@ -57,6 +57,7 @@ from mcp_tap.core.jsonrpc import (
     classify,
     json_type,
     kind_of,
+    make_classified,
 )
 
 # ParamHeader and param_headers re-exported: the probe and tests read declarations here.
@@ -78,7 +79,28 @@ from mcp_tap.core.sentinel import SENTINEL_PREFIX
 WHERE = "ingress"
 
 
-@fast_init  # made per exchange: see core/fastinit.py
+class _RequestContextTwin:
+    """RequestContext's layout (fast_init checks it): make_request_context builds it."""
+
+    __slots__ = ("era", "negotiated_version", "supported_versions", "tool_schemas")
+
+
+def make_request_context(
+    era: Era, supported_versions: tuple[str, ...] = MODERN_VERSIONS,
+    tool_schemas: Mapping[str, Any] = FACTORY, negotiated_version: str | None = None,
+) -> RequestContext:
+    """``RequestContext(...)`` without ``type.__call__``."""
+    made = new_twin(_RequestContextTwin)
+    made.era = era
+    made.supported_versions = supported_versions
+    made.tool_schemas = {} if tool_schemas is FACTORY else tool_schemas
+    made.negotiated_version = negotiated_version
+    made.__class__ = RequestContext
+    built: RequestContext = made
+    return built
+
+
+@fast_init(make_request_context)  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """What the judge knows besides the request itself.
@@ -94,7 +116,29 @@ class RequestContext:
     negotiated_version: str | None = None
 
 
-@fast_init  # made per exchange: see core/fastinit.py
+class _RequestVerdictTwin:
+    """RequestVerdict's layout (fast_init checks it): make_verdict builds one, then retypes it."""
+
+    __slots__ = ("batch", "classified", "era", "findings", "version")
+
+
+def make_verdict(
+    classified: Classified, era: Era, version: str | None, findings: tuple[Finding, ...],
+    batch: tuple[RequestVerdict, ...] = (),
+) -> RequestVerdict:
+    """``RequestVerdict(...)`` without ``type.__call__``."""
+    made = new_twin(_RequestVerdictTwin)
+    made.classified = classified
+    made.era = era
+    made.version = version
+    made.findings = findings
+    made.batch = batch
+    made.__class__ = RequestVerdict
+    built: RequestVerdict = made
+    return built
+
+
+@fast_init(make_verdict)  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class RequestVerdict:
     """The outcome of the ladder: the classified message, its era and version, findings."""
@@ -129,9 +173,6 @@ class RequestVerdict:
         return None
 
 
-# The per-exchange constructions, without type.__call__ (see core/fastinit.py).
-_make_classified = maker(Classified)
-_make_verdict = maker(RequestVerdict)
 _VERSION_KEY = HEADER_PROTOCOL_VERSION.lower()  # the header index's keys are lowercase
 _METHOD_KEY = HEADER_METHOD.lower()
 _NAME_KEY = HEADER_NAME.lower()
@@ -173,35 +214,35 @@ def request_verdict(
     """:func:`check_request` with :class:`RequestContext`'s fields as arguments (the judge's
     call: no context object per exchange); ``meta`` is ``body_meta(message)``."""
     if parse_error is not None:
-        c = _make_classified(KIND_INVALID, None, parse_error)
+        c = make_classified(KIND_INVALID, None, parse_error)
         found = finding("request.parse", parse_error, WHERE)
-        return _make_verdict(c, era, None, (found,))
+        return make_verdict(c, era, None, (found,))
     if era is ERA_LEGACY:
         return _legacy(headers, message, meta, negotiated_version)
     # The modern ladder: the envelope here, the routing rungs in _routing_problem, support
     # here. Each return builds the verdict itself (a closure made per request cost more).
     kind, why = kind_of(message)  # classify(message), without the call
-    c = _make_classified(kind, message, why)
+    c = make_classified(kind, message, why)
     raw_version = meta.get(META_PROTOCOL_VERSION) if meta is not None else None
     version = raw_version if isinstance(raw_version, str) else None
     if kind is KIND_INVALID:
         found = finding("request.envelope", why, WHERE)
-        return _make_verdict(c, ERA_MODERN, version, (found,))
+        return make_verdict(c, ERA_MODERN, version, (found,))
     if kind is KIND_RESPONSE:
         found = finding(
             "request.envelope", "a modern client must not POST a JSON-RPC response", WHERE
         )
-        return _make_verdict(c, ERA_MODERN, version, (found,))
+        return make_verdict(c, ERA_MODERN, version, (found,))
     if kind is KIND_NOTIFICATION:
         # The 2026-07-28 revision defines no header rules for notification POSTs; only
         # conflicting duplicates of the routing headers are judged (readers would disagree).
         dup = duplicate_routing_header(headers)
-        return _make_verdict(c, ERA_MODERN, version, (dup,) if dup else ())
+        return make_verdict(c, ERA_MODERN, version, (dup,) if dup else ())
 
     # Rungs 1-4: metadata types and the routing headers.
     problem = _routing_problem(headers, message, meta, version, tool_schemas)
     if problem is not None:
-        return _make_verdict(c, ERA_MODERN, version, (problem,))
+        return make_verdict(c, ERA_MODERN, version, (problem,))
     # A request: kind_of made sure of a non-empty string method (c.method, without the call).
     method: str = message["method"]
     # Rung 5: support.
@@ -212,22 +253,22 @@ def request_verdict(
             f"(supported: {', '.join(supported_versions)})",
             WHERE,
         )
-        return _make_verdict(c, ERA_MODERN, version, (found,))
+        return make_verdict(c, ERA_MODERN, version, (found,))
     if method in REMOVED_IN_MODERN:
         found = finding(
             "request.method.removed", f"{method} does not exist in the modern era", WHERE
         )
-        return _make_verdict(c, ERA_MODERN, version, (found,))
+        return make_verdict(c, ERA_MODERN, version, (found,))
     if method in TASKS_METHODS or method == "subscriptions/listen":
         undeclared = tasks_capability_problem(method, message.get("params"), meta)
         if undeclared:
             found = finding("request.capability.missing", undeclared, WHERE)
-            return _make_verdict(c, ERA_MODERN, version, (found,))
+            return make_verdict(c, ERA_MODERN, version, (found,))
     schema_problem = schema.request_problem(method, version or "", message.get("params"))
     if schema_problem:
         found = finding("request.schema", schema_problem, WHERE)
-        return _make_verdict(c, ERA_MODERN, version, (found,))
-    return _make_verdict(c, ERA_MODERN, version, ())
+        return make_verdict(c, ERA_MODERN, version, (found,))
+    return make_verdict(c, ERA_MODERN, version, ())
 
 
 def _routing_problem(
@@ -327,9 +368,9 @@ def _legacy(
     if isinstance(message, list):
         return _batch(headers, message, version)
     kind, why = kind_of(message)  # classify(message), without the call
-    c = _make_classified(kind, message, why)
+    c = make_classified(kind, message, why)
     if kind is KIND_INVALID:
-        return _make_verdict(
+        return make_verdict(
             c, ERA_LEGACY, version, (finding("request.envelope", c.problem, WHERE),)
         )
     # (A request's method is a string: message["method"] is c.method without the call.)
@@ -339,7 +380,7 @@ def _legacy(
         version = offered if isinstance(offered, str) else version
     if meta and not MODERN_META_KEYS.isdisjoint(meta):
         leaked = sorted(MODERN_META_KEYS & meta.keys())
-        return _make_verdict(
+        return make_verdict(
             c,
             ERA_LEGACY,
             version,
@@ -360,7 +401,7 @@ def _legacy(
     else:
         header, _ = single_value(headers, HEADER_PROTOCOL_VERSION)
     if header in MODERN_VERSIONS:  # is_modern_version(header): header is a string or None
-        return _make_verdict(
+        return make_verdict(
             c,
             ERA_LEGACY,
             version,
@@ -374,7 +415,7 @@ def _legacy(
         )
     if header is not None and header not in LEGACY_VERSIONS and version not in HEADERLESS_REVISIONS:
         # Not a revision at all: the server owes 400 (response.legacy-version-status).
-        return _make_verdict(
+        return make_verdict(
             c,
             ERA_LEGACY,
             version,
@@ -391,13 +432,13 @@ def _legacy(
         # (A request's method is a string: c.method without the call.)
         problem = schema.request_problem(message["method"], schema_version, message.get("params"))
         if problem:
-            return _make_verdict(
+            return make_verdict(
                 c,
                 ERA_LEGACY,
                 version,
                 (finding("request.schema", problem, WHERE),),
             )
-    return _make_verdict(c, ERA_LEGACY, version, ())
+    return make_verdict(c, ERA_LEGACY, version, ())
 
 
 def batch_version(headers: HeaderMap, negotiated: str | None) -> str:
@@ -427,16 +468,16 @@ def _batch(headers: HeaderMap, message: list[Any], negotiated: str | None) -> Re
                 # part of a JSON-RPC batch".
                 found.append(finding("request.envelope",
                                      "initialize must not be part of a JSON-RPC batch", WHERE))
-            items.append(_make_verdict(item_c, ERA_LEGACY, version, ()))
+            items.append(make_verdict(item_c, ERA_LEGACY, version, ()))
         # Only the requests of a batch are answered; all notifications: 202 like one.
         requests = tuple(v for v in items if v.kind is KIND_REQUEST)
         head = requests[0].classified if requests else classify(message[0])
-        return _make_verdict(head, ERA_LEGACY, version, tuple(found), requests)
+        return make_verdict(head, ERA_LEGACY, version, tuple(found), requests)
     why = (
         "an empty JSON-RPC batch" if not message
         else f"JSON-RPC batches are not allowed in revision {version} (only 2025-03-26 has them)"
     )
-    return _make_verdict(classify(message), ERA_LEGACY, version,
+    return make_verdict(classify(message), ERA_LEGACY, version,
                          (finding("request.envelope", why, WHERE),))
 
 

@@ -9,7 +9,7 @@ the error's HTTP status, and the answer a rejected request is owed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_tap.core.catalog import (
@@ -20,8 +20,9 @@ from mcp_tap.core.catalog import (
     UNSUPPORTED_PROTOCOL_VERSION,
     finding,
 )
+from mcp_tap.core.deepjson import WrittenJson
 from mcp_tap.core.eras import ERA_MODERN, HEADER_PROTOCOL_VERSION, TASKS_EXTENSION, Era
-from mcp_tap.core.fastinit import fast_init
+from mcp_tap.core.fastinit import fast_init, new_twin
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.jsonrpc import KIND_REQUEST, json_type
 from mcp_tap.core.mirrored import MISSING
@@ -57,7 +58,37 @@ VERSION_HEADER_MISSING = HEADER_PROTOCOL_VERSION + MISSING
 _JSONRPC_OWED = frozenset({"request.parse", "request.envelope", "request.schema"})
 
 
-@fast_init  # made per exchange: see core/fastinit.py
+_NO_CAPABILITIES: frozenset[str] = frozenset()
+
+
+class _ResponseContextTwin:
+    """ResponseContext's layout (fast_init checks it): make_response_context builds it."""
+
+    __slots__ = ("capabilities", "client_capabilities", "client_extensions", "era",
+                 "output_schema", "version", "written")
+
+
+def make_response_context(
+    era: Era, capabilities: frozenset[str] = _NO_CAPABILITIES,
+    client_extensions: frozenset[str] | None = None, version: str | None = None,
+    client_capabilities: dict[str, Any] | None = None, output_schema: Any = None,
+    written: WrittenJson | None = None,
+) -> ResponseContext:
+    """``ResponseContext(...)`` without ``type.__call__``."""
+    made = new_twin(_ResponseContextTwin)
+    made.era = era
+    made.capabilities = capabilities
+    made.client_extensions = client_extensions
+    made.version = version
+    made.client_capabilities = client_capabilities
+    made.output_schema = output_schema
+    made.written = written
+    made.__class__ = ResponseContext
+    built: ResponseContext = made
+    return built
+
+
+@fast_init(make_response_context)  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class ResponseContext:
     """What response rules need besides the response: era, advertised capabilities, ..."""
@@ -68,6 +99,9 @@ class ResponseContext:
     version: str | None = None
     client_capabilities: dict[str, Any] | None = None
     output_schema: Any = None  # the called tool's outputSchema, learnt from tools/list
+    # Receives the result the judge writes as JSON, and its JSON (None: not kept). Not part
+    # of the context's value: what the judgement wrote, handed on to the recorder.
+    written: WrittenJson | None = field(default=None, compare=False, repr=False)
 
 
 def id_key(value: Any) -> object:
@@ -168,6 +202,7 @@ def check_message(
         ctx.version or verdict.version,
         where,
         ctx.client_capabilities,
+        ctx.written,
     )
     if not result_found and (
         ctx.output_schema is not None

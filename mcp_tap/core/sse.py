@@ -20,7 +20,7 @@ from typing import Final
 
 import orjson
 
-from mcp_tap.core.fastinit import fast_init
+from mcp_tap.core.fastinit import fast_init, new_twin
 
 _MIB: Final = 1024 * 1024
 _BOM: Final = b"\xef\xbb\xbf"
@@ -37,7 +37,27 @@ class SSEError(ValueError):
     """An event stream the decoder refuses to buffer: a line or an event over its limit."""
 
 
-@fast_init  # made per exchange: see core/fastinit.py
+class _SSEEventTwin:
+    """SSEEvent's layout (fast_init checks it): make_sse_event builds one, then retypes it."""
+
+    __slots__ = ("data", "event", "id", "retry")
+
+
+def make_sse_event(
+    data: str, event: str | None = None, id: str | None = None, retry: int | None = None,
+) -> SSEEvent:
+    """``SSEEvent(...)`` without ``type.__call__``."""
+    made = new_twin(_SSEEventTwin)
+    made.data = data
+    made.event = event
+    made.id = id
+    made.retry = retry
+    made.__class__ = SSEEvent
+    built: SSEEvent = made
+    return built
+
+
+@fast_init(make_sse_event)  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class SSEEvent:
     """One dispatched event.
@@ -221,14 +241,8 @@ class SSEDecoder:
         if self._id is not None:
             self.last_event_id = self._id
         if self._data or self._id is not None:
-            out.append(
-                SSEEvent(
-                    data="\n".join(self._data),
-                    event=self._event or None,
-                    id=self._id,
-                    retry=self._block_retry,
-                )
-            )
+            out.append(make_sse_event(
+                "\n".join(self._data), self._event or None, self._id, self._block_retry))
         self._reset_block()
 
 

@@ -17,8 +17,7 @@ import structlog
 
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import HEADER_SESSION_ID, Era
-from mcp_tap.core.exchange import Exchange, Judgement, judge
-from mcp_tap.core.fastinit import maker
+from mcp_tap.core.exchange import Judgement, judge, make_exchange
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.hashing import DigestKey
 from mcp_tap.core.hops import BOX_HTTP, HopView
@@ -51,7 +50,6 @@ _MAX_STATE = 10000  # sessions, tools, clients remembered per hop
 _VOUCHED = frozenset({"hop", "era", "status", "ms", "findings", "hop_findings", "tap_error",
                       "exchange_id"})
 _ERA_TEXT = {era: str(era) for era in Era}
-_make_exchange = maker(Exchange)  # Exchange(...) by position, without type.__call__
 _NO_PARTS = (None, None, None)  # request_parts of a judgement without a request
 _SESSION_KEY = HEADER_SESSION_ID.lower()  # the header index's keys are lower-case
 _TRACEPARENT = "traceparent"
@@ -259,8 +257,8 @@ class Recorder:
         negotiated = cap.session_version or (state.sessions.get(session) if session else None)
         response = cap.response
         request = cap.request
-        # Exchange(...) by position, without type.__call__ and the keywords (per exchange).
-        exchange = _make_exchange(
+        # Exchange(...) by position, typed (make_exchange), without type.__call__ (per exchange).
+        exchange = make_exchange(
             cap.request_headers,  # request_headers
             request.body,  # request_body
             cap.status if cap.tap_error is None else None,  # response_status
@@ -469,7 +467,7 @@ class Recorder:
         rules = [f.rule for f in found] if found else []
         hop_rules = [f["rule"] for f in pair["findings"]] if pair is not None else []
         era = _ERA_TEXT.get(j.era) or str(j.era)  # str() of a StrEnum member, looked up
-        tally: ExchangeTally = (
+        tally = ExchangeTally(
             cap.hop,
             era,
             rules + hop_rules if hop_rules else rules,

@@ -91,8 +91,12 @@ class RecordBuilder:
             ids[:] = [drawn[at : at + 16] for at in range(len(drawn) - 16, -1, -16)]
         return ids.pop()
 
-    def _body_json(self, capture: BodyCapture | None, messages: Any) -> tuple[Any, str | None]:
-        """The redacted body for a view, and a note when it is stored as text."""
+    def _body_json(
+        self, capture: BodyCapture | None, messages: Any,
+        written: deepjson.WrittenJson | None = None,
+    ) -> tuple[Any, str | None]:
+        """The redacted body for a view, and a note when it is stored as text (``written``:
+        what the judge wrote of it as JSON, see :class:`~mcp_tap.core.deepjson.WrittenJson`)."""
         if capture is None or not capture.complete:
             return None, None
         body = capture.body  # a property: read once
@@ -104,7 +108,7 @@ class RecordBuilder:
             except orjson.JSONDecodeError:
                 text = body[:_RAW_TEXT_CHARS].decode("utf-8", "replace")
                 return {"raw": self.redactor.redact_text(text)}, None
-        done = self.redactor.walk_message_text(messages, body)
+        done = self.redactor.walk_message_text(messages, body, written)
         if done.depth + 2 + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
             return done.value, None  # _recordable's usual answer, without its call
         return self._recordable(done, 2)
@@ -127,6 +131,7 @@ class RecordBuilder:
                 len(texts) - texts.count("")):
             parsed = iter(j.response_messages)
         red = self.redactor
+        written = j.context.written if j.context is not None else None
         # walk_message without its call per event when no argument policy picks targets.
         walk = red.walk_message if red.policy.argument_policies else red.walk_plain
         out = []
@@ -139,7 +144,8 @@ class RecordBuilder:
                 if len(text) < CLEAN_CHECK_MIN:
                     done = walk(message)
                 else:
-                    done = red.walk_message_text(message, text.encode("utf-8", "surrogatepass"))
+                    done = red.walk_message_text(
+                        message, text.encode("utf-8", "surrogatepass"), written)
                 if done.depth + 4 + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
                     data = done.value  # _recordable's usual answer, without its call
                 else:
@@ -181,7 +187,8 @@ class RecordBuilder:
             return None
         is_sse = content_type == "text/event-stream"
         body, note = (None, None) if is_sse else self._body_json(
-            response, j.response_messages[0] if len(j.response_messages) == 1 else None
+            response, j.response_messages[0] if len(j.response_messages) == 1 else None,
+            j.context.written if j.context is not None else None,
         )
         # Keys in the order the chain digest sorts them (sorting sorted keys is cheaper).
         origin = {

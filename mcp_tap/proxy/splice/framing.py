@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import httptools
 
@@ -80,7 +80,16 @@ KEPT_HEAD_BYTES = 2048
 
 _V = TypeVar("_V")
 
-RequestHead = tuple[str, int, bool, str | None, str]
+class RequestHead(NamedTuple):
+    """What :meth:`HeadMemo.request_head` says of a request head (kept per head bytes)."""
+
+    framing: str  # head_scan: "length", "chunked" or "none"
+    length: int  # the Content-Length when framed by length, else 0
+    notable: bool  # head_scan found another field it looks for
+    method: str | None  # None when the request line has no version (HTTP/0.9 to llhttp)
+    target: str
+
+
 ResponseHead = tuple[str, int, bool]
 
 
@@ -138,9 +147,10 @@ class HeadMemo:
         as HTTP/0.9); remembered (a head of at most :data:`KEPT_HEAD_BYTES`)."""
         framing, length, notable = head_scan(raw.lower(), REQUEST_SCAN)
         parts = raw[: raw.find(b"\r\n")].split(b" ", 2)
-        found: RequestHead = (
-            (framing, length, notable, parts[0].decode("latin-1"), parts[1].decode("latin-1"))
-            if len(parts) == 3 else (framing, length, notable, None, "")
+        found = (
+            RequestHead(framing, length, notable, parts[0].decode("latin-1"),
+                        parts[1].decode("latin-1"))
+            if len(parts) == 3 else RequestHead(framing, length, notable, None, "")
         )
         if len(raw) <= KEPT_HEAD_BYTES:
             _keep(self.requests, raw, found)
