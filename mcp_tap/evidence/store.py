@@ -112,12 +112,13 @@ def translated(action: str, location: object) -> Iterator[None]:
                          f"({type(exc).__name__})") from None
 
 
-def client_from_env(*, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
+def client_from_env(*, timeout: float = DEFAULT_TIMEOUT_S, attempts: int = 3,
+                    **options: Any) -> Any:
     """An S3 client configured from the standard AWS environment only.
 
     Path-style addressing when ``AWS_ENDPOINT_URL`` names an endpoint (S3-compatible stores
     on an address, where a bucket sub-domain does not resolve); botocore's standard retry
-    mode with few attempts, since the callers retry on their own schedule.
+    mode with ``attempts`` attempts. ``options`` are further botocore ``Config`` settings.
     """
     import boto3
     from botocore.config import Config
@@ -126,8 +127,9 @@ def client_from_env(*, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
     config = Config(
         connect_timeout=timeout,
         read_timeout=timeout,
-        retries={"max_attempts": 3, "mode": "standard"},
+        retries={"max_attempts": attempts, "mode": "standard"},
         s3={"addressing_style": addressing},
+        **options,
     )
     with translated("connect to", "the object store"):
         return boto3.session.Session().client("s3", config=config)
@@ -137,20 +139,10 @@ def client_from_env(*, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
 
 
 def upload_client_from_env(*, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
-    """:func:`client_from_env`'s client for the shipper, which computes a request checksum
-    only where an operation requires one (botocore's default CRC32 of every put body cost the
-    recording process a quarter of a nanosecond per shipped byte; the shipper asks for one
-    itself on an Object Lock put, which a store requires to carry one)."""
-    import boto3
-    from botocore.config import Config
-
-    addressing = "path" if os.environ.get("AWS_ENDPOINT_URL") else "auto"
-    config = Config(
-        connect_timeout=timeout,
-        read_timeout=timeout,
-        retries={"max_attempts": 2, "mode": "standard"},
-        s3={"addressing_style": addressing},
-        request_checksum_calculation="when_required",
-    )
-    with translated("connect to", "the object store"):
-        return boto3.session.Session().client("s3", config=config)
+    """:func:`client_from_env`'s client for the shipper, which retries on its own schedule
+    and computes a request checksum only where an operation requires one (botocore's
+    default CRC32 of every put body cost the recording process a quarter of a nanosecond
+    per shipped byte; the shipper asks for one itself on an Object Lock put, which a store
+    requires to carry one)."""
+    return client_from_env(timeout=timeout, attempts=2,
+                           request_checksum_calculation="when_required")
