@@ -226,34 +226,7 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
     else:  # no Origin: nothing to refuse (check_origin's answer, without its calls)
         origin_found, refused = _NO_FINDINGS, False
     if exchange.http_method != "POST" and exchange.http_method.upper() != "POST":
-        # GET streams and DELETE exist only in the legacy era and carry no request body. An
-        # unknown era (no session, no modern version header, no era given) is not judged for
-        # the modern SHOULD-405: a server speaking both eras answers a legacy client's GET
-        # with a stream.
-        era = exchange.era or (
-            ERA_LEGACY
-            if exchange.legacy_session
-            else ERA_MODERN
-            if is_modern_version(exchange.request_headers.get(HEADER_PROTOCOL_VERSION))
-            else ERA_UNKNOWN
-        )
-        found = list(origin_found)
-        accept = accept_problem(exchange.request_headers, exchange.http_method, era)
-        if accept is not None:
-            found.append(accept)
-        if not refused and not exchange.response_truncated:
-            found += check_non_post(
-                exchange.http_method,
-                era,
-                exchange.request_headers,
-                exchange.response_status,
-                exchange.response_headers,
-                _events(exchange),
-                where,
-                exchange.negotiated_version,
-                exchange.session_capabilities,
-            )
-        return Judgement(era, None, tuple(found), None, ())
+        return _judge_non_post(exchange, where, origin_found, refused)
     message: Any = None
     parse_error: str | None = None
     meta: dict[str, Any] | None = None
@@ -287,6 +260,58 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
     if origin_found:
         found += origin_found
     messages: list[Any] = []
+    rctx = _response_context(exchange, message, meta, era, verdict)
+    if exchange.response_status is not None and not exchange.response_truncated and not refused:
+        response_found, messages = check_response(
+            verdict,
+            exchange.response_status,
+            exchange.response_headers,
+            exchange.response_body,
+            rctx,
+            where=where,
+            sse_events=exchange.sse_events,
+        )
+        if response_found:
+            found += response_found
+    return make_judgement(era, verdict, tuple(found), message, tuple(messages), rctx)
+
+
+def _judge_non_post(exchange: Exchange, where: str, origin_found: Sequence[Finding],
+                    refused: bool) -> Judgement:
+    """Judge a GET or DELETE (or another method): no request body, legacy streams."""
+    # GET streams and DELETE exist only in the legacy era and carry no request body. An
+    # unknown era (no session, no modern version header, no era given) is not judged for
+    # the modern SHOULD-405: a server speaking both eras answers a legacy client's GET
+    # with a stream.
+    era = exchange.era or (
+        ERA_LEGACY
+        if exchange.legacy_session
+        else ERA_MODERN
+        if is_modern_version(exchange.request_headers.get(HEADER_PROTOCOL_VERSION))
+        else ERA_UNKNOWN
+    )
+    found = list(origin_found)
+    accept = accept_problem(exchange.request_headers, exchange.http_method, era)
+    if accept is not None:
+        found.append(accept)
+    if not refused and not exchange.response_truncated:
+        found += check_non_post(
+            exchange.http_method,
+            era,
+            exchange.request_headers,
+            exchange.response_status,
+            exchange.response_headers,
+            _events(exchange),
+            where,
+            exchange.negotiated_version,
+            exchange.session_capabilities,
+        )
+    return Judgement(era, None, tuple(found), None, ())
+
+
+def _response_context(exchange: Exchange, message: Any, meta: dict[str, Any] | None,
+                      era: Any, verdict: RequestVerdict) -> ResponseContext:
+    """What the response rules need to know of the request and the session."""
     # client_extensions and client_capabilities of the message, from one look-up of _meta.
     caps = meta.get(META_CLIENT_CAPABILITIES) if meta else None
     if isinstance(caps, dict):
@@ -302,23 +327,10 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         params = message.get("params") if isinstance(message, dict) else None
         name = params.get("name") if isinstance(params, dict) else None
         output_schema = exchange.output_schemas.get(name) if isinstance(name, str) else None
-    rctx = make_response_context(
+    return make_response_context(
         era, exchange.capabilities, extensions, verdict.version, declared, output_schema,
         WrittenJson(),  # what the result rules write as JSON, for the recorder's redaction
     )
-    if exchange.response_status is not None and not exchange.response_truncated and not refused:
-        response_found, messages = check_response(
-            verdict,
-            exchange.response_status,
-            exchange.response_headers,
-            exchange.response_body,
-            rctx,
-            where=where,
-            sse_events=exchange.sse_events,
-        )
-        if response_found:
-            found += response_found
-    return make_judgement(era, verdict, tuple(found), message, tuple(messages), rctx)
 
 
 def _events(exchange: Exchange) -> list[SSEEvent]:
