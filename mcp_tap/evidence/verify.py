@@ -300,6 +300,28 @@ class _Verifier:
             return
         self.check_manifest(files, name, scan, first)
 
+    # The hot loop of verify: one SHA-256 per record over the line as stored, and its
+    # chain fields. Those come from mcp_tap.evidence.head.decode_head (the line's syntax
+    # checked whole, nothing else built), or with a consumer from its ``decode``; a line
+    # that narrow parse cannot vouch for, a gap record (its count is needed) and a format-1
+    # line go through self.line, the full parse.
+    #
+    # The narrow parse skips members without reading their numbers' values, so it cannot
+    # see a number too large for a double (1e400, which the full parse, the reader and
+    # every consumer reject). For a bundle whose bundle.json verifies under a trusted key
+    # that needs no check: the writer never writes such a number (orjson writes no
+    # infinity), and the signed manifests cover every byte of every segment (file SHA-256,
+    # chain head), so an altered line fails verification whatever the narrow parse made of
+    # it. Every other bundle has each read screened (screen.suspect_lines: two translations
+    # in C, not a parse), and a line that may hold such a number is parsed fully.
+    #
+    # Each span is whole lines of a read (a last one may lack its newline); a line is a
+    # memoryview into the read, so it is neither copied nor split out: it is hashed,
+    # decoded and handed on in place. The decoders skip over members without checking
+    # their UTF-8; a span that is valid UTF-8 has only valid lines (a newline never sits
+    # inside a character), so that check is made once per span (an ASCII read holds ASCII
+    # spans). The verifier's running counts are kept in locals on the hot path, stored
+    # back around every call that reads or changes them.
     def records_of(self, name: str, scan: SegmentScan, *, writing: bool = False,
                    covered: bool = True) -> Stored | None:
         """Check every line of one segment; return its first record (for the manifest).
@@ -307,65 +329,24 @@ class _Verifier:
         ``writing``: the segment an open bundle's writer is appending to, whose unfinished
         last line is not read; ``covered``: the segment has a manifest (which a trusted
         signature would cover).
-
-        The hot loop of verify: one SHA-256 per record over the line as stored, and its
-        chain fields. Those come from :func:`~mcp_tap.evidence.head.decode_head` (the line's
-        syntax checked whole, nothing else built), or with a consumer from its ``decode``;
-        a line that narrow parse cannot vouch for, a gap record (its count is needed) and a
-        format-1 line go through :meth:`line`, the full parse.
-
-        The narrow parse skips members without reading their numbers' values, so it cannot
-        see a number too large for a double (``1e400``, which the full parse, the reader and
-        every consumer reject). For a bundle whose ``bundle.json`` verifies under a trusted
-        key that needs no check: the writer never writes such a number (orjson writes no
-        infinity), and the signed manifests cover every byte of every segment (file
-        SHA-256, chain head), so an altered line fails verification whatever the narrow
-        parse made of it. Every other bundle has each read screened
-        (:func:`~mcp_tap.evidence.screen.suspect_lines`: two translations in C, not a
-        parse), and a line that may hold such a number is parsed fully.
         """
         first: Stored | None = None
         count = 0
         last_seq, last_prev, last_digest = -1, "", ""
         consumer = self.consumer
-        # A consumer needs its records parsed: its own narrow parse (decode), else the full
-        # parse, which then checks each line.
-        fast = self.format >= 2 and consumer is None
-        # Format 2 lines hash as stored; the full parse below is inlined for them, and
-        # anything unusual (or format 1) is left to self.line, which reports it.
-        parse = self.format >= 2 and not fast
-        decode = (self.decode if self.decode is not None and consumer is not None
-                  and self.format >= 2 else None)
-        # Without a trusted signature each read is screened for numbers the narrow parse
-        # cannot judge; lines past msgspec's nesting limit are sorted out per line where
-        # that limit is not below orjson's.
-        screen = (fast or decode is not None) and not (self.trusted_signer and covered)
-        deep = screen and not nesting_bounded()
+        fast, parse, decode, screen, deep = self._read_modes(covered)
         suspects: set[int] | None = None
         head_errors = DECODE_ERRORS
-        loads, error = orjson.loads, orjson.JSONDecodeError
-        sha256 = hashlib.sha256
-        member, member_tail = DIGEST_MEMBER, DIGEST_TAIL
         seq: Any
         prev: Any
         digest: Any
         number = 0
-        # The verifier's running counts, kept in locals on the hot path (and stored back
-        # around every call that reads or changes them).
         records, exchanges, max_seq, chain_head = (self.records, self.exchanges, self.max_seq,
                                                    self.head)
         batch = self.batch
-        prepare = self.prepare
-        # Each span is whole lines of a read (a last one may lack its newline); a line is
-        # a memoryview into the read, so it is neither copied nor split out: it is hashed,
-        # decoded and handed on in place.
         for block, pos, size in scan.spans():
             view = memoryview(block)
             find = block.find
-            # The fast paths' decoders skip over members without checking their UTF-8;
-            # a span that is valid UTF-8 has only valid lines (a newline never sits
-            # inside a character), so the check is made once per span, not per line
-            # (an ASCII read holds ASCII spans).
             block_utf8 = ((block.isascii() or valid_utf8(view[pos:size]))
                           if fast or decode is not None else False)
             if screen:
@@ -395,35 +376,10 @@ class _Verifier:
                         else:
                             seq, prev, digest, kind = head.seq, head.prev, head.digest, head.kind
                 elif parse and complete:
-                    if decode is not None and narrow:
-                        if block_utf8 or valid_utf8(line):
-                            record = decode(line)
-                            if record is not None and line_problem(line) is not None:
-                                record = None  # the full parse below reports the value
-                            if record is not None:  # its chain fields are typed
-                                seq, prev = record.seq, record.prev
-                                digest, kind = record.digest, record.kind
-                    else:
-                        try:
-                            record = loads(line)
-                        except error:
-                            record = None
-                        if type(record) is dict:
-                            seq, prev = record.get("seq"), record.get("prev")
-                            digest, kind = record.get("digest"), record.get("kind")
-                            if (type(seq) is not int or seq < 0 or type(prev) is not str
-                                    or type(digest) is not str or type(kind) is not str
-                                    or record_problem(record) is not None):
-                                kind = None  # self.line below reports it
-                actual = None
-                if kind is not None and kind != "gap":
-                    # The format-2 digest, hashed in place: SHA-256 of the line up to its
-                    # closing digest member, then "}" (what line_digest computes).
-                    tail = end - member_tail
-                    if tail > start and block.startswith(member, tail):
-                        hasher = sha256(view[start:tail])
-                        hasher.update(b"}")
-                        actual = hasher.hexdigest()
+                    record, seq, prev, digest, kind = self._parsed(
+                        line, decode if narrow else None, block_utf8)
+                actual = (_stored_digest(block, view, start, end)
+                          if kind is not None and kind != "gap" else None)
                 if actual is None:
                     self.records, self.exchanges = records, exchanges
                     self.max_seq, self.head = max_seq, chain_head
@@ -447,13 +403,7 @@ class _Verifier:
                     if kind == "exchange":
                         exchanges += 1
                     if consumer is not None:
-                        if type(record) is dict:  # parsed fully: a few at a time (below)
-                            batch.append(record if prepare is None else prepare(record))
-                            if len(batch) >= PARSED_BATCH:
-                                consumer(batch)
-                                batch = self.batch = []
-                        else:
-                            batch.append(record)
+                        batch = self._hand_on(record, batch)
                 if first is None:
                     first = Stored(seq, prev, digest, name)
                 count += 1
@@ -466,6 +416,68 @@ class _Verifier:
         self.segment_count = count
         self.segment_last = Stored(last_seq, last_prev, last_digest, name) if count else None
         return first
+
+    def _read_modes(self, covered: bool) -> tuple[bool, bool, Any, bool, bool]:
+        """How :meth:`records_of` reads a segment: ``(fast, parse, decode, screen, deep)``."""
+        # A consumer needs its records parsed: its own narrow parse (decode), else the full
+        # parse, which then checks each line.
+        fast = self.format >= 2 and self.consumer is None
+        # Format 2 lines hash as stored; the full parse is inlined for them, and anything
+        # unusual (or format 1) is left to self.line, which reports it.
+        parse = self.format >= 2 and not fast
+        decode = (self.decode if self.decode is not None and self.consumer is not None
+                  and self.format >= 2 else None)
+        # Without a trusted signature each read is screened for numbers the narrow parse
+        # cannot judge; lines past msgspec's nesting limit are sorted out per line where
+        # that limit is not below orjson's.
+        screen = (fast or decode is not None) and not (self.trusted_signer and covered)
+        deep = screen and not nesting_bounded()
+        return fast, parse, decode, screen, deep
+
+    def _hand_on(self, record: Any, batch: list[Any]) -> list[Any]:
+        """Add ``record`` to the consumer's batch; a full batch of fully parsed records goes
+        to the consumer at once (the batch it returns is the one to go on filling)."""
+        if type(record) is not dict:  # the consumer's own narrow parse: at the read's end
+            batch.append(record)
+            return batch
+        batch.append(record if self.prepare is None else self.prepare(record))
+        if len(batch) >= PARSED_BATCH:
+            self.consumer(batch)  # type: ignore[misc]  # batches are filled only for one
+            batch = self.batch = []
+        return batch
+
+    @staticmethod
+    def _parsed(line: memoryview, decode: Any, block_utf8: bool) -> tuple[Any, Any, Any, Any, Any]:
+        """A complete line parsed for a consumer: ``(record, seq, prev, digest, kind)``.
+
+        With ``decode`` (the consumer's narrow parse, where it may stand for the full one)
+        the record is the consumer's; else orjson's dict. ``kind`` is None where the line
+        must go through :meth:`line`, which reports what is wrong with it."""
+        record: Any = None
+        seq: Any = None
+        prev: Any = None
+        digest: Any = None
+        kind: Any = None
+        if decode is not None:
+            if block_utf8 or valid_utf8(line):
+                record = decode(line)
+                if record is not None and line_problem(line) is not None:
+                    record = None  # the full parse (self.line) reports the value
+                if record is not None:  # its chain fields are typed
+                    seq, prev, digest, kind = record.seq, record.prev, record.digest, record.kind
+            return record, seq, prev, digest, kind
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return None, seq, prev, digest, kind
+        if type(record) is dict:
+            seq, prev = record.get("seq"), record.get("prev")
+            digest, kind = record.get("digest"), record.get("kind")
+            if (type(seq) is not int or seq < 0 or type(prev) is not str
+                    or type(digest) is not str or type(kind) is not str
+                    or record_problem(record) is not None):
+                kind = None  # self.line reports it
+        return record, seq, prev, digest, kind
 
     def line(self, name: str, number: int, line: bytes, complete: bool
              ) -> tuple[int, str, str] | None:
@@ -620,6 +632,18 @@ def _late_manifest(files: SegmentFiles, segment: Path) -> SegmentFiles:
     segment before the last one always has its manifest by the time it is read)."""
     manifest = segment.with_name(manifest_name(files.number))
     return replace(files, manifest_path=manifest) if manifest.exists() else files
+
+
+def _stored_digest(block: bytes, view: memoryview, start: int, end: int) -> str | None:
+    """The format-2 digest of the line ``block[start:end]``, hashed in place: SHA-256 of
+    the line up to its closing digest member, then ``}`` (what ``line_digest`` computes);
+    None when the line does not end in a digest member."""
+    tail = end - DIGEST_TAIL
+    if tail > start and block.startswith(DIGEST_MEMBER, tail):
+        hasher = hashlib.sha256(view[start:tail])
+        hasher.update(b"}")
+        return hasher.hexdigest()
+    return None
 
 
 def verify_bundle(
