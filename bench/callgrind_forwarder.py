@@ -120,7 +120,8 @@ def main() -> None:
     p.add_argument("--seconds", type=int, default=10)
     p.add_argument("--connections", type=int, default=8)
     p.add_argument("--kind", choices=("json", "sse"), default="json")
-    p.add_argument("--uvloop", action="store_true")
+    p.add_argument("--uvloop", action="store_true",
+                   help="the tap on uvloop (its default when installed); else asyncio's loop")
     p.add_argument("--out", type=Path, help="keep the dumps here (default: a temp directory)")
     p.add_argument("--splice", action="store_true",
                    help="count the forwarding core in-process instead (see the docstring)")
@@ -151,8 +152,7 @@ def main() -> None:
            f"--callgrind-out-file={out}/callgrind.out.%p", PY, mcp_tap, "proxy",
            "--listen", f"127.0.0.1:{tap_port}", "--upstream", f"{origin.url}".rsplit("/", 1)[0],
            "--evidence", str(tmp / "ev"), "--log-level", "info"]
-    if args.uvloop:
-        cmd.append("--uvloop")
+    cmd += ["--uvloop"] if args.uvloop else ["--loop", "asyncio"]
     tap: Service | None = None
     try:
         tap = start("tap", cmd, tap_port, tmp)

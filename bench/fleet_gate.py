@@ -254,6 +254,37 @@ def build_fleet(work: Path, args: argparse.Namespace) -> tuple[list[Path], dict[
     return pods, facts
 
 
+def store_runs(fleet: Path, pods: list[Path], gate: list[str], total: int) -> dict[str, Any]:
+    """The same fleet shipped to a real SeaweedFS on loopback (the test suite's
+    ``tests/support/seaweed.py``): the gate from tallies over ``s3://`` against the
+    directory. CPU is mcp-tap's (the store's own is not counted); wall time includes the
+    store's answers."""
+    import tempfile
+
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
+    from seaweed import seaweed_store
+
+    results: dict[str, Any] = {}
+    with seaweed_store(Path(tempfile.mkdtemp(prefix="bench-store-"))) as store:
+        store.make_bucket("bench")
+        client = store.client()
+        for pod in pods:
+            for path in sorted(pod.iterdir()):
+                client.upload_file(str(path), "bench", f"fleet/{pod.name}/run-1/{path.name}")
+        saved = dict(os.environ)
+        os.environ.update(store.env)
+        try:
+            results["gate fleet (tallies) from the store"] = _gate_summary(
+                measure(ROOT, [*gate, "s3://bench/fleet"]), total)
+            results["gate pod 0 --full from the store"] = _gate_summary(
+                measure(ROOT, [*gate, "--full", f"s3://bench/fleet/{pods[0].name}"]),
+                total // len(pods))
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+    return results
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
@@ -270,6 +301,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         measure(ROOT, [*gate, "--full", str(pods[0])]), one)
     results["verify pod 0"] = _gate_summary(
         measure(ROOT, ["verify", str(pods[0]), "--format", "json"]), one)
+    if args.store:
+        results.update(store_runs(fleet, pods, gate, total))
     if args.full_fleet:
         results["gate --full fleet"] = _gate_summary(
             measure(ROOT, [*gate, "--full", str(fleet)]), total)
@@ -313,6 +346,9 @@ def main() -> None:
     parser.add_argument("--full-fleet", action="store_true",
                         help="also run gate --full on the whole fleet")
     parser.add_argument("--no-before", action="store_true", help="skip the `before` runs")
+    parser.add_argument("--store", action="store_true",
+                        help="also gate the fleet from a real SeaweedFS store (s3://); use "
+                        "a small fleet (--pods 4 --per-pod 100000): every pod is uploaded")
     args = parser.parse_args()
     print(orjson.dumps(run(args), option=orjson.OPT_INDENT_2).decode())
 

@@ -149,7 +149,7 @@ def steps(call: Call, opts: Any) -> dict[str, Callable[[], Any]]:
     raw = captured(call)
     cap = materialize(raw, opts.capture.max_sse_events)
     state = recorder._state(cap.hop)
-    judgement = recorder._judge(cap, state)
+    judgement = recorder._judge(cap, state, None)
     found = list(judgement.findings)
     # The bodies are whole and judged: the figures are those of every rule running.
     assert cap.request.complete and cap.response is not None and cap.response.complete
@@ -167,7 +167,7 @@ def steps(call: Call, opts: Any) -> dict[str, Callable[[], Any]]:
         "  materialize (header maps, digests, SSE)": lambda: materialize(
             raw, opts.capture.max_sse_events
         ),
-        "  judge (core rules + schema)": lambda: recorder._judge(cap, state),
+        "  judge (core rules + schema)": lambda: recorder._judge(cap, state, None),
         "  build record (redaction)": lambda: recorder.records.build(cap, judgement, found),
         "  metrics + exchange log line": functools.partial(
             account, recorder, cap, judgement, found),
@@ -185,7 +185,8 @@ def account(recorder: Recorder, cap: Any, judgement: Any, found: Any) -> None:
     and released in batches of 16 (one metrics update and one write per batch)."""
     if recorder._tallies is None:
         recorder.hold()
-    recorder._account(cap, judgement, found, None, {"exchange_id": "e", "trace_id": ""})
+    recorder._account(cap, judgement, judgement.method, found, None,
+                      {"exchange_id": "e", "trace_id": ""})
     if len(recorder._tallies or ()) >= 16:
         recorder.release()
 

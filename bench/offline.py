@@ -131,7 +131,7 @@ def _peak_rss_kb() -> int:
 
 def _measure_child(what: str, bundle: Path) -> dict[str, Any]:
     from mcp_tap.evidence import iter_records, verify_bundle
-    from mcp_tap.gate.attest import ed25519_public_hex
+    from mcp_tap.keys import ed25519_public_hex
 
     cpu0, wall0 = time.process_time(), time.monotonic()
     if what == "verify":

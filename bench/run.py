@@ -76,6 +76,7 @@ ALL_TARGETS = (
     "tap",
     "tap-inline",
     "tap-uvloop",
+    "tap-asyncio",
     "bare",
     "tap-quiet",
     "tap-norecord",
@@ -87,7 +88,8 @@ ALL_TARGETS = (
 DEFAULT_TARGETS = ("direct", "tap", "tap-inline", "bare")
 # tap: the defaults, [recording] mode = "process" (judging and evidence in a recording process).
 # tap-inline: [recording] mode = "inline" (judging and evidence on the forwarding event loop).
-# tap-uvloop: the default tap on uvloop (no gain measured; see docs/benchmark.md).
+# tap-uvloop: the tap on uvloop (--uvloop; the default when uvloop is installed).
+# tap-asyncio: the tap on asyncio's own loop (--loop asyncio; the default without uvloop).
 # tap-quiet: --log-level warning (no per-exchange log line).
 # tap-norecord / tap-batched: bench/tap_variant.py, recording switched off / the evidence
 # writer woken in batches (profiling aids: what recording and per-record wake-ups cost).
@@ -228,6 +230,8 @@ def start_all(args: argparse.Namespace, tmp: Path) -> dict[str, Service]:
             cmd += ["--log-level", level]
             if target == "tap-uvloop":
                 cmd.append("--uvloop")
+            if target == "tap-asyncio":
+                cmd += ["--loop", "asyncio"]
             if target == "tap-before":
                 code = "import sys; from mcp_tap.cli import main; sys.exit(main())"
                 cmd = [PY, "-c", code, *cmd[1:]]

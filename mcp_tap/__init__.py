@@ -19,6 +19,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from mcp_tap.errors import BundleFormatError, InputError, TapError, UpstreamError
+from mcp_tap.version import __version__
 
 if TYPE_CHECKING:
     from mcp_tap.evidence import VerifyReport, iter_records, verify_bundle
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
         load_request,
     )
 
-__version__ = "0.1.0"
 
 # name -> the module that defines it; resolved by __getattr__ on first use.
 _LAZY: dict[str, str] = {

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from mcp_tap import __version__
 from mcp_tap.errors import InputError, TapError, UpstreamError
 from mcp_tap.outputs.printable import printable_lines
+from mcp_tap.version import __version__
 
 # Command modules, in the order `--help` lists them.
 COMMANDS: tuple[str, ...] = (

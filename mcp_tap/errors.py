@@ -6,7 +6,8 @@ TapError                    base of everything mcp-tap raises on purpose
  │    └── BundleFormatError unknown bundle version or malformed evidence record
  │         └── EvidenceLimitError a segment line or file past its bound (read no further)
  ├── UpstreamError          the upstream could not be reached (probe, replay, proxy)
- └── StoreError             the object store could not be reached or refused a request
+ ├── StoreError             the object store could not be reached or refused a request
+ └── PhaseError             an exchange event its phase has no transition for (a bug)
 ```
 
 Foreign exceptions (OSError, orjson.JSONDecodeError, httpx.HTTPError, ...) are translated
@@ -39,3 +40,8 @@ class UpstreamError(TapError):
 
 class StoreError(TapError):
     """The S3-compatible object store could not be reached, or refused a request."""
+
+
+class PhaseError(TapError):
+    """An event the exchange's phase has no transition for (``proxy/splice/state.py``'s
+    table): a bug in the forwarding core, never the traffic's doing."""

@@ -19,11 +19,14 @@ import argparse
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import BinaryIO, Final, Protocol, runtime_checkable
 
 from mcp_tap.errors import InputError
 
-__all__ = ["MAX_FILE_BYTES", "file_argument", "open_regular", "read_file"]
+__all__ = [
+    "MAX_FILE_BYTES", "RemoteFile", "evidence_argument", "file_argument", "open_regular",
+    "read_file",
+]
 
 MAX_FILE_BYTES: Final = 64 * 1024 * 1024
 """The most :func:`read_file` reads by default: policies, keys, configs, ``bundle.json``
@@ -42,6 +45,14 @@ def file_argument(text: str) -> Path:
     return Path(text)
 
 
+def evidence_argument(text: str) -> str | Path:
+    """argparse ``type`` for a bundle or evidence location: an ``s3://`` location is kept
+    as text (a path would fold its ``//``), anything else is a path (:func:`file_argument`)."""
+    if text.startswith("s3://"):
+        return text
+    return file_argument(text)
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISFIFO(mode):
         return "a FIFO"
@@ -50,6 +61,16 @@ def _kind(mode: int) -> str:
     if stat.S_ISSOCK(mode):
         return "a socket"
     return "not a regular file"
+
+
+@runtime_checkable
+class RemoteFile(Protocol):
+    """A file kept elsewhere than the local file system (an object in a store) that opens
+    itself for reading (:class:`mcp_tap.evidence.storepath.StorePath`)."""
+
+    def open_object(self) -> BinaryIO:
+        """A binary reader over the file's bytes."""
+        ...
 
 
 def open_regular(path: str | Path, what: str, *, within: str | Path | None = None) -> BinaryIO:
@@ -63,6 +84,11 @@ def open_regular(path: str | Path, what: str, *, within: str | Path | None = Non
     """
     if isinstance(path, str) and not path.strip():
         raise InputError(f"{what}: an empty path names no file")
+    if isinstance(path, RemoteFile):  # an object in a store: no symlinks, no FIFOs
+        try:
+            return path.open_object()
+        except OSError as exc:
+            raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
     if within is not None:
         real = os.path.realpath(path)
         root = os.path.realpath(within)

@@ -21,6 +21,7 @@ from typing import Any, Final
 import structlog
 
 from mcp_tap.core.redaction import Redactor, strip_url_secrets
+from mcp_tap.core.redaction.text import shaped
 
 _REDACTOR: Final = Redactor()
 _MAX_TEMPLATE: Final = 200  # a message template is code, not data, but keep lines short
@@ -69,11 +70,10 @@ def redaction_is_noop(
     for key in wire:
         value = event_dict[key]
         if isinstance(value, str):
-            # _suspect, inline (a call per field costs more than the test)
-            if "=" in value or ":" in value or "earer" in value or "EARER" in value:
+            if shaped(value):
                 return False
         elif isinstance(value, list):
-            if any(not isinstance(v, str) or _suspect(v) for v in value):
+            if any(not isinstance(v, str) or shaped(v) for v in value):
                 return False
         elif value is not None and not isinstance(value, int | float):
             return False
@@ -99,11 +99,6 @@ def _clean_keys(event_dict: Mapping[str, Any], skip: str) -> bool:
         if len(_CLEAN_KEYS) < _MAX_CLEAN_KEYS:
             _CLEAN_KEYS.add(key)
     return True
-
-
-def _suspect(text: str) -> bool:
-    # The redactor's shape test (key-value text, bearer) plus a URL.
-    return "=" in text or ":" in text or "earer" in text or "EARER" in text
 
 
 class LibraryLogHandler(logging.Handler):

@@ -6,19 +6,20 @@ Keep this small and generic; scenario helpers belong in the test modules (or in
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 from aiohttp import web
 from peers import run_origin
 
-from mcp_tap.proxy.splice.loop import new_loop
+from mcp_tap.commands.proxy import event_loop
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, object]:
-    """Every async test runs on the tap's own event loop (``mcp-tap proxy``'s default), so
-    the forwarding core is tested on the transports it runs on."""
-    return {"tap_loop": new_loop}
+    """Every async test runs on the tap's own event loop (``mcp-tap proxy``'s default:
+    uvloop when installed), so the forwarding core is tested on the transports it runs on."""
+    return {"tap_loop": event_loop("auto") or asyncio.new_event_loop}
 
 
 @pytest.fixture(scope="session")

@@ -20,14 +20,9 @@ import orjson
 
 from mcp_tap.errors import InputError
 from mcp_tap.files import file_argument, read_file
-from mcp_tap.gate.attest import (
-    attest_ed25519,
-    attest_hmac,
-    ed25519_public_hex,
-    generate_ed25519_key,
-    load_ed25519_private_key,
-)
+from mcp_tap.gate.attest import attest_ed25519, attest_hmac
 from mcp_tap.gate.rollback import read_hmac_key_file
+from mcp_tap.keys import ed25519_public_hex, generate_ed25519_key, load_ed25519_private_key
 from mcp_tap.outputs.printable import printable_lines
 
 NAME = "attest"

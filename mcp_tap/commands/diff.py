@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -27,7 +26,7 @@ from mcp_tap.drift import (
     iter_lines,
 )
 from mcp_tap.evidence import find_bundles, iter_records
-from mcp_tap.evidence.reader import read_bundle_meta
+from mcp_tap.evidence.reader import bundle_path, read_bundle_meta
 from mcp_tap.outputs import Check, Location, Outcome, add_format_option, emit
 from mcp_tap.outputs.locations import locate_exchanges
 from mcp_tap.outputs.printable import printable_lines
@@ -91,7 +90,7 @@ class Side:
 
     def describe(self, counted: CaptureSide) -> CaptureSide:
         """The side's description: its bundles and chain heads, with the diff's counts."""
-        return CaptureSide(tuple(str(Path(b)) for b in self.bundles), tuple(self.heads),
+        return CaptureSide(tuple(str(b) for b in self.bundles), tuple(self.heads),
                            counted.exchanges, counted.requests)
 
 
@@ -106,8 +105,8 @@ def outcome(diff: CaptureDiff) -> Outcome:
     then the baseline's: a removal is seen in the baseline); one without examples (an
     inventory or health change) at the bundles of the side it concerns.
     """
-    candidate = [Path(b) for b in diff.candidate.bundles]
-    baseline = [Path(b) for b in diff.baseline.bundles]
+    candidate = [bundle_path(b) for b in diff.candidate.bundles]
+    baseline = [bundle_path(b) for b in diff.baseline.bundles]
     wanted = {x for change in diff.changes for x in change.examples[:_SHOWN_EXAMPLES]}
     where = locate_exchanges(candidate + baseline, wanted) if wanted else {}
     checks: list[Check] = []

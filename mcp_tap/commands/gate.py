@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from mcp_tap.cli import EXIT_HOLD, EXIT_NO, EXIT_OK
-from mcp_tap.files import file_argument
+from mcp_tap.files import evidence_argument, file_argument
 from mcp_tap.gate.decision import Action, Decision, SourceResult
 from mcp_tap.gate.evaluation import evaluate as evaluate_request
 from mcp_tap.gate.evaluation import load_request
@@ -39,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the gate policy (TOML; see config/policy.toml)")
     parser.add_argument("--rollback", type=file_argument, metavar="FILE",
                         help="attested rollback evidence (JSON); without it the gate holds")
-    parser.add_argument("--baseline", nargs="+", action="extend", default=[], type=file_argument,
+    parser.add_argument("--baseline", nargs="+", action="extend", default=[],
+                        type=evidence_argument,
                         metavar="EVIDENCE",
                         help="evidence bundles of the admitted baseline: the health "
                         "comparison and the drift source ([drift] in the policy)")

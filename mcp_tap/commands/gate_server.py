@@ -21,6 +21,8 @@ from aiohttp import web
 
 from mcp_tap.cli import EXIT_OK
 from mcp_tap.errors import InputError
+from mcp_tap.evidence.store import is_store_url
+from mcp_tap.evidence.storepath import store_problem
 from mcp_tap.files import file_argument
 from mcp_tap.proxy.admin import MAX_GATE_WAITERS, add_gate_routes, guarded_app
 from mcp_tap.proxy.fleet import FleetAnalysis, FleetOptions
@@ -76,8 +78,12 @@ def build_app(options: FleetOptions, *, token: str | None = None,
         return web.json_response({"status": "ok"})
 
     async def readyz(_: web.Request) -> web.Response:
-        problems = [] if "://" in root or Path(root).is_dir() else [
-            f"evidence root {root} is not a readable directory"]
+        if is_store_url(root):  # the store answers (off the loop: a request may hang)
+            problem = await asyncio.to_thread(store_problem, root)
+            problems = [problem] if problem else []
+        else:
+            problems = [] if Path(root).is_dir() else [
+                f"evidence root {root} is not a readable directory"]
         return web.json_response({"ready": not problems, "problems": problems},
                                  status=200 if not problems else 503)
 

@@ -15,7 +15,6 @@ from mcp_tap.core.redaction import strip_url_secrets
 from mcp_tap.logs import add_log_level_option, configure_logging
 from mcp_tap.proxy.options import load_options
 from mcp_tap.proxy.server import TapServer
-from mcp_tap.proxy.splice.loop import new_loop
 
 NAME = "proxy"
 HELP = "run the recording proxy in front of an MCP server or gateway"
@@ -34,10 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "credentials from the AWS_* environment)")
     add_log_level_option(parser, "info", "log level")
     parser.add_argument(
-        "--uvloop",
-        action="store_true",
-        help="use uvloop when installed (pip install 'mcp-tap-proxy[speed]')",
+        "--loop",
+        choices=("auto", "uvloop", "asyncio"),
+        default="auto",
+        help="event loop: uvloop when installed (auto, the default), or asyncio's own",
     )
+    parser.add_argument("--uvloop", action="store_true", help="the same as --loop uvloop")
     parser.add_argument("--json", action="store_true", help="logs are JSON already; accepted")
 
 
@@ -61,6 +62,25 @@ def _announce(server: TapServer) -> None:
     sys.stderr.flush()
 
 
+def event_loop(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The loop factory for ``--loop`` (None: asyncio's own). ``auto`` is uvloop when it is
+    installed (a dependency; measured the same or better: docs/benchmark.md, issue 28);
+    ``uvloop`` asked for but missing says so in the log and runs asyncio's loop."""
+    if choice == "asyncio":
+        return None
+    try:
+        # Imported by name: the tap runs (on asyncio's loop) where uvloop cannot be installed.
+        factory: Callable[[], asyncio.AbstractEventLoop] = (
+            importlib.import_module("uvloop").new_event_loop)
+    except ImportError:
+        if choice == "uvloop":
+            structlog.get_logger("mcp_tap.proxy").warning(
+                "proxy.uvloop_missing", detail="uvloop is not installed; using asyncio's loop"
+            )
+        return None
+    return factory
+
+
 def run(args: argparse.Namespace) -> int:
     """Run until SIGTERM/SIGINT; drain in-flight exchanges and flush evidence before exit."""
     options = load_options(
@@ -74,17 +94,7 @@ def run(args: argparse.Namespace) -> int:
     )
     configure_logging(args.log_level)
     server = TapServer(options, log_level=args.log_level)
-    # asyncio's selector loop, with a shorter path per socket event (uvloop: its own)
-    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = new_loop
-    if args.uvloop:
-        try:
-            # An optional extra: imported by name so type checking works with or without it.
-            importlib.import_module("uvloop").install()
-            loop_factory = None  # the policy uvloop installed makes its loop
-        except ImportError:
-            structlog.get_logger("mcp_tap.proxy").warning(
-                "proxy.uvloop_missing", detail="uvloop is not installed; using asyncio's loop"
-            )
+    loop_factory = event_loop("uvloop" if args.uvloop else args.loop)
     # Start-up leaves ~75,000 long-lived objects (schema models, aiohttp); without this, every
     # full collection walks them all and stalls every stream in flight for tens of ms.
     gc.freeze()

@@ -78,7 +78,7 @@ def _check(report: VerifyReport) -> list[Check]:
     out = [Check(name=f"{name}: verified", group="mcp-tap.verify", passed=report.ok,
                  message=summary(report)[-1], locations=(Location(path=name),))]
     for problem in report.problems:
-        where = Location(path=str(Path(name) / problem.segment) if problem.segment else name,
+        where = Location(path=f"{name.rstrip('/')}/{problem.segment}" if problem.segment else name,
                          seq=problem.seq)
         out.append(Check(
             name=f"{name}: {problem.kind}" + (f" seq {problem.seq}" if problem.seq else ""),

@@ -6,7 +6,7 @@ test fails when the two drift. Ids are stable once shipped: add rules, never ren
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mcp_tap.core.eras import Era
 from mcp_tap.core.findings import Boundary, Finding, Strength
@@ -33,7 +33,9 @@ class Rule:
     the public address a reader follows, and a test checks every one resolves. ``strength`` is
     the keyword's: ``must`` (a violation) or ``should`` (a warning); ``legacy_strength``
     overrides it for legacy-era exchanges when the legacy revision words the rule more
-    weakly.
+    weakly. ``quote`` is the sentence (an excerpt, as a reader sees it) of a cited section
+    whose keyword gives ``strength``, ``legacy_quote`` the one behind ``legacy_strength``
+    (see :data:`QUOTES`; a test finds each in its cited section).
     """
 
     id: str
@@ -43,6 +45,8 @@ class Rule:
     strength: Strength = Strength.MUST
     cite: str = ""
     legacy_strength: Strength | None = None
+    quote: str = ""
+    legacy_quote: str = ""
 
     def strength_in(self, era: Era | None) -> Strength:
         """The rule's strength for an exchange of ``era``."""
@@ -62,6 +66,8 @@ _SHTTP = "2026-07-28/basic/transports/streamable-http.mdx"
 _LHTTP = "2025-11-25/basic/transports.mdx"
 _BASE = "2026-07-28/basic/index.mdx"
 _LBASE = "2025-11-25/basic/index.mdx"
+_2503HTTP = "2025-03-26/basic/transports.mdx"
+_2503BASE = "2025-03-26/basic/index.mdx"
 _SCHEMA = "2026-07-28/schema.ts"
 _LSCHEMA = "2025-11-25/schema.ts"
 _AUTH = "2026-07-28/basic/authorization/index.mdx"
@@ -81,15 +87,17 @@ def _c(page: str, *sections: str) -> str:
     return "; ".join(f"{page} § {s}" for s in sections)
 
 
-RULES: tuple[Rule, ...] = (
+_RULES: tuple[Rule, ...] = (
     # Requests (client -> server), judged on ingress.
     Rule(
         "request.envelope",
         _R,
         INVALID_REQUEST,
-        "not a JSON-RPC 2.0 request or notification, or a bad id type (null, boolean, float)",
+        "not a JSON-RPC 2.0 request or notification, or a bad id type (null, boolean, float); "
+        "a batch outside 2025-03-26, or one holding `initialize`",
         MUST,
-        _c(_BASE, "Requests") + "; " + _c(_SHTTP, "Sending Messages"),
+        _c(_BASE, "Requests") + "; " + _c(_SHTTP, "Sending Messages") + "; "
+        + _c("2025-03-26/basic/lifecycle.mdx", "Initialization"),
     ),
     Rule(
         "request.schema",
@@ -311,9 +319,11 @@ RULES: tuple[Rule, ...] = (
         "response.origin",
         _S,
         None,
-        "a request with an invalid `Origin` was not answered with HTTP 403",
+        "a request with an invalid `Origin` was not answered with HTTP 403 (a 2025-03-26 "
+        "session: with a 4xx refusal)",
         MUST,
-        _c(_SHTTP, "Security & Endpoint") + "; " + _c(_LHTTP, "Security Warning"),
+        _c(_SHTTP, "Security & Endpoint") + "; " + _c(_LHTTP, "Security Warning") + "; "
+        + _c(_2503HTTP, "Security Warning"),
     ),
     Rule(
         "response.method-not-allowed",
@@ -395,7 +405,8 @@ RULES: tuple[Rule, ...] = (
         INVALID_REQUEST,
         "a `completion/complete` result breaks the payload rules",
         MUST,
-        _c("2026-07-28/server/utilities/completion.mdx", "Completion Results", "CompleteResult"),
+        _c("2026-07-28/server/utilities/completion.mdx", "Completion Results", "CompleteResult")
+        + "; " + _c(_BASE, "Schema"),
     ),
     Rule(
         "response.payload.task",
@@ -521,7 +532,7 @@ RULES: tuple[Rule, ...] = (
         "the stream ended before the final response (a legacy stream: across its resumptions, "
         "when its session ended or it stayed idle past the limit)",
         MUST,
-        _c(_BASE, "Responses") + "; " + _c(_SHTTP, "Receiving Messages") + "; "
+        _c(_BASE, "Messages", "Responses") + "; " + _c(_SHTTP, "Receiving Messages") + "; "
         + _c(_LHTTP, "Sending Messages to the Server", "Resumability and Redelivery"),
         legacy_strength=SHOULD,
     ),
@@ -531,7 +542,8 @@ RULES: tuple[Rule, ...] = (
         INVALID_REQUEST,
         "a result the published schema.json of its revision rejects",
         MUST,
-        _c(_SCHEMA, "interface Result") + "; " + _c(_LSCHEMA, "interface Result"),
+        _c(_BASE, "Schema") + "; " + _c(_SCHEMA, "interface Result") + "; "
+        + _c(_LSCHEMA, "interface Result"),
     ),
     # -- Issue 27, classes 4-7: the tasks extension, sub-capabilities, notifications and
     # the published schema (one block: see ROUND3_EXTENSIONS_NOT_CHECKED below). --
@@ -586,6 +598,26 @@ RULES: tuple[Rule, ...] = (
         _c(_BASE, "Schema", "Notifications") + "; " + _c(_LBASE, "Schema"),
     ),
     # -- end of the issue 27 (classes 4-7) block --
+    # -- Issue 27, classes 2, 3 and 9: owed answers and 2025-03-26 batches (ROUND3_ADDED) --
+    Rule(
+        "response.batch.refused",
+        _S,
+        INVALID_REQUEST,
+        "a valid 2025-03-26 batch of requests refused as a whole (an HTTP error status, or one "
+        "error without an id instead of the batch's responses): servers must support "
+        "receiving batches",
+        MUST,
+        _c(_2503BASE, "Batching") + "; " + _c(_2503HTTP, "Sending Messages to the Server"),
+    ),
+    Rule(
+        "response.batch.incomplete",
+        _S,
+        INVALID_REQUEST,
+        "a 2025-03-26 batch answered without one response per request of it",
+        SHOULD,
+        _c(_2503HTTP, "Sending Messages to the Server"),
+    ),
+    # -- end of the classes 2, 3 and 9 block --
     # Hops: comparisons between two views or two hops.
     Rule(
         "hop.error-collapse",
@@ -787,6 +819,162 @@ RULES: tuple[Rule, ...] = (
          "the rollback attestation is missing, untrusted or does not verify", MUST, _TOOL),
 )
 
+SCHEMA_TRUTH = "This is the source of truth for all protocol messages and structures."
+"""The base page's sentence that makes the published schema normative (no RFC 2119 keyword:
+a message the schema rejects is no message of the protocol): the quote of the schema
+rules."""
+
+_JSONRPC = "All messages between MCP clients and servers MUST follow the"
+_MISMATCH_400 = ("When rejecting a request due to header validation failure, servers MUST "
+                 "return HTTP status 400 Bad Request and MUST include a JSON-RPC error response")
+_RESULT_ID = "Result responses MUST include the same ID as the request they correspond to."
+_SEND_REQUEST_ANSWER = ("If the body is a JSON-RPC request, the server MUST return either "
+                        "Content-Type:")
+QUOTES: dict[str, tuple[str, str]] = {
+    # rule id: (the sentence behind its strength, the one behind its legacy strength or "")
+    "request.envelope": ("Requests MUST include a string or integer ID.", ""),
+    "request.schema": (SCHEMA_TRUTH, ""),
+    "request.parse": (_JSONRPC, ""),
+    "request.meta.missing": ("fields marked as required MUST be included on every request.", ""),
+    "request.header.missing": ("Every POST request to the MCP endpoint MUST include an "
+                               "MCP-Protocol-Version header.", ""),
+    "request.header.duplicate": ("Servers that process the request body MUST reject requests "
+                                 "where the values specified in the headers do not match the "
+                                 "corresponding values in the request body.", ""),
+    "request.header.encoding": ("Servers MUST reject requests with a recognized "
+                                "Mcp-Param-{Name} header that contains invalid characters", ""),
+    "request.header.mismatch": ("Servers that process the request body MUST reject requests "
+                                "where the values specified in the headers do not match", ""),
+    "request.version.unsupported": ("If the server does not implement the requested protocol "
+                                    "version (whether the version is unknown to the server, or "
+                                    "is a known version the server has chosen not to support), "
+                                    "it MUST respond with 400 Bad Request", ""),
+    "request.legacy-leak": ("The protocol version sent by the client SHOULD be the one", ""),
+    "request.method.removed": ("If the server does not implement the requested RPC method, it "
+                               "MUST respond with 404 Not Found and a JSON-RPC error with code "
+                               "-32601 (Method not found).", ""),
+    "request.accept": ("The client MUST include an Accept header listing both application/json "
+                       "and text/event-stream as supported content types.", ""),
+    "request.version.invalid": ("If the server receives a request with an invalid or "
+                                "unsupported MCP-Protocol-Version, it MUST respond with 400 Bad "
+                                "Request.", ""),
+    "response.parse": (_JSONRPC, ""),
+    "response.envelope": (_JSONRPC, ""),
+    "response.id": (_RESULT_ID, ""),
+    "response.exclusivity": ("Result responses MUST include a result field.", ""),
+    "response.error.shape": ("Error responses MUST include an error field with a code and "
+                             "message.", ""),
+    "response.error.reserved": ("Implementations MUST NOT emit any code from this sub-range "
+                                "that is not defined by this specification", ""),
+    "response.error.data": ("If processing a request requires a capability the client did not "
+                            "include in io.modelcontextprotocol/clientCapabilities, the server "
+                            "MUST return a", ""),
+    "response.http-status": ("If the server does not implement the requested RPC method, it "
+                             "MUST respond with 404 Not Found", ""),
+    "response.header-mismatch-unanswered": (_MISMATCH_400, ""),
+    "response.expected-error": ("the server MUST reject it with JSON-RPC error code -32602 "
+                                "(Invalid params).", ""),
+    "response.expected-error.jsonrpc": ("Protocol errors (malformed JSON, invalid schema, "
+                                        "internal server errors) SHOULD return a JSON-RPC error "
+                                        "response with an appropriate error code and message.",
+                                        ""),
+    "response.content-type": (_SEND_REQUEST_ANSWER, ""),
+    "response.unauthorized.challenge": ("The server generating a 401 (Unauthorized) response "
+                                        "MUST send a WWW-Authenticate header field", ""),
+    "response.origin": ("If the Origin header is present and invalid, servers MUST respond "
+                        "with HTTP 403 Forbidden.", ""),
+    "response.method-not-allowed": ("A server that supports only this revision and receives "
+                                    "such traffic from an older client SHOULD respond as "
+                                    "follows:", ""),
+    "response.get-stream": ("The server MUST either return Content-Type: text/event-stream in "
+                            "response to this HTTP GET, or else return HTTP 405 Method Not "
+                            "Allowed", ""),
+    "response.session-id": ("The session ID MUST only contain visible ASCII characters "
+                            "(ranging from 0x21 to 0x7E).", ""),
+    "response.legacy-version-status": ("If the server receives a request with an invalid or "
+                                       "unsupported MCP-Protocol-Version, it MUST respond with "
+                                       "400 Bad Request.", ""),
+    "response.result-type.missing": ("The result MUST include a resultType field to indicate "
+                                     "the type of the result.", ""),
+    "response.result-type.unknown": ("The set of supported ResultType values MUST be created "
+                                     "from the set defined in the core protocol", ""),
+    "response.payload.tools-list": ("MUST be a valid JSON Schema object (not null)", ""),
+    "response.payload.tool-names-unique": ("Tool names SHOULD be unique within a server.", ""),
+    "response.payload.x-mcp-header": ("MUST NOT be empty MUST match HTTP field-name token "
+                                      "syntax", ""),
+    "response.payload.completion": (SCHEMA_TRUTH, ""),
+    "response.payload.task": ("If the status is completed, the server MUST return a Task object "
+                              "with status completed and a result field", ""),
+    "response.payload.input-required": ("Servers MUST NOT send an inputRequests that the client "
+                                        "has not declared support for in its capabilities.", ""),
+    "response.payload.caching": ("Servers MUST provide a ttlMs value that is >= 0.", ""),
+    "notification.response": ("If the server accepts it, the server MUST return HTTP status "
+                              "code 202 Accepted with no body.", ""),
+    "sse.event": ("The server MUST NOT send independent JSON-RPC requests on this stream.", ""),
+    "sse.unrelated": ("These notifications MUST relate to the originating client request.", ""),
+    "sse.progress": ("The progress value MUST increase with each notification, even if the "
+                     "total is unknown.", ""),
+    "sse.listen": ("The server MUST NOT send notification types the client has not explicitly "
+                   "requested.", ""),
+    "sse.after-response": ("The final JSON-RPC response SHOULD terminate the stream.", ""),
+    "sse.progress.after-completion": ("Progress notifications MUST only reference tokens that: "
+                                      "Were provided in an active request Are associated with "
+                                      "an in-progress operation", ""),
+    "sse.get-response": ("The server MUST NOT send a JSON-RPC response on the stream unless", ""),
+    "sse.id": (_RESULT_ID, ""),
+    "sse.unterminated": (_JSONRPC, "The SSE stream SHOULD eventually include a JSON-RPC "
+                                   "response for the JSON-RPC request sent in the POST body."),
+    "wire.schema": (SCHEMA_TRUTH, ""),
+    "request.capability.missing": ("Servers MUST return this error for non-declaring clients "
+                                   "issuing tasks/get, tasks/update, and tasks/cancel requests.",
+                                   ""),
+    "response.payload.sampling-context": ("SHOULD NOT use them unless the client declares "
+                                          "sampling.context capability.", ""),
+    "response.payload.structured-content": ("Servers MUST provide structured results that "
+                                            "conform to this schema.", ""),
+    "sse.server-request": ("Servers MUST NOT send elicitation requests with modes that are not "
+                           "supported by the client.", ""),
+    "wire.schema.notification": (SCHEMA_TRUTH, ""),
+    "response.batch.refused": ("MCP implementations MAY support sending JSON-RPC batches, but "
+                               "MUST support receiving JSON-RPC batches.", ""),
+    "response.batch.incomplete": ("The SSE stream SHOULD eventually include one JSON-RPC "
+                                  "response per each JSON-RPC request sent in the POST body.",
+                                  ""),
+    "hop.error-collapse": ("Intermediaries MUST return an appropriate HTTP error status (e.g., "
+                           "400 Bad Request) for validation failures", ""),
+    "hop.header-changed": ("Intermediate servers that do not recognize an Mcp-Param-{Name} "
+                           "header MUST forward it and otherwise ignore it", ""),
+    "hop.sse-buffered": ("When initiating an SSE stream, servers SHOULD include the "
+                         "X-Accel-Buffering: no header in the HTTP response.", ""),
+    "hop.gateway.capability-widened": ("A server MUST NOT rely on capabilities the client has "
+                                       "not declared.", ""),
+    "hop.gateway.param-added": ("The server MUST NOT emit notifications/message for a request "
+                                "that does not include this field.", ""),
+    "hop.gateway.error-recoded": ("MUST use defined codes only with their specified meanings.",
+                                  ""),
+    "client.downgrade": ("On 400 Bad Request, the client SHOULD inspect the response body "
+                         "before falling back:", ""),
+    "client.fallback-unproven": ("On 400 Bad Request, the client SHOULD inspect the response "
+                                 "body before falling back:", ""),
+}
+"""Per rule of the specification, the sentence its strength comes from (see :class:`Rule`)."""
+
+STRENGTH_BY_TOOL: dict[str, str] = {
+    "hop.gateway.capability-widened": "declaring a capability relies on nothing yet: the "
+    "origin may never use it, so the gateway's widening is a warning, not the MUST it risks",
+    "hop.gateway.param-added": "the added log level breaks nothing until the origin emits "
+    "messages the client never asked for: a warning of the MUST it makes possible",
+    "hop.gateway.error-recoded": "a gateway is a server of its own and may answer with its "
+    "own errors; a changed code is a warning that the client lost what the origin's meant",
+}
+"""Rules whose strength is the tool's reading of a stronger sentence, with why: their quote is
+the sentence they guard, one keyword stronger than the finding."""
+
+RULES: tuple[Rule, ...] = tuple(
+    replace(r, quote=QUOTES[r.id][0], legacy_quote=QUOTES[r.id][1]) if r.id in QUOTES else r
+    for r in _RULES
+)
+
 CATALOG: dict[str, Rule] = {r.id: r for r in RULES}
 
 
@@ -906,7 +1094,8 @@ NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
         _c(_LHTTP, "Session Management"),
         "after ending a session the server MUST answer its id with 404",
         "a server may end a session at any time without telling the tap; only a 404 it "
-        "gives is seen, never the moment it ended",
+        "gives is seen, never the moment it ended (a DELETE the tap saw accepted would tell "
+        "it: not yet tracked across exchanges, planned)",
     ),
     (
         _c(_AUTH, "Access Token Usage"),
@@ -918,13 +1107,6 @@ NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
         _c(_TASKS, "Task Polling"),
         "`inputRequests` keys MUST be unique over a task's lifetime",
         "needs every poll of a task; each answer is judged on its own",
-    ),
-    (
-        _c("2025-03-26/basic/index.mdx", "Batching") + "; "
-        + _c("2025-03-26/basic/transports.mdx", "Sending Messages to the Server"),
-        "one response per request of a batch",
-        "judged as a SHOULD (`sse.unterminated` with its legacy strength) from the "
-        "2025-11-25 wording, which has no batches",
     ),
 )
 """MUSTs on the Streamable HTTP wire that no rule checks: (citation, the MUST, why not)."""
@@ -1070,6 +1252,130 @@ EXTENSIONS_WIDENED: tuple[tuple[str, str], ...] = (
 """Rules whose reach the same work widened, with how."""
 # -- end of the issue 27 (classes 4-7) block --
 
+# -- Issue 27, classes 2, 3, 8 and 9: owed answers, MAY answers, strengths, batches. --
+ROUND3_ADDED: tuple[str, ...] = ("response.batch.refused", "response.batch.incomplete")
+"""Rules added for 2025-03-26 batches."""
+
+ROUND3_WIDENED: tuple[tuple[str, str], ...] = (
+    ("request.version.invalid / response.legacy-version-status",
+     "the 400 owed to an invalid legacy `MCP-Protocol-Version` is judged for notifications, "
+     "client responses, GET and DELETE too; an answer given before the request is read (401, "
+     "403, 404, 405, 406, 413, 415, 429) is not judged; a 2025-03-26 session is not judged on "
+     "the header (its revision has none)"),
+    ("response.header-mismatch-unanswered",
+     "a request without `MCP-Protocol-Version` MAY be served as 2025-03-26: only a modern "
+     "result (served as modern without the header) or a -32020 rejection is judged"),
+    ("response.origin", "in a 2025-03-26 session any 4xx refuses an invalid `Origin` (the "
+     "page asks for validation, not for 403)"),
+    ("request.envelope", "a batch is judged by the session's negotiated revision, else its "
+     "version header, else 2025-03-26 (no header): only 2025-03-26 has batches"),
+)
+"""Rules whose reach classes 2, 3 and 9 widened, with how."""
+
+_2511 = "2025-11-25/basic/transports.mdx"
+MAY_ANSWERS: tuple[tuple[str, str, str], ...] = (
+    (_c(_SHTTP, "Security & Endpoint") + "; " + _c(_2511, "Security Warning"),
+     "the 403 to an invalid `Origin` MAY carry a JSON-RPC error with no `id`",
+     "a 403 answer is not judged further (any 403: which origins a server refuses is its own)"),
+    (_c(_2503HTTP, "Security Warning"), "2025-03-26 asks only that servers validate `Origin`",
+     "in a 2025-03-26 session any 4xx refuses it; a success is still `response.origin`"),
+    (_c(_SHTTP, "Sending Messages") + "; " + _c(_2511, "Sending Messages to the Server"),
+     "a refused notification (legacy: or client response) gets an HTTP error whose body MAY be "
+     "a JSON-RPC error with no `id`", "any error status without a success-shaped body"),
+    (_c(_SHTTP, "Sending Messages") + "; " + _c(_2511, "Sending Messages to the Server"),
+     "a request is answered with one JSON object or an SSE stream, the server's choice",
+     "both are judged alike"),
+    (_c(_SHTTP, "Receiving Messages") + "; " + _c(_2511, "Sending Messages to the Server"),
+     "notifications (legacy: and requests) MAY come before the response; SSE comments are "
+     "keep-alives", "judged only for relatedness and declared capabilities; comments and "
+     "events without data carry no message"),
+    (_c(_2511, "Sending Messages to the Server", "Resumability and Redelivery"),
+     "a priming event (an id, empty data) and a `retry` field; the server MAY close the "
+     "connection after an event with an id without ending the stream, and MAY replay on a GET "
+     "with `Last-Event-ID`", "an empty event is skipped; a stream closed after an event id "
+     "waits for its resumption (the proxy follows it to the GET; a fixture, alone, is not "
+     "`sse.unterminated`); a resuming GET may carry the response"),
+    (_c(_2511, "Listening for Messages from the Server", "Session Management"),
+     "a GET MAY get 405; the GET stream MAY close at any time; a DELETE MAY get 405",
+     "405 and empty or closed streams are no finding"),
+    (_c(_2511, "Session Management"), "the server MAY end a session at any time, then answers "
+     "its id with 404; a server that requires sessions answers a request without one with 400",
+     "a legacy 404 is given before the body: no owed error is judged; a legacy 404's or 400's "
+     "error body without `id` is the session's answer, not the request's"),
+    (_c(_SHTTP, "Protocol Version Header"),
+     "a request without `MCP-Protocol-Version` MAY be treated as 2025-03-26",
+     "its answer is not owed the -32020 rejection unless it is a modern result"),
+    (_c(_2503HTTP, "Sending Messages to the Server", "Listening for Messages from the Server")
+     + "; " + _c(_2503BASE, "Batching"),
+     "2025-03-26: clients MAY send batches; a stream's responses, requests and notifications "
+     "MAY be batched", "a batch is judged by that revision; an SSE event holding an array is "
+     "split into its messages"),
+    (_c(_BASE, "Error Responses", "Result Responses"),
+     "an error's `data` MAY be of any type; a result MAY follow any object structure; "
+     "extensions MAY add `resultType` values", "only the schema-required data of -32021 and "
+     "-32022 is judged; unknown result keys are additive; an advertised extension's "
+     "`resultType` is known"),
+)
+"""Every MAY about what an answer may be, in the transport and base pages of the three
+revisions, with how the judge lets it pass (unit tests: tests/core/test_core_answers.py)."""
+
+ROUND3_NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
+    (_c(_2511, "Protocol Version Header"),
+     "an unsupported (but valid) legacy `MCP-Protocol-Version` MUST get 400",
+     "which revisions a server supports besides the one it negotiated is not on the wire; only "
+     "a value that names no revision is known to be owed 400"),
+    (_c(_2511, "Session Management") + "; " + _c(_2503HTTP, "Session Management"),
+     "servers that require a session SHOULD answer a request without `MCP-Session-Id` with 400",
+     "whether a server requires sessions is its own choice; a request without an id ties to "
+     "no session the tap saw"),
+    (_c(_SHTTP, "Earlier Streamable HTTP Revisions"),
+     "a modern-only server SHOULD ignore `Mcp-Session-Id` and mint or echo none",
+     "a server speaking both eras mints sessions for its legacy clients; the tap cannot tell "
+     "a modern-only server from it"),
+    (_c(_2511, "Sending Messages to the Server"),
+     "a server closing the connection before the stream ends SHOULD send a `retry` field first",
+     "not yet checked: the close is seen, the retry field's absence is not reported (planned)"),
+    (_c(_SHTTP, "Server Validation"),
+     "intermediaries are not required to return a JSON-RPC error with their 400",
+     "the tap judges the answer of the server it forwards to; a body-less 400 from an "
+     "intermediary in front of that server is reported as the server's "
+     "(`response.header-mismatch-unanswered`), the evidence showing the body"),
+)
+"""Owed answers of classes 2 and 3 that no rule checks, and why."""
+
+NOT_CHECKED = NOT_CHECKED + ROUND3_NOT_CHECKED
+# -- end of the issue 27 (classes 2, 3, 8, 9) block --
+
+
+def _round3_section() -> list[str]:
+    """The Markdown of issue 27's classes 2, 3, 8 and 9: rules added, widened, and the
+    sentence behind every strength."""
+    lines = ["", "## Added for owed answers, MAY answers and 2025-03-26 batches", ""]
+    lines += [f"- `{rid}` ({CATALOG[rid].strength}): {CATALOG[rid].summary}"
+              for rid in ROUND3_ADDED]
+    lines += ["", "and widened:", ""]
+    lines += [f"- `{rid}` ({_strength(rid)}): {why}" for rid, why in ROUND3_WIDENED]
+    lines += ["", "## MAYs about answers: never a finding", "",
+              "| source | what an answer MAY be | how the judge allows it |", "|---|---|---|"]
+    lines += [f"| {markdown_sources(cite)} | {what} | {how} |" for cite, what, how in MAY_ANSWERS]
+    lines += [
+        "", "## The sentence behind each strength", "",
+        "Each rule's strength is the keyword of a sentence of a section it cites (MUST, "
+        "REQUIRED, SHALL: `must`; SHOULD, RECOMMENDED: `should`; a MAY is never a finding). "
+        "The schema rules rest on the base page's \"source of truth\" sentence (the schema "
+        "defines what a message is). A test finds every sentence in its cited section.", "",
+    ]
+    for r in RULES:
+        if not r.quote:
+            continue
+        line = f"- `{r.id}` ({r.strength}): \"{r.quote}\""
+        if r.legacy_quote:
+            line += f"; legacy ({r.legacy_strength}): \"{r.legacy_quote}\""
+        if r.id in STRENGTH_BY_TOOL:
+            line += f" (a warning: {STRENGTH_BY_TOOL[r.id]})"
+        lines.append(line)
+    return lines
+
 
 def markdown_sources(cite: str) -> str:
     """``cite`` as Markdown links for ``docs/rules.md``: public addresses as they are, this
@@ -1173,6 +1479,7 @@ def render_markdown() -> str:
     lines += [f"- `{rid}` ({CATALOG[rid].strength}): {CATALOG[rid].summary}"
               for rid in ADDED_FROM_REVIEW]
     lines += _extensions_section()
+    lines += _round3_section()
     lines += [
         "",
         "## MUSTs not checked",

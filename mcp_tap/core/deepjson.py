@@ -20,11 +20,19 @@ ORJSON_MAX_DEPTH: Final = 254
 
 _ENCODE_STRING = json.encoder.encode_basestring_ascii  # the C implementation when present
 
-#: The last complete result the judge wrote as JSON and that JSON (``orjson.dumps``), by
-#: identity: the recorder redacts the same parsed result right after judging it, and its
-#: clean check is keyed by the same bytes (their hash already computed). Parsed values are
-#: never mutated, and the entry holds its value, so an identical id means the same value.
-LAST_WRITTEN: list[Any] = [None, b""]
+class WrittenJson:
+    """The last complete result one judgement wrote as JSON (``orjson.dumps``), and that
+    JSON: it travels in the judgement (``ResponseContext.written``), so the recorder's
+    redaction of the same parsed result reuses the bytes (their hash already computed)
+    instead of writing them again. Matched by identity: parsed values are never mutated,
+    and this holds its value, so the same object means the same value. One per judgement
+    (no state shared between judgements, or between taps on other threads)."""
+
+    __slots__ = ("json", "result")
+
+    def __init__(self) -> None:
+        self.result: Any = None
+        self.json = b""
 
 
 def dumps(value: Any) -> str:

@@ -15,6 +15,20 @@ MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
 LEGACY_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 """Revisions of the initialize-handshake era, newest first."""
 
+BATCH_VERSIONS: tuple[str, ...] = ("2025-03-26",)
+"""Revisions that define JSON-RPC batches (2025-03-26 basic/index "Batching"; added there,
+removed again by 2025-06-18)."""
+
+HEADERLESS_VERSION = "2025-03-26"
+"""The revision a legacy request without ``MCP-Protocol-Version`` (and no negotiated one) is
+assumed to speak (2025-11-25 transports "Protocol Version Header"; 2026-07-28
+streamable-http: a server MAY treat such a request as 2025-03-26)."""
+
+HEADERLESS_REVISIONS = frozenset({"2025-03-26", "2024-11-05"})
+"""Revisions whose transport defines no ``MCP-Protocol-Version`` header (it came with
+2025-06-18), so no 400 for an invalid one, and no 403 for an invalid ``Origin`` either
+(2025-03-26 transports "Security Warning" only says to validate it)."""
+
 PINNED_LEGACY_VERSION = "2025-11-25"
 """The legacy revision a fallback client pins (and the SDK's handshake default)."""
 
@@ -128,5 +142,9 @@ def era_of(
     if modern_meta:
         return ERA_MODERN
     if is_legacy_version(version_header):
+        return ERA_LEGACY
+    if isinstance(message, list) and version_header is None:
+        # A batch without the version header: no modern request is an array, and a request
+        # without the header speaks 2025-03-26, where batches exist (HEADERLESS_VERSION).
         return ERA_LEGACY
     return ERA_MODERN

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from mcp_tap.core.deepjson import WrittenJson
 from mcp_tap.core.eras import (
     ERA_LEGACY,
     ERA_MODERN,
@@ -24,24 +25,81 @@ from mcp_tap.core.eras import (
     era_of,
     is_modern_version,
 )
-from mcp_tap.core.fastinit import fast_init, maker
+from mcp_tap.core.fastinit import FACTORY, fast_init, new_twin
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.jsonrpc import Kind
 from mcp_tap.core.requests import RequestVerdict, request_verdict
-from mcp_tap.core.response_message import ResponseContext
+from mcp_tap.core.response_message import ResponseContext, make_response_context
 from mcp_tap.core.responses import check_response, decode_sse
 from mcp_tap.core.sse import SSEEvent
 from mcp_tap.core.transport import (
-    REQUEST_MEDIA_TYPES,
     accept_problem,
     check_non_post,
     check_origin,
-    missing_media_types,
 )
 
+_NONE: frozenset[str] = frozenset()
 
-@fast_init  # made per exchange: see core/fastinit.py
+
+class _ExchangeTwin:
+    """Exchange's layout (fast_init checks it): make_exchange builds one, then retypes it."""
+
+    __slots__ = (
+        "allowed_origins", "capabilities", "era", "http_method", "legacy_session",
+        "negotiated_version", "output_schemas", "request_body", "request_headers",
+        "request_truncated", "response_body", "response_headers", "response_status",
+        "response_truncated", "session_capabilities", "sse_events", "supported_versions",
+        "tool_schemas",
+    )
+
+
+def make_exchange(
+    request_headers: HeaderMap,
+    request_body: bytes,
+    response_status: int | None = None,
+    response_headers: HeaderMap = FACTORY,
+    response_body: bytes = b"",
+    http_method: str = "POST",
+    era: Era | None = None,
+    capabilities: frozenset[str] = _NONE,
+    tool_schemas: Mapping[str, Any] = FACTORY,
+    legacy_session: bool = False,
+    negotiated_version: str | None = None,
+    supported_versions: tuple[str, ...] = MODERN_VERSIONS,
+    request_truncated: bool = False,
+    response_truncated: bool = False,
+    sse_events: Sequence[SSEEvent] | None = None,
+    allowed_origins: tuple[str, ...] | None = None,
+    output_schemas: Mapping[str, Any] = FACTORY,
+    session_capabilities: dict[str, Any] | None = None,
+) -> Exchange:
+    """``Exchange(...)`` without ``type.__call__``: the recorder makes one per exchange."""
+    made = new_twin(_ExchangeTwin)
+    made.request_headers = request_headers
+    made.request_body = request_body
+    made.response_status = response_status
+    made.response_headers = HeaderMap() if response_headers is FACTORY else response_headers
+    made.response_body = response_body
+    made.http_method = http_method
+    made.era = era
+    made.capabilities = capabilities
+    made.tool_schemas = {} if tool_schemas is FACTORY else tool_schemas
+    made.legacy_session = legacy_session
+    made.negotiated_version = negotiated_version
+    made.supported_versions = supported_versions
+    made.request_truncated = request_truncated
+    made.response_truncated = response_truncated
+    made.sse_events = sse_events
+    made.allowed_origins = allowed_origins
+    made.output_schemas = {} if output_schemas is FACTORY else output_schemas
+    made.session_capabilities = session_capabilities
+    made.__class__ = Exchange
+    built: Exchange = made
+    return built
+
+
+@fast_init(make_exchange)  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class Exchange:
     """What crossed one boundary: the request and the answer, as bytes and headers.
@@ -74,7 +132,31 @@ class Exchange:
     session_capabilities: dict[str, Any] | None = None
 
 
-@fast_init  # made per exchange: see core/fastinit.py
+class _JudgementTwin:
+    """Judgement's layout (fast_init checks it): make_judgement builds one, then retypes it."""
+
+    __slots__ = ("context", "era", "findings", "request", "request_message", "response_messages")
+
+
+def make_judgement(
+    era: Era, request: RequestVerdict | None, findings: tuple[Finding, ...],
+    request_message: Any, response_messages: tuple[Any, ...],
+    context: ResponseContext | None = None,
+) -> Judgement:
+    """``Judgement(...)`` without ``type.__call__``."""
+    made = new_twin(_JudgementTwin)
+    made.era = era
+    made.request = request
+    made.findings = findings
+    made.request_message = request_message
+    made.response_messages = response_messages
+    made.context = context
+    made.__class__ = Judgement
+    built: Judgement = made
+    return built
+
+
+@fast_init(make_judgement)  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class Judgement:
     """The core's verdict on one exchange."""
@@ -102,20 +184,13 @@ class Judgement:
         return self.request.kind if self.request else None
 
 
-_NONE: frozenset[str] = frozenset()
 _NO_FINDINGS: tuple[Finding, ...] = ()
-# The per-exchange constructions, without type.__call__ (see core/fastinit.py).
-_make_judgement = maker(Judgement)
-_make_context = maker(ResponseContext)
 _VERSION_KEY = HEADER_PROTOCOL_VERSION.lower()
-# Whether one Accept value misses a type a POST must accept, by the value (see judge).
-_ACCEPT_MISSING: dict[str, bool] = {}
-_MAX_ACCEPTS = 256
 
 
 def decode_body(body: bytes) -> tuple[Any, str | None]:
     """Decode a request body as JSON: ``(message, None)`` or ``(None, why it is not JSON)``."""
-    if not body.strip():
+    if not body or body.isspace():  # not body.strip(), without the copy
         return None, "the request body is empty"
     try:
         return orjson.loads(body), None  # parse_json, one call less
@@ -146,64 +221,20 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
     by_name = headers.by_name()  # the names judged here, looked up without a call each
     origin_found: Sequence[Finding]
     if "origin" in by_name:
-        origin_found, refused = check_origin(
-            headers, exchange.response_status, where, exchange.allowed_origins
-        )
+        origin_found, refused = check_origin(headers, exchange.response_status, where,
+                                             exchange.allowed_origins, exchange.negotiated_version)
     else:  # no Origin: nothing to refuse (check_origin's answer, without its calls)
         origin_found, refused = _NO_FINDINGS, False
     if exchange.http_method != "POST" and exchange.http_method.upper() != "POST":
-        # GET streams and DELETE exist only in the legacy era and carry no request body. An
-        # unknown era (no session, no modern version header, no era given) is not judged for
-        # the modern SHOULD-405: a server speaking both eras answers a legacy client's GET
-        # with a stream.
-        era = exchange.era or (
-            ERA_LEGACY
-            if exchange.legacy_session
-            else ERA_MODERN
-            if is_modern_version(exchange.request_headers.get(HEADER_PROTOCOL_VERSION))
-            else ERA_UNKNOWN
-        )
-        found = list(origin_found)
-        accept = accept_problem(exchange.request_headers, exchange.http_method, era)
-        if accept is not None:
-            found.append(accept)
-        if not refused and not exchange.response_truncated:
-            found += check_non_post(
-                exchange.http_method,
-                era,
-                exchange.request_headers,
-                exchange.response_status,
-                exchange.response_headers,
-                _events(exchange),
-                where,
-                exchange.negotiated_version,
-                exchange.session_capabilities,
-            )
-        return Judgement(era, None, tuple(found), None, ())
-    # decode_body and body_meta, without the calls.
+        return _judge_non_post(exchange, where, origin_found, refused)
     message: Any = None
     parse_error: str | None = None
     meta: dict[str, Any] | None = None
     if not exchange.request_truncated:
-        body = exchange.request_body
-        if not body or body.isspace():  # not body.strip(), without the copy
-            parse_error = "the request body is empty"
-        else:
-            try:
-                message = orjson.loads(body)
-            except ValueError as exc:
-                parse_error = f"the request body is not valid JSON ({exc})"
-        # _meta once for the era, the request ladder and the capabilities.
-        if isinstance(message, dict):
-            params = message.get("params")
-            if isinstance(params, dict):
-                found_meta = params.get("_meta")
-                if isinstance(found_meta, dict):
-                    meta = found_meta
+        message, parse_error = decode_body(exchange.request_body)
+        meta = body_meta(message)  # once for the era, the request ladder and capabilities
     given = exchange.era
-    if given is None and exchange.legacy_session:
-        era = ERA_LEGACY  # era_of's first rule, without the call
-    elif given is None:
+    if given is None:
         versions = by_name.get(_VERSION_KEY)  # headers.get(HEADER_PROTOCOL_VERSION)
         era = era_of(
             message, meta, versions[0] if versions else None, exchange.legacy_session
@@ -211,7 +242,7 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
     else:
         era = given
     if exchange.request_truncated:
-        return _make_judgement(era, None, (), None, ())
+        return make_judgement(era, None, (), None, ())
     verdict = request_verdict(
         headers,
         message,
@@ -223,26 +254,64 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         meta,
     )
     found = list(verdict.findings)
-    # accept_problem(headers, "POST", era) when Accept lists both types, without its calls;
-    # a single Accept value's answer remembered (a client sends one or two, bounded).
-    accepted = by_name.get("accept")
-    if accepted is not None and len(accepted) == 1:
-        missing = _ACCEPT_MISSING.get(accepted[0])
-        if missing is None:
-            missing = bool(missing_media_types((accepted[0],), REQUEST_MEDIA_TYPES))
-            if len(_ACCEPT_MISSING) >= _MAX_ACCEPTS:
-                _ACCEPT_MISSING.clear()
-            _ACCEPT_MISSING[accepted[0]] = missing
-    else:
-        missing = bool(missing_media_types(tuple(accepted) if accepted else (),
-                                           REQUEST_MEDIA_TYPES))
-    if missing:
-        accept = accept_problem(headers, "POST", era)
-        if accept is not None:
-            found.append(accept)
+    accept = accept_problem(headers, "POST", era)
+    if accept is not None:
+        found.append(accept)
     if origin_found:
         found += origin_found
     messages: list[Any] = []
+    rctx = _response_context(exchange, message, meta, era, verdict)
+    if exchange.response_status is not None and not exchange.response_truncated and not refused:
+        response_found, messages = check_response(
+            verdict,
+            exchange.response_status,
+            exchange.response_headers,
+            exchange.response_body,
+            rctx,
+            where=where,
+            sse_events=exchange.sse_events,
+        )
+        if response_found:
+            found += response_found
+    return make_judgement(era, verdict, tuple(found), message, tuple(messages), rctx)
+
+
+def _judge_non_post(exchange: Exchange, where: str, origin_found: Sequence[Finding],
+                    refused: bool) -> Judgement:
+    """Judge a GET or DELETE (or another method): no request body, legacy streams."""
+    # GET streams and DELETE exist only in the legacy era and carry no request body. An
+    # unknown era (no session, no modern version header, no era given) is not judged for
+    # the modern SHOULD-405: a server speaking both eras answers a legacy client's GET
+    # with a stream.
+    era = exchange.era or (
+        ERA_LEGACY
+        if exchange.legacy_session
+        else ERA_MODERN
+        if is_modern_version(exchange.request_headers.get(HEADER_PROTOCOL_VERSION))
+        else ERA_UNKNOWN
+    )
+    found = list(origin_found)
+    accept = accept_problem(exchange.request_headers, exchange.http_method, era)
+    if accept is not None:
+        found.append(accept)
+    if not refused and not exchange.response_truncated:
+        found += check_non_post(
+            exchange.http_method,
+            era,
+            exchange.request_headers,
+            exchange.response_status,
+            exchange.response_headers,
+            _events(exchange),
+            where,
+            exchange.negotiated_version,
+            exchange.session_capabilities,
+        )
+    return Judgement(era, None, tuple(found), None, ())
+
+
+def _response_context(exchange: Exchange, message: Any, meta: dict[str, Any] | None,
+                      era: Any, verdict: RequestVerdict) -> ResponseContext:
+    """What the response rules need to know of the request and the session."""
     # client_extensions and client_capabilities of the message, from one look-up of _meta.
     caps = meta.get(META_CLIENT_CAPABILITIES) if meta else None
     if isinstance(caps, dict):
@@ -258,22 +327,10 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         params = message.get("params") if isinstance(message, dict) else None
         name = params.get("name") if isinstance(params, dict) else None
         output_schema = exchange.output_schemas.get(name) if isinstance(name, str) else None
-    rctx = _make_context(
-        era, exchange.capabilities, extensions, verdict.version, declared, output_schema
+    return make_response_context(
+        era, exchange.capabilities, extensions, verdict.version, declared, output_schema,
+        WrittenJson(),  # what the result rules write as JSON, for the recorder's redaction
     )
-    if exchange.response_status is not None and not exchange.response_truncated and not refused:
-        response_found, messages = check_response(
-            verdict,
-            exchange.response_status,
-            exchange.response_headers,
-            exchange.response_body,
-            rctx,
-            where=where,
-            sse_events=exchange.sse_events,
-        )
-        if response_found:
-            found += response_found
-    return _make_judgement(era, verdict, tuple(found), message, tuple(messages), rctx)
 
 
 def _events(exchange: Exchange) -> list[SSEEvent]:

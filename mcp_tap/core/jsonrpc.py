@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import orjson
 
-from mcp_tap.core.fastinit import fast_init, maker
+from mcp_tap.core.fastinit import fast_init, new_twin
 
 
 class Kind(StrEnum):
@@ -33,7 +33,24 @@ KIND_RESPONSE: Final = Kind.RESPONSE
 KIND_INVALID: Final = Kind.INVALID
 
 
-@fast_init  # made per exchange: see core/fastinit.py
+class _ClassifiedTwin:
+    """Classified's layout (fast_init checks it): make_classified builds one, then retypes it."""
+
+    __slots__ = ("kind", "message", "problem")
+
+
+def make_classified(kind: Kind, message: Any, problem: str = "") -> Classified:
+    """``Classified(kind, message, problem)`` without ``type.__call__``."""
+    made = new_twin(_ClassifiedTwin)
+    made.kind = kind
+    made.message = message
+    made.problem = problem
+    made.__class__ = Classified
+    built: Classified = made
+    return built
+
+
+@fast_init(make_classified)  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class Classified:
     """A classified message: its kind, and for invalid ones why."""
@@ -92,10 +109,8 @@ def parse_json(data: bytes | str) -> Any:
 def classify(message: Any) -> Classified:
     """Classify one decoded JSON value as a JSON-RPC 2.0 message (never raises)."""
     kind, problem = kind_of(message)
-    return _make_classified(kind, message, problem)
+    return make_classified(kind, message, problem)
 
-
-_make_classified = maker(Classified)  # Classified(...) without type.__call__
 
 
 def kind_of(message: Any) -> tuple[Kind, str]:
@@ -126,3 +141,14 @@ def kind_of(message: Any) -> tuple[Kind, str]:
     if "result" in message or "error" in message or "id" in message:
         return KIND_RESPONSE, ""
     return KIND_INVALID, "neither a request, a notification nor a response"
+
+
+def first_error_code(messages: tuple[Any, ...]) -> int | None:
+    """The integer ``error.code`` of the first JSON-RPC error among ``messages`` (None: none
+    is an error, or none carries an integer code; a bool is not one)."""
+    for m in messages:
+        if isinstance(m, dict) and isinstance(m.get("error"), dict):
+            code = m["error"].get("code")
+            if isinstance(code, int) and not isinstance(code, bool):
+                return code
+    return None

@@ -88,6 +88,10 @@ def duplicate_routing_header(headers: HeaderMap) -> Finding | None:
     return None
 
 
+MISSING = " header is missing"
+"""How a missing mirrored header's finding message ends (after the header's name)."""
+
+
 def mirror_problem(headers: HeaderMap, name: str, body_value: Any, what: str) -> Finding | None:
     """Header ``name`` against the body value it mirrors: missing, mismatched, or ``None``."""
     raw = headers.values_of(name)
@@ -97,7 +101,7 @@ def mirror_problem(headers: HeaderMap, name: str, body_value: Any, what: str) ->
     if problem:
         return problem
     if value is None:
-        return finding("request.header.missing", f"{name} header is missing", WHERE)
+        return finding("request.header.missing", f"{name}{MISSING}", WHERE)
     if value != body_value:
         return finding(
             "request.header.mismatch",

@@ -23,11 +23,14 @@ from typing import Any
 from mcp_tap.core import schema
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import (
+    BATCH_VERSIONS,
     ERA_LEGACY,
     ERA_MODERN,
     HEADER_METHOD,
     HEADER_NAME,
     HEADER_PROTOCOL_VERSION,
+    HEADERLESS_REVISIONS,
+    HEADERLESS_VERSION,
     LEGACY_VERSIONS,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
@@ -41,7 +44,7 @@ from mcp_tap.core.eras import (
     Era,
     body_meta,
 )
-from mcp_tap.core.fastinit import fast_init, maker
+from mcp_tap.core.fastinit import FACTORY, fast_init, new_twin
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.jsonrpc import (
@@ -54,6 +57,7 @@ from mcp_tap.core.jsonrpc import (
     classify,
     json_type,
     kind_of,
+    make_classified,
 )
 
 # ParamHeader and param_headers re-exported: the probe and tests read declarations here.
@@ -75,7 +79,28 @@ from mcp_tap.core.sentinel import SENTINEL_PREFIX
 WHERE = "ingress"
 
 
-@fast_init  # made per exchange: see core/fastinit.py
+class _RequestContextTwin:
+    """RequestContext's layout (fast_init checks it): make_request_context builds it."""
+
+    __slots__ = ("era", "negotiated_version", "supported_versions", "tool_schemas")
+
+
+def make_request_context(
+    era: Era, supported_versions: tuple[str, ...] = MODERN_VERSIONS,
+    tool_schemas: Mapping[str, Any] = FACTORY, negotiated_version: str | None = None,
+) -> RequestContext:
+    """``RequestContext(...)`` without ``type.__call__``."""
+    made = new_twin(_RequestContextTwin)
+    made.era = era
+    made.supported_versions = supported_versions
+    made.tool_schemas = {} if tool_schemas is FACTORY else tool_schemas
+    made.negotiated_version = negotiated_version
+    made.__class__ = RequestContext
+    built: RequestContext = made
+    return built
+
+
+@fast_init(make_request_context)  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """What the judge knows besides the request itself.
@@ -91,7 +116,29 @@ class RequestContext:
     negotiated_version: str | None = None
 
 
-@fast_init  # made per exchange: see core/fastinit.py
+class _RequestVerdictTwin:
+    """RequestVerdict's layout (fast_init checks it): make_verdict builds one, then retypes it."""
+
+    __slots__ = ("batch", "classified", "era", "findings", "version")
+
+
+def make_verdict(
+    classified: Classified, era: Era, version: str | None, findings: tuple[Finding, ...],
+    batch: tuple[RequestVerdict, ...] = (),
+) -> RequestVerdict:
+    """``RequestVerdict(...)`` without ``type.__call__``."""
+    made = new_twin(_RequestVerdictTwin)
+    made.classified = classified
+    made.era = era
+    made.version = version
+    made.findings = findings
+    made.batch = batch
+    made.__class__ = RequestVerdict
+    built: RequestVerdict = made
+    return built
+
+
+@fast_init(make_verdict)  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class RequestVerdict:
     """The outcome of the ladder: the classified message, its era and version, findings."""
@@ -126,9 +173,6 @@ class RequestVerdict:
         return None
 
 
-# The per-exchange constructions, without type.__call__ (see core/fastinit.py).
-_make_classified = maker(Classified)
-_make_verdict = maker(RequestVerdict)
 _VERSION_KEY = HEADER_PROTOCOL_VERSION.lower()  # the header index's keys are lowercase
 _METHOD_KEY = HEADER_METHOD.lower()
 _NAME_KEY = HEADER_NAME.lower()
@@ -170,45 +214,85 @@ def request_verdict(
     """:func:`check_request` with :class:`RequestContext`'s fields as arguments (the judge's
     call: no context object per exchange); ``meta`` is ``body_meta(message)``."""
     if parse_error is not None:
-        c = _make_classified(KIND_INVALID, None, parse_error)
+        c = make_classified(KIND_INVALID, None, parse_error)
         found = finding("request.parse", parse_error, WHERE)
-        return _make_verdict(c, era, None, (found,))
+        return make_verdict(c, era, None, (found,))
     if era is ERA_LEGACY:
         return _legacy(headers, message, meta, negotiated_version)
-    # The modern ladder, here rather than in a function of its own: one call less per
-    # request. Each return builds the verdict itself (a closure made per request cost more).
+    # The modern ladder: the envelope here, the routing rungs in _routing_problem, support
+    # here. Each return builds the verdict itself (a closure made per request cost more).
     kind, why = kind_of(message)  # classify(message), without the call
-    c = _make_classified(kind, message, why)
+    c = make_classified(kind, message, why)
     raw_version = meta.get(META_PROTOCOL_VERSION) if meta is not None else None
     version = raw_version if isinstance(raw_version, str) else None
     if kind is KIND_INVALID:
         found = finding("request.envelope", why, WHERE)
-        return _make_verdict(c, ERA_MODERN, version, (found,))
+        return make_verdict(c, ERA_MODERN, version, (found,))
     if kind is KIND_RESPONSE:
         found = finding(
             "request.envelope", "a modern client must not POST a JSON-RPC response", WHERE
         )
-        return _make_verdict(c, ERA_MODERN, version, (found,))
+        return make_verdict(c, ERA_MODERN, version, (found,))
     if kind is KIND_NOTIFICATION:
         # The 2026-07-28 revision defines no header rules for notification POSTs; only
         # conflicting duplicates of the routing headers are judged (readers would disagree).
         dup = duplicate_routing_header(headers)
-        return _make_verdict(c, ERA_MODERN, version, (dup,) if dup else ())
+        return make_verdict(c, ERA_MODERN, version, (dup,) if dup else ())
 
+    # Rungs 1-4: metadata types and the routing headers.
+    problem = _routing_problem(headers, message, meta, version, tool_schemas)
+    if problem is not None:
+        return make_verdict(c, ERA_MODERN, version, (problem,))
+    # A request: kind_of made sure of a non-empty string method (c.method, without the call).
+    method: str = message["method"]
+    # Rung 5: support.
+    if version not in supported_versions:
+        found = finding(
+            "request.version.unsupported",
+            f"header and body agree on {version!r}, which is not supported "
+            f"(supported: {', '.join(supported_versions)})",
+            WHERE,
+        )
+        return make_verdict(c, ERA_MODERN, version, (found,))
+    if method in REMOVED_IN_MODERN:
+        found = finding(
+            "request.method.removed", f"{method} does not exist in the modern era", WHERE
+        )
+        return make_verdict(c, ERA_MODERN, version, (found,))
+    if method in TASKS_METHODS or method == "subscriptions/listen":
+        undeclared = tasks_capability_problem(method, message.get("params"), meta)
+        if undeclared:
+            found = finding("request.capability.missing", undeclared, WHERE)
+            return make_verdict(c, ERA_MODERN, version, (found,))
+    schema_problem = schema.request_problem(method, version or "", message.get("params"))
+    if schema_problem:
+        found = finding("request.schema", schema_problem, WHERE)
+        return make_verdict(c, ERA_MODERN, version, (found,))
+    return make_verdict(c, ERA_MODERN, version, ())
+
+
+def _routing_problem(
+    headers: HeaderMap,
+    message: Any,
+    meta: dict[str, Any] | None,
+    version: str | None,
+    tool_schemas: Mapping[str, Any],
+) -> Finding | None:
+    """The first problem of a modern request's rungs 1-4 (metadata types, then the version,
+    method, name and parameter headers against the body), or None."""
     # Rung 1: metadata types. The usual request first (meta is body_meta(message), so the
     # params and _meta objects exist): both keys, a string and an object, neither optional
     # key present; anything else is for _meta_problem to judge.
     if not (
         meta is not None
-        and version is not None  # isinstance(meta.get(META_PROTOCOL_VERSION), str), read above
+        and version is not None  # the caller's isinstance(meta[META_PROTOCOL_VERSION], str)
         and isinstance(meta.get(META_CLIENT_CAPABILITIES), dict)
         and META_CLIENT_INFO not in meta
         and META_LOG_LEVEL not in meta
     ):
         meta_problem = _meta_problem(message, meta)
         if meta_problem:
-            found = finding("request.meta.missing", meta_problem, WHERE)
-            return _make_verdict(c, ERA_MODERN, version, (found,))
+            return finding("request.meta.missing", meta_problem, WHERE)
     # Rung 2: version header. Rung 3: method header. The usual request has one value of
     # each, equal to the body's: mirror_problem's first case, tested here without its calls.
     by_name = headers.by_name()
@@ -218,14 +302,14 @@ def request_verdict(
             headers, HEADER_PROTOCOL_VERSION, version, "the _meta protocol version"
         )
         if problem:
-            return _make_verdict(c, ERA_MODERN, version, (problem,))
+            return problem
     # A request: kind_of made sure of a non-empty string method (c.method, without the call).
     method: str = message["method"]
     sent = by_name.get(_METHOD_KEY)
     if sent is None or len(sent) != 1 or sent[0].strip(" \t") != method:
         problem = mirror_problem(headers, HEADER_METHOD, method, "the method")
         if problem:
-            return _make_verdict(c, ERA_MODERN, version, (problem,))
+            return problem
     # Rung 4: name header, then parameter headers (each called only for the methods it
     # judges: it has nothing to say about the others).
     routed = NAME_ROUTED_PARAMS.get(method)
@@ -246,35 +330,12 @@ def request_verdict(
         ):
             problem = name_header_problem(headers, message, method)
             if problem:
-                return _make_verdict(c, ERA_MODERN, version, (problem,))
+                return problem
         if method == "tools/call":
             problem = param_header_problem(headers, message, method, tool_schemas)
             if problem:
-                return _make_verdict(c, ERA_MODERN, version, (problem,))
-    # Rung 5: support.
-    if version not in supported_versions:
-        found = finding(
-            "request.version.unsupported",
-            f"header and body agree on {version!r}, which is not supported "
-            f"(supported: {', '.join(supported_versions)})",
-            WHERE,
-        )
-        return _make_verdict(c, ERA_MODERN, version, (found,))
-    if method in REMOVED_IN_MODERN:
-        found = finding(
-            "request.method.removed", f"{method} does not exist in the modern era", WHERE
-        )
-        return _make_verdict(c, ERA_MODERN, version, (found,))
-    if method in TASKS_METHODS or method == "subscriptions/listen":
-        undeclared = tasks_capability_problem(method, message.get("params"), meta)
-        if undeclared:
-            found = finding("request.capability.missing", undeclared, WHERE)
-            return _make_verdict(c, ERA_MODERN, version, (found,))
-    schema_problem = schema.request_problem(method, version or "", message.get("params"))
-    if schema_problem:
-        found = finding("request.schema", schema_problem, WHERE)
-        return _make_verdict(c, ERA_MODERN, version, (found,))
-    return _make_verdict(c, ERA_MODERN, version, ())
+                return problem
+    return None
 
 
 TASKS_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
@@ -305,34 +366,11 @@ def _legacy(
 ) -> RequestVerdict:
     # version: the negotiated version (None when unknown), then the one initialize offers.
     if isinstance(message, list):
-        # Batches existed only in 2025-03-26.
-        if version == "2025-03-26" and message:
-            found: list[Finding] = []
-            items: list[RequestVerdict] = []
-            for item in message:
-                item_c = classify(item)
-                if item_c.kind is KIND_INVALID:
-                    found.append(finding("request.envelope", item_c.problem, WHERE))
-                items.append(_make_verdict(item_c, ERA_LEGACY, version, ()))
-            # Only the requests of a batch are answered; all notifications: 202 like one.
-            requests = tuple(v for v in items if v.kind is KIND_REQUEST)
-            head = requests[0].classified if requests else classify(message[0])
-            return _make_verdict(head, ERA_LEGACY, version, tuple(found), requests)
-        c = classify(message)
-        return _make_verdict(
-            c,
-            ERA_LEGACY,
-            version,
-            (
-                finding(
-                    "request.envelope", "JSON-RPC batches are not allowed in this revision", WHERE
-                ),
-            ),
-        )
+        return _batch(headers, message, version)
     kind, why = kind_of(message)  # classify(message), without the call
-    c = _make_classified(kind, message, why)
+    c = make_classified(kind, message, why)
     if kind is KIND_INVALID:
-        return _make_verdict(
+        return make_verdict(
             c, ERA_LEGACY, version, (finding("request.envelope", c.problem, WHERE),)
         )
     # (A request's method is a string: message["method"] is c.method without the call.)
@@ -342,7 +380,7 @@ def _legacy(
         version = offered if isinstance(offered, str) else version
     if meta and not MODERN_META_KEYS.isdisjoint(meta):
         leaked = sorted(MODERN_META_KEYS & meta.keys())
-        return _make_verdict(
+        return make_verdict(
             c,
             ERA_LEGACY,
             version,
@@ -363,7 +401,7 @@ def _legacy(
     else:
         header, _ = single_value(headers, HEADER_PROTOCOL_VERSION)
     if header in MODERN_VERSIONS:  # is_modern_version(header): header is a string or None
-        return _make_verdict(
+        return make_verdict(
             c,
             ERA_LEGACY,
             version,
@@ -375,9 +413,9 @@ def _legacy(
                 ),
             ),
         )
-    if header is not None and header not in LEGACY_VERSIONS:
+    if header is not None and header not in LEGACY_VERSIONS and version not in HEADERLESS_REVISIONS:
         # Not a revision at all: the server owes 400 (response.legacy-version-status).
-        return _make_verdict(
+        return make_verdict(
             c,
             ERA_LEGACY,
             version,
@@ -394,13 +432,53 @@ def _legacy(
         # (A request's method is a string: c.method without the call.)
         problem = schema.request_problem(message["method"], schema_version, message.get("params"))
         if problem:
-            return _make_verdict(
+            return make_verdict(
                 c,
                 ERA_LEGACY,
                 version,
                 (finding("request.schema", problem, WHERE),),
             )
-    return _make_verdict(c, ERA_LEGACY, version, ())
+    return make_verdict(c, ERA_LEGACY, version, ())
+
+
+def batch_version(headers: HeaderMap, negotiated: str | None) -> str:
+    """The revision a legacy batch is judged by: the session's negotiated one, else the
+    ``MCP-Protocol-Version`` header's, else 2025-03-26 (2025-11-25 transports "Protocol
+    Version Header": without the header and no other way, assume 2025-03-26)."""
+    if negotiated is not None:
+        return negotiated
+    header, _ = single_value(headers, HEADER_PROTOCOL_VERSION)
+    return header if header is not None else HEADERLESS_VERSION
+
+
+def _batch(headers: HeaderMap, message: list[Any], negotiated: str | None) -> RequestVerdict:
+    """A JSON-RPC batch, judged by the revision the session negotiated (:func:`batch_version`):
+    2025-03-26 defines batches (basic/index "Batching"; transports "Sending Messages to the
+    Server" 3), every other revision has none (a single message only)."""
+    version = batch_version(headers, negotiated)
+    if version in BATCH_VERSIONS and message:
+        found: list[Finding] = []
+        items: list[RequestVerdict] = []
+        for item in message:
+            item_c = classify(item)
+            if item_c.kind is KIND_INVALID:
+                found.append(finding("request.envelope", f"batch item: {item_c.problem}", WHERE))
+            elif item_c.kind is KIND_REQUEST and item_c.method == "initialize":
+                # 2025-03-26 lifecycle "Initialization": "The initialize request MUST NOT be
+                # part of a JSON-RPC batch".
+                found.append(finding("request.envelope",
+                                     "initialize must not be part of a JSON-RPC batch", WHERE))
+            items.append(make_verdict(item_c, ERA_LEGACY, version, ()))
+        # Only the requests of a batch are answered; all notifications: 202 like one.
+        requests = tuple(v for v in items if v.kind is KIND_REQUEST)
+        head = requests[0].classified if requests else classify(message[0])
+        return make_verdict(head, ERA_LEGACY, version, tuple(found), requests)
+    why = (
+        "an empty JSON-RPC batch" if not message
+        else f"JSON-RPC batches are not allowed in revision {version} (only 2025-03-26 has them)"
+    )
+    return make_verdict(classify(message), ERA_LEGACY, version,
+                         (finding("request.envelope", why, WHERE),))
 
 
 def _meta_problem(message: dict[str, Any], meta: dict[str, Any] | None) -> str:

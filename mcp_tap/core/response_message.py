@@ -9,7 +9,7 @@ the error's HTTP status, and the answer a rejected request is owed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_tap.core.catalog import (
@@ -20,13 +20,16 @@ from mcp_tap.core.catalog import (
     UNSUPPORTED_PROTOCOL_VERSION,
     finding,
 )
-from mcp_tap.core.eras import ERA_MODERN, TASKS_EXTENSION, Era
-from mcp_tap.core.fastinit import fast_init
+from mcp_tap.core.deepjson import WrittenJson
+from mcp_tap.core.eras import ERA_MODERN, HEADER_PROTOCOL_VERSION, TASKS_EXTENSION, Era
+from mcp_tap.core.fastinit import fast_init, new_twin
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.jsonrpc import KIND_REQUEST, json_type
+from mcp_tap.core.mirrored import MISSING
 from mcp_tap.core.requests import RequestVerdict
 from mcp_tap.core.results import result_findings, task_input_capabilities
 from mcp_tap.core.structured import check_structured
+from mcp_tap.core.transport import PRE_BODY_STATUSES
 
 DEFINED_RESERVED_CODES = frozenset(
     {HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION}
@@ -50,10 +53,42 @@ _OWED_ERRORS = {
     "request.schema",
     "request.capability.missing",
 }
+VERSION_HEADER_MISSING = HEADER_PROTOCOL_VERSION + MISSING
+"""The message of the finding for a request without ``MCP-Protocol-Version``."""
 _JSONRPC_OWED = frozenset({"request.parse", "request.envelope", "request.schema"})
 
 
-@fast_init  # made per exchange: see core/fastinit.py
+_NO_CAPABILITIES: frozenset[str] = frozenset()
+
+
+class _ResponseContextTwin:
+    """ResponseContext's layout (fast_init checks it): make_response_context builds it."""
+
+    __slots__ = ("capabilities", "client_capabilities", "client_extensions", "era",
+                 "output_schema", "version", "written")
+
+
+def make_response_context(
+    era: Era, capabilities: frozenset[str] = _NO_CAPABILITIES,
+    client_extensions: frozenset[str] | None = None, version: str | None = None,
+    client_capabilities: dict[str, Any] | None = None, output_schema: Any = None,
+    written: WrittenJson | None = None,
+) -> ResponseContext:
+    """``ResponseContext(...)`` without ``type.__call__``."""
+    made = new_twin(_ResponseContextTwin)
+    made.era = era
+    made.capabilities = capabilities
+    made.client_extensions = client_extensions
+    made.version = version
+    made.client_capabilities = client_capabilities
+    made.output_schema = output_schema
+    made.written = written
+    made.__class__ = ResponseContext
+    built: ResponseContext = made
+    return built
+
+
+@fast_init(make_response_context)  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class ResponseContext:
     """What response rules need besides the response: era, advertised capabilities, ..."""
@@ -64,6 +99,9 @@ class ResponseContext:
     version: str | None = None
     client_capabilities: dict[str, Any] | None = None
     output_schema: Any = None  # the called tool's outputSchema, learnt from tools/list
+    # Receives the result the judge writes as JSON, and its JSON (None: not kept). Not part
+    # of the context's value: what the judgement wrote, handed on to the recorder.
+    written: WrittenJson | None = field(default=None, compare=False, repr=False)
 
 
 def id_key(value: Any) -> object:
@@ -113,11 +151,7 @@ def check_message(
         and type(message["id"]) is type(expected_id)
         and message["id"] == expected_id
     )
-    if not id_ok and status == 403 and not in_stream and message.get("id") is None \
-            and "error" in message:
-        # The answer to a refused Origin MAY be a JSON-RPC error with no id (streamable-http
-        # "Security & Endpoint", every revision); which origins a server refuses is its own
-        # policy, so any 403 may be that answer.
+    if not id_ok and not in_stream and _idless_allowed(verdict, message, ctx, status, rejected):
         id_ok = True
     if not id_ok:
         got = message.get("id", "<absent>")
@@ -155,7 +189,10 @@ def check_message(
             )
         )
     if rejected:
-        return found + owed_answer(verdict, None, status, where, id_ok=id_ok)
+        result = message["result"]
+        modern = isinstance(result, dict) and "resultType" in result
+        return found + owed_answer(verdict, None, status, where, id_ok=id_ok,
+                                   modern_result=modern)
     result_found = result_findings(
         classified.message["method"] if request else classified.method,
         message["result"],
@@ -165,6 +202,7 @@ def check_message(
         ctx.version or verdict.version,
         where,
         ctx.client_capabilities,
+        ctx.written,
     )
     if not result_found and (
         ctx.output_schema is not None
@@ -175,6 +213,43 @@ def check_message(
         found += result_found
         return found
     return result_found
+
+
+def _idless_allowed(
+    verdict: RequestVerdict, message: dict[str, Any], ctx: ResponseContext, status: int,
+    rejected: bool,
+) -> bool:
+    """Whether an error without an id may answer this request (a JSON body, not an event).
+
+    The answer to a refused Origin MAY be a JSON-RPC error with no id (streamable-http
+    "Security & Endpoint", every revision); which origins a server refuses is its own policy,
+    so any 403 may be that answer. So may any answer given before the body was read (401,
+    405, 413, ...): its id "could not be read" (basic "Error Responses"). A legacy 404 is the
+    ended session's answer and a legacy 400 the missing session's (transports "Session
+    Management" 2 and 3), not responses to this request; so is a 2025-03-26 server's refusal
+    of a request without MCP-Protocol-Version (a session it lacks, say: see
+    :func:`owed_answer`).
+    """
+    if message.get("id") is not None or "error" not in message:
+        return False
+    return (
+        status in PRE_BODY_STATUSES
+        or (status in (400, 404) and ctx.era is not ERA_MODERN)
+        or (rejected and _served_as_2025_03_26(verdict, message["error"]))
+    )
+
+
+def _served_as_2025_03_26(verdict: RequestVerdict, error: Any) -> bool:
+    """Whether a request without ``MCP-Protocol-Version`` got an error other than -32020: a
+    server MAY treat it as 2025-03-26 (streamable-http "Protocol Version Header")."""
+    rejection = verdict.rejection
+    code = error.get("code") if isinstance(error, dict) else None
+    return (
+        rejection is not None
+        and rejection.rule == "request.header.missing"
+        and rejection.message == VERSION_HEADER_MISSING
+        and code != HEADER_MISMATCH
+    )
 
 
 def _learnt_rules(
@@ -314,10 +389,24 @@ def owed_answer(
     where: str,
     *,
     id_ok: bool = True,
+    modern_result: bool = False,
 ) -> list[Finding]:
-    """The answer a rejected request is owed: 400/-32020 for a mismatch, the code otherwise."""
+    """The answer a rejected request is owed: 400/-32020 for a mismatch, the code otherwise.
+
+    A request without ``MCP-Protocol-Version`` MAY be treated as 2025-03-26 (streamable-http
+    "Protocol Version Header"): any answer such a server gives is allowed, unless the server
+    rejected it with -32020 (then judged as that rejection) or answered with a modern result
+    (``modern_result``: it served the request as modern without the header it must reject).
+    """
     rejection = verdict.rejection
-    if rejection is None:
+    if rejection is None or status in PRE_BODY_STATUSES:
+        return []  # (an answer given before the body was read owes nothing about the body)
+    if (
+        rejection.rule == "request.header.missing"
+        and rejection.message == VERSION_HEADER_MISSING
+        and code != HEADER_MISMATCH
+        and not modern_result
+    ):
         return []
     if rejection.code == HEADER_MISMATCH and rejection.rule != "request.legacy-leak":
         if code != HEADER_MISMATCH or status != 400 or not id_ok:

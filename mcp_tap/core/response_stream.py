@@ -15,20 +15,27 @@ import orjson
 
 from mcp_tap.core import schema
 from mcp_tap.core.catalog import finding
-from mcp_tap.core.eras import ERA_MODERN, LEGACY_VERSIONS, META_LOG_LEVEL, META_SUBSCRIPTION_ID
+from mcp_tap.core.eras import (
+    BATCH_VERSIONS,
+    ERA_MODERN,
+    LEGACY_VERSIONS,
+    META_LOG_LEVEL,
+    META_SUBSCRIPTION_ID,
+)
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.jsonrpc import (
     KIND_INVALID,
     KIND_NOTIFICATION,
     KIND_REQUEST,
     KIND_RESPONSE,
+    Kind,
     kind_of,
     same_id,
 )
 from mcp_tap.core.requests import RequestVerdict
 from mcp_tap.core.response_message import ResponseContext, check_message, id_key, owed_answer
 from mcp_tap.core.results import server_request_problem, task_answer_problem
-from mcp_tap.core.sse import SSEEvent
+from mcp_tap.core.sse import SSEEvent, unbatched
 
 
 def check_sse_stream(
@@ -64,20 +71,15 @@ def check_sse_stream(
     answered = False
     seen = 0
     progress: dict[object, float] = {}
-    # The request's _meta, looked up once for every notification _related judges
-    # (body_meta, without the call).
-    request_meta: dict[str, Any] = {}
-    if modern and not listen:
-        request = classified.message
-        params = request.get("params") if isinstance(request, dict) else None
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        if isinstance(meta, dict):
-            request_meta = meta
+    # The request's _meta, looked up once for every notification _related judges.
+    request_meta = _request_meta(classified.message) if modern and not listen else {}
     # The revision whose schema judges the stream's notifications (None: not judged).
     schema_version = ctx.version or verdict.version or (None if modern else LEGACY_VERSIONS[0])
+    if not modern and schema_version in BATCH_VERSIONS:
+        events = unbatched(events)  # 2025-03-26: a server's messages MAY be batched
     for index, event in enumerate(events):
         data = event.data
-        if data == "":
+        if data == "" or data.isspace():
             continue  # Priming events (id, empty data) and empty keep-alives carry no message.
         try:
             message = orjson.loads(data)  # parse_json, one call less
@@ -88,54 +90,14 @@ def check_sse_stream(
         messages.append(message)
         seen += 1
         if answered:
-            at = _at(where, index)
-            if type(message) is dict and message.get("method") == "notifications/progress":
-                # progress.mdx "Behavior Requirements": progress MUST stop after completion.
-                found.append(finding(
-                    "sse.progress.after-completion", "a progress notification after the "
-                    "final response", at))
-            else:
-                found.append(
-                    finding("sse.after-response", "a message after the final response", at))
+            found.append(_after_response(message, _at(where, index)))
             continue
-        # The kind only (no Classified): this runs for every event of every stream. Its two
-        # usual answers, a notification and a response, are kind_of's without the call.
-        problem = ""
-        if type(message) is dict and message.get("jsonrpc") == "2.0":
-            if "method" in message:
-                method_sent = message["method"]
-                if (
-                    type(method_sent) is str
-                    and method_sent
-                    and "id" not in message
-                    and "result" not in message
-                    and "error" not in message
-                    and ("params" not in message or isinstance(message["params"], dict))
-                ):
-                    kind = KIND_NOTIFICATION
-                else:
-                    kind, problem = kind_of(message)
-            elif "result" in message or "error" in message or "id" in message:
-                kind = KIND_RESPONSE
-            else:
-                kind, problem = kind_of(message)
-        else:
-            kind, problem = kind_of(message)
+        kind, problem = _event_kind(message)
         if kind is KIND_INVALID:
             at = _at(where, index)
             found.append(finding("sse.event", f"not a JSON-RPC message: {problem}", at))
         elif kind is KIND_REQUEST:
-            if modern:
-                found.append(
-                    finding(
-                        "sse.event",
-                        f"server request {message['method']} on a modern stream "
-                        "(2026-07-28 has no server-to-client requests)",
-                        _at(where, index),
-                    )
-                )
-            elif ctx.client_capabilities is not None:  # declared at the session's initialize
-                found += _server_request(message, ctx.client_capabilities, _at(where, index))
+            found += _request_event(message, ctx, _at(where, index))
         elif kind is KIND_NOTIFICATION:
             # The place is formatted only for a finding: most notifications pass.
             note = message["method"]  # kind_of made sure of a string
@@ -159,12 +121,7 @@ def check_sse_stream(
                 if unrelated is not None:
                     found.append(unrelated)
         elif pending:
-            at = _at(where, index)
-            item = pending.pop(id_key(message.get("id")), None)
-            if item is None:
-                found.append(finding("sse.id", "a batch response for no request of it", at))
-            else:
-                found += check_message(item, message, ctx, status=status, where=at, in_stream=True)
+            found += _batch_response(pending, message, ctx, status, _at(where, index))
             answered = not pending
         else:
             answered = True
@@ -175,20 +132,85 @@ def check_sse_stream(
             if response_found:
                 found += response_found
     if not answered and not listen:
-        found.append(
-            finding(
-                "sse.unterminated", "the stream ended before the final response", where,
-                era=ctx.era,
-            )
-        )
-        # A stream that never carried the response did not give a rejected request the
-        # answer it is owed (400/-32020 for a header mismatch, the ladder's code otherwise).
-        found += owed_answer(verdict, None, status, where)
+        found += _unterminated(verdict, status, ctx, where)
     elif listen and verdict.findings:
         # A listen request the ladder rejected (e.g. taskIds without the tasks extension)
         # is owed its error, not a stream.
         found += owed_answer(verdict, None, status, where)
     return found, messages
+
+
+def _request_meta(request: Any) -> dict[str, Any]:
+    """The request's ``params._meta`` object (empty when it has none)."""
+    params = request.get("params") if isinstance(request, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
+def _after_response(message: Any, at: str) -> Finding:
+    """A message after the stream's final response."""
+    if type(message) is dict and message.get("method") == "notifications/progress":
+        # progress.mdx "Behavior Requirements": progress MUST stop after completion.
+        return finding("sse.progress.after-completion",
+                       "a progress notification after the final response", at)
+    return finding("sse.after-response", "a message after the final response", at)
+
+
+def _event_kind(message: Any) -> tuple[Kind, str]:
+    """An event's JSON-RPC kind and, for an invalid one, why: :func:`kind_of`, with its two
+    usual answers (a notification, a response) decided here first, as this runs for every
+    event of every stream."""
+    if type(message) is dict and message.get("jsonrpc") == "2.0":
+        if "method" in message:
+            method_sent = message["method"]
+            if (
+                type(method_sent) is str
+                and method_sent
+                and "id" not in message
+                and "result" not in message
+                and "error" not in message
+                and ("params" not in message or isinstance(message["params"], dict))
+            ):
+                return KIND_NOTIFICATION, ""
+        elif "result" in message or "error" in message or "id" in message:
+            return KIND_RESPONSE, ""
+    return kind_of(message)
+
+
+def _request_event(message: dict[str, Any], ctx: ResponseContext, at: str) -> list[Finding]:
+    """A server-to-client request on a request's stream: none exist in the modern era; a
+    legacy one is judged against the capabilities the client declared at initialize."""
+    if ctx.era is ERA_MODERN:
+        return [finding(
+            "sse.event",
+            f"server request {message['method']} on a modern stream "
+            "(2026-07-28 has no server-to-client requests)",
+            at,
+        )]
+    if ctx.client_capabilities is not None:  # declared at the session's initialize
+        return _server_request(message, ctx.client_capabilities, at)
+    return []
+
+
+def _unterminated(
+    verdict: RequestVerdict, status: int, ctx: ResponseContext, where: str
+) -> list[Finding]:
+    """A stream that ended before its final response."""
+    found = [finding("sse.unterminated", "the stream ended before the final response", where,
+                     era=ctx.era)]
+    # A stream that never carried the response did not give a rejected request the
+    # answer it is owed (400/-32020 for a header mismatch, the ladder's code otherwise).
+    return found + owed_answer(verdict, None, status, where)
+
+
+def _batch_response(
+    pending: dict[Any, RequestVerdict], message: Any, ctx: ResponseContext, status: int, at: str
+) -> list[Finding]:
+    """A response on a legacy batch's stream, matched to (and taken from) ``pending``."""
+    item = pending.pop(id_key(message.get("id")), None)
+    if item is None:
+        return [finding("sse.id", "a batch response for no request of it", at)]
+    return check_message(item, message, ctx, status=status, where=at, in_stream=True)
 
 
 def _notification_schema(

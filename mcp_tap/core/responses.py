@@ -32,7 +32,13 @@ from mcp_tap.core.response_message import (
 )
 from mcp_tap.core.response_stream import check_sse_stream
 from mcp_tap.core.sse import SSEDecoder, SSEEvent
-from mcp_tap.core.transport import PRE_BODY_STATUSES, challenge, http_only, session_id_problem
+from mcp_tap.core.transport import (
+    PRE_BODY_STATUSES,
+    challenge,
+    http_only,
+    legacy_version_answer,
+    session_id_problem,
+)
 
 __all__ = [
     "DEFINED_RESERVED_CODES",
@@ -69,26 +75,19 @@ def check_response(
     event's data). ``sse_events`` may carry events already decoded while streaming.
     """
     kind = verdict.classified.kind  # verdict.kind, without the property call
-    if kind is KIND_NOTIFICATION or (kind is KIND_RESPONSE and verdict.era is ERA_LEGACY):
-        # A legacy client's answer to a server request is owed what a notification is.
-        return _notification(status, body, where), []
-    if kind is KIND_RESPONSE:
-        return [], []  # request.envelope already: the modern spec names no answer to it.
     invalid_version = (
         next((f for f in verdict.findings if f.rule == "request.version.invalid"), None)
         if verdict.findings
         else None
     )
     if invalid_version is not None:
-        if status == 400:
-            return [], []
-        return [
-            finding(
-                "response.legacy-version-status",
-                f"{invalid_version.message}, answered HTTP {status} (owed 400)",
-                where,
-            )
-        ], []
+        # Any request, notification or client response with it is owed 400 first.
+        return legacy_version_answer(invalid_version, status, where), []
+    if kind is KIND_NOTIFICATION or (kind is KIND_RESPONSE and verdict.era is ERA_LEGACY):
+        # A legacy client's answer to a server request is owed what a notification is.
+        return _notification(status, body, where), []
+    if kind is KIND_RESPONSE:
+        return [], []  # request.envelope already: the modern spec names no answer to it.
     # headers.content_type() and verdict.method, without the calls.
     content_types = headers.by_name().get("content-type")
     ctype = media_type(content_types[0] if content_types else "")
@@ -97,13 +96,17 @@ def check_response(
         c = verdict.classified
         if (c.message["method"] if c.kind is KIND_REQUEST else c.method) == "initialize":
             found += session_id_problem(headers, where)
+    if status == 401:
+        found += challenge(status, headers, where)  # whatever its body
     if status >= 400 and http_only(status, body) and ctype != "text/event-stream":
         # A plain HTTP error (auth, rate limit, server error) is judged by its own rules,
         # never as malformed JSON-RPC; a rejection the server owed an answer to is still owed
         # one unless it was refused before its body was read.
-        found += challenge(status, headers, where)
-        if status not in PRE_BODY_STATUSES:
+        # A legacy 404 is the unknown session's answer, given before the body is read.
+        if status not in PRE_BODY_STATUSES and not (status == 404 and verdict.era is ERA_LEGACY):
             found += owed_answer(verdict, None, status, where)
+            if verdict.batch:
+                found += _batch_refused(verdict, f"HTTP {status} without a JSON-RPC body", where)
         return found, []
     if ctype == "text/event-stream":
         # Events decoded while streaming are read once, in order: no copy needed.
@@ -127,7 +130,7 @@ def check_response(
                 where,
             )
         )
-    if verdict.batch and isinstance(message, list):
+    if verdict.batch:
         found += _batch_body(verdict, message, ctx, status, where)
     elif found:
         found += check_message(verdict, message, ctx, status=status, where=where)
@@ -137,28 +140,60 @@ def check_response(
 
 
 def _batch_body(
-    verdict: RequestVerdict, messages: list[Any], ctx: ResponseContext, status: int, where: str
+    verdict: RequestVerdict, body: Any, ctx: ResponseContext, status: int, where: str
 ) -> list[Finding]:
-    """A 2025-03-26 batch answered with a JSON array: one response per request, by id."""
+    """A 2025-03-26 batch answered with JSON: one response per request, matched by id
+    (JSON-RPC 2.0 "Batch": an array of them, in any order).
+
+    An error without an id answers an invalid item of the batch (one per ``request.envelope``
+    finding); one such error alone, for a batch with no invalid item, refuses the batch.
+    """
+    if not isinstance(body, list):
+        if isinstance(body, dict) and "error" in body and body.get("id") is None:
+            refused = _batch_refused(verdict, "one error without an id", where)
+            if refused or verdict.findings:
+                return refused
+        body = [body]  # one response object: judged as the answer to its request
     found: list[Finding] = []
     pending = {id_key(v.id): v for v in verdict.batch if v.id is not None}
-    for index, message in enumerate(messages):
-        item = pending.pop(id_key(message.get("id")) if isinstance(message, dict) else "", None)
+    invalid_items = len(verdict.findings)
+    for index, message in enumerate(body):
         at = f"{where}[{index}]"
+        rpc_id = message.get("id") if isinstance(message, dict) else None
+        item = pending.pop(id_key(rpc_id), None)
         if item is None:
+            if rpc_id is None and invalid_items and isinstance(message, dict) \
+                    and "error" in message:
+                invalid_items -= 1  # the error owed to an invalid item (its id unknown)
+                continue
             found.append(finding("response.id", "a batch response for no request of it", at))
             continue
         found += check_message(item, message, ctx, status=status, where=at)
     if pending:
         found.append(
             finding(
-                "sse.unterminated",
+                "response.batch.incomplete",
                 f"{len(pending)} request(s) of the batch got no response",
                 where,
-                era=ctx.era,
             )
         )
     return found
+
+
+def _batch_refused(verdict: RequestVerdict, how: str, where: str) -> list[Finding]:
+    """A valid 2025-03-26 batch of requests refused as a whole: servers MUST support
+    receiving batches (2025-03-26 basic/index "Batching"). A batch with an invalid item may
+    be answered by one error (JSON-RPC 2.0 "Batch"), so only a valid one is judged."""
+    if not verdict.batch or verdict.findings:
+        return []
+    return [
+        finding(
+            "response.batch.refused",
+            f"a batch of {len(verdict.batch)} request(s) in a 2025-03-26 session was refused "
+            f"({how})",
+            where,
+        )
+    ]
 
 
 def _unanswered(verdict: RequestVerdict, status: int, what: str, where: str) -> list[Finding]:

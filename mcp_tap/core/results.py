@@ -43,8 +43,6 @@ CACHEABLE_METHODS = frozenset(
 TASK_STATUSES = frozenset({"working", "input_required", "completed", "cancelled", "failed"})
 MAX_COMPLETION_VALUES = 100
 
-_LAST_WRITTEN = deepjson.LAST_WRITTEN
-
 # ISO 8601 date-time as the schema's `date-time` format (RFC 3339 profile).
 _ISO8601 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 
@@ -88,8 +86,12 @@ def result_findings(
     version: str | None,
     where: str,
     client_capabilities: dict[str, Any] | None,
+    written_out: deepjson.WrittenJson | None = None,
 ) -> list[Finding]:
-    """:func:`check_result` with every argument positional (the judge calls it per answer)."""
+    """:func:`check_result` with every argument positional (the judge calls it per answer).
+
+    ``written_out``, when given, receives the result and its JSON when this writes it (for
+    the recorder's redaction of the same result: see :class:`deepjson.WrittenJson`)."""
     if not isinstance(result, dict):
         return [
             finding(
@@ -124,9 +126,9 @@ def result_findings(
             written: bytes | None = orjson.dumps(result)
         except TypeError:  # orjson.JSONEncodeError: nested past 254 levels
             written = None
-        else:  # for the recorder's redaction of the same result (see deepjson.LAST_WRITTEN)
-            _LAST_WRITTEN[0] = result
-            _LAST_WRITTEN[1] = written
+        if written is not None and written_out is not None:  # for the recorder's redaction
+            written_out.result = result
+            written_out.json = written
         if written is None or len(written) > schema.MAX_KEY_BYTES:
             return _complete_rules(method, result, era, schema_version, where, written)
         key = (_COMPLETE_KIND[era], method or "", schema_version, written)

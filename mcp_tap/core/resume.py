@@ -56,6 +56,20 @@ def resumable(verdict: RequestVerdict, findings: Iterable[Finding]) -> bool:
     return verdict.era is Era.LEGACY and any(f.rule == "sse.unterminated" for f in findings)
 
 
+def awaiting_resumption(
+    verdict: RequestVerdict | None, events: Iterable[SSEEvent], findings: Iterable[Finding]
+) -> list[Finding]:
+    """The findings of one legacy exchange judged without what follows it (a fixture): a
+    stream whose connection closed after an event id, before the response, is parked as
+    the proxy parks it (the server MAY close the connection without ending the stream,
+    2025-11-25 transports "Sending Messages to the Server" 6), so it is not yet
+    ``sse.unterminated``; its resumption, never seen, would be judged on its own."""
+    found = list(findings)
+    if verdict is None or last_event_id(events) is None or not resumable(verdict, found):
+        return found
+    return [f for f in found if f.rule != "sse.unterminated"]
+
+
 class ResumeTracker:
     """Correlates legacy GET resumptions with the request streams they continue."""
 

@@ -9,8 +9,8 @@ Revisions without a published schema here are judged by the nearest one: 2025-06
 2025-11-25, 2024-11-05 by 2025-03-26.
 
 The validators are compiled once per (revision, definition) with ``fastjsonschema`` (every
-keyword the three schemas use is one it implements; measured 15-20x faster than
-``jsonschema`` with a cached validator, see pyproject). ``format`` is not asserted: the
+keyword the three schemas use is one it implements; faster than ``jsonschema`` with a
+cached validator by the figures in pyproject.toml). ``format`` is not asserted: the
 2020-12 draft the schemas declare makes it an annotation. Loading the shipped schema files
 is package data read once, like importing code; nothing is read while judging.
 
@@ -218,16 +218,30 @@ def request_problem(method: str, version: str, params: Any) -> str:
     return VERDICTS.verdict("request", method, version, params, _request_problem)
 
 
-def _request_problem(method: str, version: str, params: Any) -> str:
+_REQUEST, _RESULT, _NOTIFICATION = 0, 1, 2  # the tables of _methods
+
+
+def _named(version: str, table: int, method: str) -> tuple[str, str | None]:
+    """The revision judging ``version`` and its definition of ``method`` in ``table`` (None:
+    not in the revision's schema)."""
     revision = _SCHEMA_OF[version]
-    name = _methods(revision)[0].get(method)
+    return revision, _methods(revision)[table].get(method)
+
+
+def _mismatch(revision: str, name: str, value: Any, what: str, version: str) -> str:
+    """Why ``value`` does not match definition ``name`` ("" when it does), said of ``what``."""
+    problem = definition_problem(revision, name, value)
+    return f"{what} does not match the {version} schema: {problem}" if problem else ""
+
+
+def _request_problem(method: str, version: str, params: Any) -> str:
+    revision, name = _named(version, _REQUEST, method)
     if name is None:
         return ""
     message: dict[str, Any] = {"jsonrpc": "2.0", "id": 0, "method": method}
     if params is not None:
         message["params"] = params
-    problem = definition_problem(revision, name, message)
-    return f"{method} request does not match the {version} schema: {problem}" if problem else ""
+    return _mismatch(revision, name, message, f"{method} request", version)
 
 
 def result_problem(
@@ -250,16 +264,14 @@ def result_problem_uncached(method: str, version: str, result: Any) -> str:
 
 
 def _result_problem(method: str, version: str, result: Any) -> str:
-    revision = _SCHEMA_OF[version]
-    name = _methods(revision)[1].get(method)
+    revision, name = _named(version, _RESULT, method)
     if name is None:
         return ""
     if revision == "2026-07-28" and result.get("resultType") == "input_required":
         name = "InputRequiredResult"  # the dual-result arm the discriminator names
     elif method == "tools/call" and "task" in result and "content" not in result:
         name = "CreateTaskResult" if "CreateTaskResult" in definitions(revision) else name
-    problem = definition_problem(revision, name, result)
-    return f"{method} result does not match the {version} schema: {problem}" if problem else ""
+    return _mismatch(revision, name, result, f"{method} result", version)
 
 
 def notification_problem(version: str, message: Any) -> str:
@@ -274,9 +286,7 @@ def notification_problem(version: str, message: Any) -> str:
 
 
 def _notification_problem(method: str, version: str, message: Any) -> str:
-    revision = _SCHEMA_OF[version]
-    name = _methods(revision)[2].get(method)
+    revision, name = _named(version, _NOTIFICATION, method)
     if name is None:
         return ""
-    problem = definition_problem(revision, name, message)
-    return f"{method} does not match the {version} schema: {problem}" if problem else ""
+    return _mismatch(revision, name, message, method, version)

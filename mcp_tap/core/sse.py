@@ -14,10 +14,13 @@ needs, both documented on :class:`SSEDecoder`:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from mcp_tap.core.fastinit import fast_init
+import orjson
+
+from mcp_tap.core.fastinit import fast_init, new_twin
 
 _MIB: Final = 1024 * 1024
 _BOM: Final = b"\xef\xbb\xbf"
@@ -34,7 +37,27 @@ class SSEError(ValueError):
     """An event stream the decoder refuses to buffer: a line or an event over its limit."""
 
 
-@fast_init  # made per exchange: see core/fastinit.py
+class _SSEEventTwin:
+    """SSEEvent's layout (fast_init checks it): make_sse_event builds one, then retypes it."""
+
+    __slots__ = ("data", "event", "id", "retry")
+
+
+def make_sse_event(
+    data: str, event: str | None = None, id: str | None = None, retry: int | None = None,
+) -> SSEEvent:
+    """``SSEEvent(...)`` without ``type.__call__``."""
+    made = new_twin(_SSEEventTwin)
+    made.data = data
+    made.event = event
+    made.id = id
+    made.retry = retry
+    made.__class__ = SSEEvent
+    built: SSEEvent = made
+    return built
+
+
+@fast_init(make_sse_event)  # made per exchange: see core/fastinit.py
 @dataclass(frozen=True, slots=True)
 class SSEEvent:
     """One dispatched event.
@@ -218,14 +241,8 @@ class SSEDecoder:
         if self._id is not None:
             self.last_event_id = self._id
         if self._data or self._id is not None:
-            out.append(
-                SSEEvent(
-                    data="\n".join(self._data),
-                    event=self._event or None,
-                    id=self._id,
-                    retry=self._block_retry,
-                )
-            )
+            out.append(make_sse_event(
+                "\n".join(self._data), self._event or None, self._id, self._block_retry))
         self._reset_block()
 
 
@@ -259,3 +276,22 @@ def encode_event(
         lines.append(f"retry: {retry}")
     lines.extend(f"data: {line}" for line in _TEXT_EOL.split(data))
     return ("\n".join(lines) + "\n\n").encode("utf-8")
+
+
+def unbatched(events: Iterable[SSEEvent]) -> Iterator[SSEEvent]:
+    """The events of a 2025-03-26 stream with each batched event (its data a JSON array)
+    split into one event per message: there a server's responses, requests and
+    notifications on an SSE stream MAY be batched (2025-03-26 transports "Sending Messages
+    to the Server" 6, "Listening for Messages from the Server" 4)."""
+    for event in events:
+        data = event.data
+        if data[:1] == "[" or data.lstrip()[:1] == "[":
+            try:
+                items = orjson.loads(data)
+            except ValueError:
+                items = None
+            if isinstance(items, list) and items:
+                for item in items:
+                    yield SSEEvent(orjson.dumps(item).decode(), event.event, event.id, event.retry)
+                continue
+        yield event

@@ -17,10 +17,14 @@ from urllib.parse import urlsplit
 from mcp_tap.core import schema
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import (
+    BATCH_VERSIONS,
     ERA_LEGACY,
     ERA_MODERN,
+    HEADER_PROTOCOL_VERSION,
     HEADER_SESSION_ID,
+    HEADERLESS_REVISIONS,
     LEGACY_VERSIONS,
+    MODERN_VERSIONS,
     Era,
 )
 from mcp_tap.core.findings import Finding
@@ -33,13 +37,16 @@ from mcp_tap.core.jsonrpc import (
     parse_json,
 )
 from mcp_tap.core.results import server_request_problem
-from mcp_tap.core.sse import SSEEvent
+from mcp_tap.core.sse import SSEEvent, unbatched
 
 REQUEST_MEDIA_TYPES = ("application/json", "text/event-stream")
 # Statuses a server gives before (or instead of) reading the JSON-RPC body: authentication,
 # authorization or Origin refusal, method not allowed, too large, wrong media type, rate limit.
 # A rejected request answered with one of them was not answered wrongly.
-PRE_BODY_STATUSES = frozenset({401, 403, 405, 413, 415, 429})
+# 406: the client's Accept refused (no MCP page names the answer to a bad Accept; checked
+# before the body like 415).
+PRE_BODY_STATUSES = frozenset({401, 403, 405, 406, 413, 415, 429})
+
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 
 
@@ -146,19 +153,63 @@ def origin_invalid(headers: HeaderMap, allowed: Iterable[str] | None = None) -> 
 
 
 def check_origin(
-    headers: HeaderMap, status: int | None, where: str, allowed: Iterable[str] | None = None
+    headers: HeaderMap,
+    status: int | None,
+    where: str,
+    allowed: Iterable[str] | None = None,
+    negotiated: str | None = None,
 ) -> tuple[list[Finding], bool]:
     """Judge the answer to a request with an invalid ``Origin``: it must be HTTP 403.
 
-    Returns the findings and whether the answer was the owed 403 (then nothing else about
-    the answer is judged: its body MAY be a JSON-RPC error without ``id``).
+    Returns the findings and whether the answer was the owed refusal (then nothing else
+    about the answer is judged: its body MAY be a JSON-RPC error without ``id``). In a
+    session of 2025-03-26 (``negotiated``), whose page says only that servers MUST validate
+    the ``Origin``, any 4xx is that refusal; a success is still a finding.
     """
     why = origin_invalid(headers, allowed)
     if why is None or status is None:
         return [], False
-    if status == 403:
+    if status == 403 or (negotiated in HEADERLESS_REVISIONS and 400 <= status < 500):
         return [], True
-    return [finding("response.origin", f"{why} was answered HTTP {status}, not 403", where)], False
+    owed = "a 4xx refusal" if negotiated in HEADERLESS_REVISIONS else "403"
+    return [finding("response.origin", f"{why} was answered HTTP {status}, not {owed}",
+                    where)], False
+
+
+def legacy_version_invalid(headers: HeaderMap, negotiated: str | None) -> Finding | None:
+    """A legacy request's ``MCP-Protocol-Version`` that names no protocol revision
+    (2025-11-25 transports "Protocol Version Header"), or ``None``. A session of a revision
+    that defines no such header (2025-03-26) is not judged on it; a modern revision on a
+    legacy exchange is ``request.legacy-leak``'s."""
+    if negotiated in HEADERLESS_REVISIONS:
+        return None
+    values = headers.values_of(HEADER_PROTOCOL_VERSION)
+    if not values:
+        return None
+    header = values[0].strip(" \t")
+    if header in LEGACY_VERSIONS or header in MODERN_VERSIONS:
+        return None
+    return finding(
+        "request.version.invalid",
+        f"{HEADER_PROTOCOL_VERSION}: {header!r} names no protocol revision",
+        "ingress",
+    )
+
+
+def legacy_version_answer(invalid: Finding, status: int, where: str) -> list[Finding]:
+    """The answer owed to a legacy request with an invalid ``MCP-Protocol-Version``: "it
+    MUST respond with 400 Bad Request" (2025-11-25 transports "Protocol Version Header").
+    An answer given before the request was read (authentication, rate limit, an unknown
+    session's 404) is not judged."""
+    if status == 400 or status in PRE_BODY_STATUSES or status == 404:
+        return []
+    return [
+        finding(
+            "response.legacy-version-status",
+            f"{invalid.message}, answered HTTP {status} (owed 400)",
+            where,
+        )
+    ]
 
 
 def session_id_problem(headers: HeaderMap, where: str) -> list[Finding]:
@@ -196,6 +247,11 @@ def check_non_post(
     found += challenge(status, headers, where)
     if method not in ("GET", "DELETE"):
         return found  # OPTIONS (CORS preflight) and others: HTTP's business, not MCP's.
+    if era is ERA_LEGACY:
+        invalid = legacy_version_invalid(request_headers, version)
+        if invalid is not None:
+            # Every request, GET and DELETE too, with an invalid version is owed 400.
+            return [*found, invalid, *legacy_version_answer(invalid, status, where)]
     if era is ERA_MODERN:
         if status != 405 and status not in PRE_BODY_STATUSES:
             found.append(
@@ -221,6 +277,8 @@ def check_non_post(
     # A resumption may carry the resumed request's response.
     resumes = "last-event-id" in request_headers
     answered = False
+    if events is not None and version in BATCH_VERSIONS:
+        events = unbatched(events)  # 2025-03-26: its messages MAY be batched
     for index, event in enumerate(events or ()):
         message = _message(event.data)
         kind = classify(message).kind if message is not None else None

@@ -27,7 +27,6 @@ from typing import Any, Final, Protocol
 
 import structlog
 
-from mcp_tap import __version__
 from mcp_tap.errors import InputError
 from mcp_tap.evidence.disk import (
     Every,
@@ -52,6 +51,7 @@ from mcp_tap.evidence.format import (
     segment_number,
 )
 from mcp_tap.evidence.signing import Signer
+from mcp_tap.version import __version__
 
 REASON_DISK: Final = "disk error"
 REASON_INVALID: Final = "unserialisable record"

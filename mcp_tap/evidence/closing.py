@@ -10,7 +10,7 @@ from mcp_tap.evidence.order import span
 from mcp_tap.evidence.reader import SegmentFiles
 
 if TYPE_CHECKING:
-    from mcp_tap.evidence.verify import _Verifier
+    from mcp_tap.evidence.passes import VerifyState
 
 
 def _text(value: object, limit: int = 200) -> str:
@@ -21,7 +21,7 @@ def _text(value: object, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def check_closed(v: _Verifier, segments: list[SegmentFiles]) -> None:
+def check_closed(v: VerifyState, segments: list[SegmentFiles]) -> None:
     """The closing summary against what the segments held (see the module docstring of
     :mod:`mcp_tap.evidence.verify`): deleted tails, a wrong chain head, unstated losses,
     an abrupt end."""
@@ -34,7 +34,8 @@ def check_closed(v: _Verifier, segments: list[SegmentFiles]) -> None:
             v.problem(
                 "unclosed",
                 "bundle.json has no closing summary: unclosed (the writer is still "
-                "running or did not shut down cleanly; later records may be missing)",
+                "running or did not shut down cleanly; later records may be missing; "
+                f"the last record here is seq {v.max_seq})",
                 severity="error" if v.strict else "warning",
             )
         elif v.strict and not v.segment_files:
@@ -79,7 +80,7 @@ def check_closed(v: _Verifier, segments: list[SegmentFiles]) -> None:
             "exchange(s) in flight were never recorded",
         )
 
-def closed_summary_well_typed(v: _Verifier) -> bool:
+def closed_summary_well_typed(v: VerifyState) -> bool:
     """Whether ``closed`` has the writer's shape; a problem per field that does not.
 
     A summary whose fields have other types would otherwise be skipped field by field,

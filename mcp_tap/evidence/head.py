@@ -3,7 +3,8 @@
 ``verify`` needs four members of each record (``seq``, ``prev``, ``digest``, ``kind``), and
 the digest is over the line's bytes. :func:`line_head` gets those four with msgspec, which
 checks the whole line's JSON syntax (every skipped member included) but builds Python
-objects only for them: about 4 µs for a 3 KB line where a full parse costs 15-20 µs.
+objects only for them, a fraction of a full parse's cost (docs/benchmark.md, "Figures the
+code relies on").
 
 msgspec does not check UTF-8 inside the members it skips, so :func:`line_head` does
 (``isascii`` first: the writer's canonical JSON is almost always ASCII). Any line it cannot

@@ -16,7 +16,7 @@ from mcp_tap.evidence.problems import Problem, ProblemKind
 from mcp_tap.evidence.reader import SegmentFiles, SegmentScan
 
 if TYPE_CHECKING:
-    from mcp_tap.evidence.verify import _Verifier
+    from mcp_tap.evidence.passes import VerifyState
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +65,7 @@ class OrderPass:
                 seq: int | None = None) -> None:
         self.problems.append(Problem(kind, "error", message, segment, seq))
 
-    def run(self, verifier: _Verifier) -> list[Problem]:
+    def run(self, verifier: VerifyState) -> list[Problem]:
         max_seq = -1
         for files in self.segments:
             if files.path is None:

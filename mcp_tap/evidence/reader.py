@@ -32,6 +32,8 @@ from mcp_tap.evidence.format import (
     upgrade_record,
 )
 from mcp_tap.evidence.schema import manifest_problem, meta_problem, record_problem
+from mcp_tap.evidence.store import is_store_url
+from mcp_tap.evidence.storepath import StorePath, store_bundles
 from mcp_tap.files import open_regular, read_file
 
 _CHUNK: Final = 1 << 20  # segments are read in pieces this big: memory is flat in their size
@@ -109,13 +111,24 @@ class Bundle:
         return [record for record in self.records if record.get("kind") == "exchange"]
 
 
+def bundle_path(path: str | Path) -> Path:
+    """``path`` as a path: an ``s3://`` location is a :class:`StorePath` (read from the
+    store), a path stays what it is (a ``StorePath`` stays one), anything else is a
+    local :class:`~pathlib.Path`."""
+    if isinstance(path, Path):
+        return path
+    if is_store_url(path):
+        return StorePath(path)
+    return Path(path)
+
+
 def read_bundle_meta(path: str | Path) -> tuple[int, dict[str, Any]]:
     """Return ``(format, bundle.json)`` of the bundle at ``path``.
 
     Raises :class:`InputError` if ``path`` is not a readable bundle directory and
     :class:`BundleFormatError` if ``bundle.json`` is malformed or of an unknown format.
     """
-    root = Path(path)
+    root = bundle_path(path)
     if not _stat(root, "evidence bundle").is_dir():
         raise InputError(f"{root}: not a directory")
     meta_path = root / BUNDLE_FILE
@@ -137,7 +150,7 @@ def read_bundle_meta(path: str | Path) -> tuple[int, dict[str, Any]]:
 
 def list_segments(path: str | Path) -> list[SegmentFiles]:
     """Return every segment number that has a segment file or a manifest, in order."""
-    root = Path(path)
+    root = bundle_path(path)
     segments: dict[int, Path] = {}
     manifests: dict[int, Path] = {}
     try:
@@ -385,7 +398,7 @@ def read_bundle(path: str | Path, *, lenient: bool = False) -> Bundle:
     :class:`BundleFormatError` for an unknown format version or (unless ``lenient``) a
     malformed record, manifest or missing segment file.
     """
-    root = Path(path)
+    root = bundle_path(path)
     bundle_format, meta = read_bundle_meta(root)
     bundle = Bundle(path=root, format=bundle_format, meta=meta)
     for files in list_segments(root):
@@ -406,6 +419,7 @@ __all__ = [
     "SegmentFiles",
     "SegmentInfo",
     "SegmentScan",
+    "bundle_path",
     "check_manifest_format",
     "iter_records",
     "list_segments",
@@ -440,7 +454,7 @@ def _stat(path: Path, what: str) -> _Stat:
     stops it (no permission to search the directory) is an :class:`InputError` naming it.
     ``Path.exists`` and ``Path.is_file`` raise PermissionError for that, a traceback."""
     try:
-        return _Stat(path, os.stat(path).st_mode)
+        return _Stat(path, path.stat().st_mode)  # a StorePath answers from the store
     except (FileNotFoundError, NotADirectoryError):
         return _Stat(path, None)
     except OSError as exc:
@@ -455,7 +469,9 @@ def find_bundles(path: str | Path) -> list[Path]:
     """
     if isinstance(path, str) and not path.strip():
         raise InputError("an empty path names no evidence")
-    root = Path(path)
+    if isinstance(path, str) and is_store_url(path):
+        return store_bundles(path)
+    root = bundle_path(path)
     meta = _stat(root / BUNDLE_FILE, "evidence file")
     if meta.is_file():
         return [root]

@@ -26,7 +26,7 @@ from mcp_tap.evidence.reader import SegmentFiles, check_manifest_format, read_ma
 from mcp_tap.evidence.signing import signature_valid
 
 if TYPE_CHECKING:
-    from mcp_tap.evidence.verify import _Verifier
+    from mcp_tap.evidence.passes import VerifyState
 
 SealedConsumer = Callable[[str, Mapping[str, Any] | None], bool]
 """Given a sealed segment's name and its manifest's ``tallies`` (None: its signed manifest
@@ -34,7 +34,7 @@ carries none), whether it takes them in place of the segment's records (False: t
 are read and handed on as usual)."""
 
 
-def take_sealed(v: _Verifier, files: SegmentFiles, consumer: SealedConsumer) -> bool:
+def take_sealed(v: VerifyState, files: SegmentFiles, consumer: SealedConsumer) -> bool:
     """Account for one segment from its signed manifest, if it can stand for the records
     (see the module docstring); False when the segment must be read."""
     manifest = _signed_manifest(v, files)
@@ -78,7 +78,7 @@ def take_sealed(v: _Verifier, files: SegmentFiles, consumer: SealedConsumer) -> 
     return True
 
 
-def _signed_manifest(v: _Verifier, files: SegmentFiles) -> dict[str, Any] | None:
+def _signed_manifest(v: VerifyState, files: SegmentFiles) -> dict[str, Any] | None:
     """The segment's manifest, upgraded, if the bundle and it are signed and verify."""
     if v.public_key is None or not v.signatures_ok or v.out_of_order:
         return None

@@ -38,6 +38,7 @@ from mcp_tap.evidence.problems import Problem, VerifyReport
 from mcp_tap.evidence.reader import (
     SegmentFiles,
     SegmentScan,
+    bundle_path,
     find_bundles,
     list_segments,
     read_bundle_meta,
@@ -233,7 +234,7 @@ def _merge_bundle(key: str, parts: Sequence[Mapping[str, Any]], trusted: tuple[b
     facts = owners[0]
     meta = dict(facts["meta"])
     fmt = facts["format"]
-    verifier = _Verifier(Path(key), fmt, meta, trusted, require_signed)
+    verifier = _Verifier(bundle_path(key), fmt, meta, trusted, require_signed)
     verifier.problems = [_problem(p) for p in facts["problems"]]
     signing = meta.get("signing")
     verifier.public_key = bytes.fromhex(signing["publicKey"]) if (
@@ -241,15 +242,16 @@ def _merge_bundle(key: str, parts: Sequence[Mapping[str, Any]], trusted: tuple[b
         and isinstance(signing.get("publicKey"), str)) else None
     verifier.signatures_ok = facts["signaturesOk"]
     segments = {s["number"]: s for p in parts for s in p["segments"]}
-    listed = [SegmentFiles(n, Path(key) if has_file else None, Path(key) if has_manifest
-                           else None) for n, has_file, has_manifest in facts["segments"]]
+    place = bundle_path(key)
+    listed = [SegmentFiles(n, place if has_file else None, place if has_manifest else None)
+              for n, has_file, has_manifest in facts["segments"]]
     for files in listed:
         segment = segments.get(files.number)
         if segment is None:
             raise InputError(f"{key}: segment {files.number} is in no shard's result")
         _cross(verifier, files.name, segment)
     check_closed(verifier, listed)
-    return report_of(Path(key), fmt, meta, verifier)
+    return report_of(bundle_path(key), fmt, meta, verifier)
 
 
 def _cross(v: _Verifier, name: str, segment: Mapping[str, Any]) -> None:

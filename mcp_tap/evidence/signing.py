@@ -3,7 +3,7 @@
 The writer signs each segment manifest and every version of ``bundle.json`` (the opening one
 and the closing summary) with the operator's Ed25519 key; the chain heads in them cover
 every record, gap records included. Keys are read like ``attest`` reads them
-(:func:`mcp_tap.gate.attest.parse_ed25519_private_key`: unencrypted PKCS#8 PEM or 64 hex
+(:func:`mcp_tap.keys.parse_ed25519_private_key`: unencrypted PKCS#8 PEM or 64 hex
 digits), from a file or an environment variable. See ``docs/architecture.md`` ("Signed
 evidence") for what a signature proves and what it cannot.
 """
@@ -20,6 +20,7 @@ from typing import Any, Final
 from mcp_tap.errors import InputError
 from mcp_tap.evidence.format import ED25519, SIGNATURE, signed_bytes
 from mcp_tap.files import read_file
+from mcp_tap.keys import ed25519_public_key, load_ed25519_private_key, parse_ed25519_private_key
 
 DEFAULT_KEY_ENV: Final = "MCP_TAP_SIGNING_KEY"
 """The environment variable the proxy reads a signing key from when no key file is set."""
@@ -85,8 +86,6 @@ def load_signing_key(
     An unreadable or malformed key is an :class:`InputError` naming its source, never the
     key itself.
     """
-    from mcp_tap.gate.attest import load_ed25519_private_key, parse_ed25519_private_key
-
     if key_file:
         return load_ed25519_private_key(Path(key_file))
     if key_env and environ.get(key_env):
@@ -97,8 +96,6 @@ def load_signing_key(
 
 def load_trusted_key(path: Path) -> bytes:
     """Read a trusted public key file (64 hex digits, or an Ed25519 PEM public key)."""
-    from mcp_tap.gate.policy import ed25519_public_key
-
     text = read_file(path, "trusted key").strip().decode("ascii", "replace")
     if len(text) == 64:
         return ed25519_public_key(text, path.parent, str(path), "key")

@@ -37,7 +37,7 @@ SCHEME: Final = "s3://"
 _BUCKET_RE: Final = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 # One path segment of a key that mcp-tap builds (release label, pod, bundle name).
 _SEGMENT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-DEFAULT_TIMEOUT_S: Final = 10.0
+DEFAULT_TIMEOUT_S: Final = 30.0
 
 
 def is_store_url(text: str | os.PathLike[str]) -> bool:
@@ -95,7 +95,7 @@ def pod_name(environ: Mapping[str, str] | None = None) -> str:
 
 
 @contextmanager
-def translated(action: str, location: StoreLocation | str) -> Iterator[None]:
+def translated(action: str, location: object) -> Iterator[None]:
     """Turn the store client's exceptions into :class:`StoreError`: one line naming the
     ``action`` and the location, the store's error code and nothing that could hold a
     credential (botocore's messages name neither the secret nor the signature)."""
@@ -108,15 +108,17 @@ def translated(action: str, location: StoreLocation | str) -> Iterator[None]:
         code = error.get("Code", "error")
         raise StoreError(f"{action} {location}: the store answered {code}") from None
     except BotoCoreError as exc:
-        raise StoreError(f"{action} {location}: {type(exc).__name__}") from None
+        raise StoreError(f"{action} {location}: the store did not answer "
+                         f"({type(exc).__name__})") from None
 
 
-def client_from_env(*, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
+def client_from_env(*, timeout: float = DEFAULT_TIMEOUT_S, attempts: int = 3,
+                    **options: Any) -> Any:
     """An S3 client configured from the standard AWS environment only.
 
     Path-style addressing when ``AWS_ENDPOINT_URL`` names an endpoint (S3-compatible stores
     on an address, where a bucket sub-domain does not resolve); botocore's standard retry
-    mode with few attempts, since the callers retry on their own schedule.
+    mode with ``attempts`` attempts. ``options`` are further botocore ``Config`` settings.
     """
     import boto3
     from botocore.config import Config
@@ -125,8 +127,9 @@ def client_from_env(*, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
     config = Config(
         connect_timeout=timeout,
         read_timeout=timeout,
-        retries={"max_attempts": 2, "mode": "standard"},
+        retries={"max_attempts": attempts, "mode": "standard"},
         s3={"addressing_style": addressing},
+        **options,
     )
     with translated("connect to", "the object store"):
         return boto3.session.Session().client("s3", config=config)
@@ -136,20 +139,10 @@ def client_from_env(*, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
 
 
 def upload_client_from_env(*, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
-    """:func:`client_from_env`'s client for the shipper, which computes a request checksum
-    only where an operation requires one (botocore's default CRC32 of every put body cost the
-    recording process a quarter of a nanosecond per shipped byte; the shipper asks for one
-    itself on an Object Lock put, which a store requires to carry one)."""
-    import boto3
-    from botocore.config import Config
-
-    addressing = "path" if os.environ.get("AWS_ENDPOINT_URL") else "auto"
-    config = Config(
-        connect_timeout=timeout,
-        read_timeout=timeout,
-        retries={"max_attempts": 2, "mode": "standard"},
-        s3={"addressing_style": addressing},
-        request_checksum_calculation="when_required",
-    )
-    with translated("connect to", "the object store"):
-        return boto3.session.Session().client("s3", config=config)
+    """:func:`client_from_env`'s client for the shipper, which retries on its own schedule
+    and computes a request checksum only where an operation requires one (botocore's
+    default CRC32 of every put body cost the recording process a quarter of a nanosecond
+    per shipped byte; the shipper asks for one itself on an Object Lock put, which a store
+    requires to carry one)."""
+    return client_from_env(timeout=timeout, attempts=2,
+                           request_checksum_calculation="when_required")

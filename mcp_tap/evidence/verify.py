@@ -84,6 +84,7 @@ from mcp_tap.evidence.problems import (
 from mcp_tap.evidence.reader import (
     SegmentFiles,
     SegmentScan,
+    bundle_path,
     check_manifest_format,
     list_segments,
     read_bundle_meta,
@@ -663,7 +664,7 @@ def verify_bundle(
     carries tallies the caller takes is accounted for from the manifest, not read
     (:mod:`mcp_tap.evidence.sealed`); the consumer then sees only the other segments' records.
     """
-    root = Path(path)
+    root = bundle_path(path)
     bundle_format, meta = read_bundle_meta(root)
     verifier = _Verifier(root, bundle_format, meta, trusted_keys, require_signed, consumer,
                          fast_keys=fast_keys, decode=decode, prepare=prepare,
@@ -716,7 +717,7 @@ def verify_bundles(
 
     ``jobs`` defaults to the number of usable cores; one bundle (or ``jobs=1``) runs here.
     """
-    work = [(Path(p), tuple(trusted_keys), require_signed) for p in paths]
+    work = [(bundle_path(p), tuple(trusted_keys), require_signed) for p in paths]
     workers = min(len(work), jobs or len(os.sched_getaffinity(0)))
     if workers <= 1:
         return [_verify_one(item) for item in work]

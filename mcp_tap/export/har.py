@@ -26,9 +26,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
-from mcp_tap import __version__
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.evidence import answer_is_whole
+from mcp_tap.version import __version__
 
 HAR_VERSION: Final = "1.2"
 _HTTP_VERSION: Final = "HTTP/1.1"  # the tap speaks HTTP/1.1 on both sides

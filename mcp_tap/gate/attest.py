@@ -8,13 +8,10 @@ the payload without its ``attestation``. The result is the payload with a fresh
 from __future__ import annotations
 
 import base64
-import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from mcp_tap.errors import InputError
-from mcp_tap.files import read_file
 from mcp_tap.gate.policy import ED25519, HMAC_SHA256
 from mcp_tap.gate.rollback import (
     ATTESTATION,
@@ -23,8 +20,6 @@ from mcp_tap.gate.rollback import (
     hmac_signature,
     validate_fields,
 )
-
-_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 
 
 def _checked(payload: Mapping[str, Any]) -> dict[str, Any]:
@@ -65,60 +60,3 @@ def attest_ed25519(
     body = _checked(payload)
     signature = Ed25519PrivateKey.from_private_bytes(private_key).sign(canonical_payload(body))
     return _with_attestation(body, signer, ED25519, base64.b64encode(signature).decode("ascii"))
-
-
-def load_ed25519_private_key(path: Path) -> bytes:
-    """Read an Ed25519 private key file (unencrypted PKCS#8 PEM, or 64 hex digits) as raw bytes."""
-    return parse_ed25519_private_key(read_file(path, "Ed25519 key"), str(path))
-
-
-def parse_ed25519_private_key(data: bytes, where: str) -> bytes:
-    """Parse an Ed25519 private key (unencrypted PKCS#8 PEM, or 64 hex digits) as raw bytes.
-
-    ``where`` names the key's source (a path, an environment variable) in the error.
-    """
-    from cryptography.exceptions import UnsupportedAlgorithm
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from cryptography.hazmat.primitives.serialization import (
-        Encoding,
-        NoEncryption,
-        PrivateFormat,
-        load_pem_private_key,
-    )
-
-    text = data.strip()
-    if _HEX64.fullmatch(text.decode("ascii", "replace")):
-        return bytes.fromhex(text.decode("ascii"))
-    try:
-        key = load_pem_private_key(data, password=None)
-    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
-        raise InputError(f"{where} is neither an unencrypted PEM private key nor 64 hex "
-                         "digits (a raw Ed25519 seed)") from exc
-    if not isinstance(key, Ed25519PrivateKey):
-        raise InputError(f"{where} is not an Ed25519 private key")
-    return key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
-
-
-def generate_ed25519_key() -> tuple[bytes, str]:
-    """Return a new Ed25519 key pair: the private key as PKCS#8 PEM and the public key as hex."""
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from cryptography.hazmat.primitives.serialization import (
-        Encoding,
-        NoEncryption,
-        PrivateFormat,
-        PublicFormat,
-    )
-
-    key = Ed25519PrivateKey.generate()
-    pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
-    public = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
-    return pem, public
-
-
-def ed25519_public_hex(private_key: bytes) -> str:
-    """Return the hex public key of a raw 32-byte Ed25519 private key (for the policy file)."""
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-
-    public = Ed25519PrivateKey.from_private_bytes(private_key).public_key()
-    return public.public_bytes(Encoding.Raw, PublicFormat.Raw).hex()

@@ -30,6 +30,7 @@ import orjson
 
 from mcp_tap.core.hashing import sha256_hex
 from mcp_tap.errors import BundleFormatError, InputError
+from mcp_tap.evidence.reader import bundle_path
 from mcp_tap.evidence.view import RecordView, evidence_digest, view_of
 from mcp_tap.files import read_file
 from mcp_tap.gate.decision import (
@@ -163,7 +164,7 @@ def load_request(
         baseline=tuple(find_all_bundles(baselines)) if baselines else (),
         reports=parsed,
         environ=environ,
-        open_bundles=tuple(Path(p) for p in open_bundles),
+        open_bundles=tuple(bundle_path(p) for p in open_bundles),
     )
 
 

@@ -248,8 +248,6 @@ class WindowTally:
         batches.
         """
         hops, wanted, counting = self.hops, self.hop, self.counting
-        count_5xx, count_4xx = counting.http_5xx, counting.http_4xx
-        count_jsonrpc = counting.jsonrpc_errors
         samples, errors, jsonrpc, http_5xx, http_4xx = (
             self.samples, self.errors, self.jsonrpc, self.http_5xx, self.http_4xx)
         tap, unanswered, start, latest = self.tap, self.unanswered, self.start, self.end
@@ -279,53 +277,20 @@ class WindowTally:
             if type(events) is not list or not events:
                 events = None
             body = origin.body
-            is_rpc_error = (isinstance(body, ANSWERS) and body.error is not UNSET
-                            and body.method is UNSET)
-            if not is_rpc_error and events is not None:
-                for event in events:
-                    data = event.data if isinstance(event, EVENTS) else None
-                    if (isinstance(data, ANSWERS) and data.error is not UNSET
-                            and data.method is UNSET):
-                        is_rpc_error = True
-                        break
-            # A request that never got an upstream answer is a failure whatever the policy
-            # counts; the others count as the policy says.
-            failed = False
-            mask = 0
+            is_rpc_error = _is_rpc_error(body, events)
+            mask, failed, broke = _failure(record, status, is_rpc_error, counting)
             if record.tapError is not None:
                 tap += 1
-                failed = True
-                mask = FAILED_UNANSWERED
             elif type(status) is not int:
                 unanswered += 1
-                failed = True
-                mask = FAILED_UNANSWERED
-            refused = False  # an error the client's own broken request may explain
-            if type(status) is int:
-                if 500 <= status <= 599:
-                    http_5xx += 1
-                    failed = failed or count_5xx
-                    mask |= FAILED_5XX
-                elif 400 <= status <= 499:
-                    http_4xx += 1
-                    refused = count_4xx
-                    mask |= FAILED_4XX
-            if is_rpc_error:
+            if mask & FAILED_5XX:
+                http_5xx += 1
+            elif mask & FAILED_4XX:
+                http_4xx += 1
+            if mask & FAILED_JSONRPC:
                 jsonrpc += 1
-                refused = refused or count_jsonrpc
-                mask |= FAILED_JSONRPC
-            if refused and not failed:
-                if record.findings and client_broke_request(record.findings):
-                    mask |= CLIENT_BROKE
-                    rejected += 1
-                else:
-                    failed = True
-            elif mask & _REFUSALS and not mask & FAILED_UNANSWERED and record.findings:
-                # What another counting would ask (a segment's tallies serve every policy);
-                # findings this one never reads must not stop it.
-                with contextlib.suppress(ValueError, TypeError):
-                    if client_broke_request(record.findings):
-                        mask |= CLIENT_BROKE
+            if broke:
+                rejected += 1
             if failed:
                 errors += 1
             if mask:
@@ -348,16 +313,7 @@ class WindowTally:
                 latest = end
             egress = record.egress
             if isinstance(egress, EGRESSES):
-                value = egress.endAt
-                if type(value) is not float or value - value != 0.0:
-                    value = _num(value)
-                if value is not None and (latest is None or value > latest):
-                    latest = value
-                value = egress.sentAt
-                if type(value) is not float or value - value != 0.0:
-                    value = _num(value)
-                if value is not None and (latest is None or value > latest):
-                    latest = value
+                latest = _egress_latest(egress, latest)
             if events is not None:
                 sse_streams += 1
                 count = len(events)
@@ -549,3 +505,64 @@ def _thresholds(policy: HealthPolicy) -> dict[str, Any]:
         "maxLatencyIncrease": policy.baseline.max_latency_increase,
         "maxErrorRateIncrease": policy.baseline.max_error_rate_increase,
     }
+
+
+def _is_rpc_error(body: Any, events: list[Any] | None) -> bool:
+    """Whether the origin answered with a JSON-RPC error: the body's, or an SSE event's."""
+    if isinstance(body, ANSWERS) and body.error is not UNSET and body.method is UNSET:
+        return True
+    if events is not None:
+        for event in events:
+            data = event.data if isinstance(event, EVENTS) else None
+            if isinstance(data, ANSWERS) and data.error is not UNSET and data.method is UNSET:
+                return True
+    return False
+
+
+def _failure(
+    record: RecordView, status: Any, is_rpc_error: bool, counting: ErrorCounting
+) -> tuple[int, bool, bool]:
+    """One sample's failure bits (``FAILED_*``, ``CLIENT_BROKE``), whether it is an error
+    under ``counting``, and whether it counts as a request the client broke (rejected)."""
+    # A request that never got an upstream answer is a failure whatever the policy
+    # counts; the others count as the policy says.
+    failed = False
+    mask = 0
+    if record.tapError is not None or type(status) is not int:
+        failed = True
+        mask = FAILED_UNANSWERED
+    rejected = False
+    refused = False  # an error the client's own broken request may explain
+    if type(status) is int:
+        if 500 <= status <= 599:
+            failed = failed or counting.http_5xx
+            mask |= FAILED_5XX
+        elif 400 <= status <= 499:
+            refused = counting.http_4xx
+            mask |= FAILED_4XX
+    if is_rpc_error:
+        refused = refused or counting.jsonrpc_errors
+        mask |= FAILED_JSONRPC
+    if refused and not failed:
+        if record.findings and client_broke_request(record.findings):
+            mask |= CLIENT_BROKE
+            rejected = True
+        else:
+            failed = True
+    elif mask & _REFUSALS and not mask & FAILED_UNANSWERED and record.findings:
+        # What another counting would ask (a segment's tallies serve every policy);
+        # findings this one never reads must not stop it.
+        with contextlib.suppress(ValueError, TypeError):
+            if client_broke_request(record.findings):
+                mask |= CLIENT_BROKE
+    return mask, failed, rejected
+
+
+def _egress_latest(egress: Any, latest: float | None) -> float | None:
+    """``latest`` moved to the egress view's end or send time where either is later."""
+    for value in (egress.endAt, egress.sentAt):
+        if type(value) is not float or value - value != 0.0:
+            value = _num(value)
+        if value is not None and (latest is None or value > latest):
+            latest = value
+    return latest

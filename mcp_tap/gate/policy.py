@@ -23,6 +23,7 @@ from mcp_tap.core.hashing import sha256_hex
 from mcp_tap.core.hopdiff import CLASSES
 from mcp_tap.errors import InputError
 from mcp_tap.files import read_file
+from mcp_tap.keys import ed25519_public_key
 from mcp_tap.tables import TableKeys, check_tables
 
 Percentile = Literal["p50", "p95", "p99"]
@@ -32,7 +33,6 @@ HMAC_SHA256 = "hmac-sha256"
 ED25519 = "ed25519"
 ALGORITHMS: frozenset[str] = frozenset({HMAC_SHA256, ED25519})
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -504,29 +504,3 @@ def _evidence(reader: _Reader, table: dict[str, Any], base_dir: Path) -> Evidenc
         max_loss_ratio=reader.number(table, "max_loss_ratio", "evidence.max_loss_ratio", 0.0,
                                      high=1.0),
     )
-
-
-def ed25519_public_key(value: str, base_dir: Path, source: str, name: str) -> bytes:
-    """Return a raw 32-byte Ed25519 public key from 64 hex digits or a PEM file."""
-    if _HEX64.fullmatch(value):
-        return bytes.fromhex(value)
-    from cryptography.exceptions import UnsupportedAlgorithm
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-    from cryptography.hazmat.primitives.serialization import (
-        Encoding,
-        PublicFormat,
-        load_pem_public_key,
-    )
-
-    path = base_dir / value
-    try:
-        pem = read_file(path, "public key")
-    except InputError as exc:
-        raise InputError(f"{source}: {name}: {exc}") from None
-    try:
-        key = load_pem_public_key(pem)
-    except (ValueError, UnsupportedAlgorithm) as exc:
-        raise InputError(f"{source}: {name}: {path} is not a PEM public key") from exc
-    if not isinstance(key, Ed25519PublicKey):
-        raise InputError(f"{source}: {name}: {path} is not an Ed25519 public key")
-    return key.public_bytes(Encoding.Raw, PublicFormat.Raw)

@@ -14,9 +14,9 @@ import socket
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
-from mcp_tap import __version__
-from mcp_tap.outputs import Check, Outcome
+from mcp_tap.outputs.model import Check, Outcome
 from mcp_tap.outputs.printable import printable
+from mcp_tap.version import __version__
 
 
 def _where(check: Check) -> str:

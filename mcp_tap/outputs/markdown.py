@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from mcp_tap.outputs import Check, Outcome
+from mcp_tap.outputs.model import Check, Outcome
 from mcp_tap.outputs.printable import printable
 
 # A step summary is capped at 1 MiB; a long run lists this many checks and counts the rest.

@@ -14,9 +14,9 @@ from typing import Any, Final
 
 import orjson
 
-from mcp_tap import __version__
-from mcp_tap.outputs import Check, Outcome
+from mcp_tap.outputs.model import Check, Outcome
 from mcp_tap.outputs.printable import json_safe
+from mcp_tap.version import __version__
 
 SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
 VERSION: Final = "2.1.0"

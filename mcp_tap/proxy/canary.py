@@ -59,8 +59,8 @@ def evaluate_json(
 
     try:
         request = load_request(
-            [Path(p) for p in evidence], Path(policy), Path(rollback) if rollback else None,
-            baseline=[Path(p) for p in baseline], open_bundles=open_bundles)
+            list(evidence), Path(policy), Path(rollback) if rollback else None,
+            baseline=list(baseline), open_bundles=open_bundles)
         if all_open:
             request = replace(request, open_bundles=request.evidence + request.baseline)
         decision = evaluate(request, workers=workers)

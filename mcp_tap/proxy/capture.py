@@ -13,9 +13,9 @@ from __future__ import annotations
 import hashlib
 import operator
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 
 class BodyHash(Protocol):
@@ -310,8 +310,46 @@ class RawExchange:
         14 objects fewer to encode and decode. A body is :meth:`RawBody.state`, the
         request's without its arrival times (None: each of its chunks is stamped 0.0, and
         only an answer's times are read, for its SSE events). ``handover_key`` is not in it.
+
+        Written out field by field (one tuple display each, one test per rare field, the
+        first unusual one ending the chain, no call per body): the layout is pinned to
+        :data:`COMMON_NAMES` and :data:`RARE_USUAL` by tests/proxy/test_handoff_layout.py.
         """
-        return _STATE_OF(self)  # (replaced by _STATE_OF itself below)
+        end_at = self.end_at
+        status = self.status
+        # ``is`` for None and False (what a tuple comparison's identity test finds), ``==``
+        # for the rest; no tuple of the fields and their usual values is built to compare.
+        if (self.client_gone is False and self.egress_body is None
+                and self.egress_changes is None and self.egress_end_at == end_at
+                and self.egress_pairs is None and self.egress_status == status
+                and self.forwarded_pairs is None and self.head_changes is None
+                and self.interim is None and self.session is None
+                and self.session_version is None and self.tap_error is None
+                and self.trace_id == "" and self.upgraded is False):
+            rare: tuple[Any, ...] | None = None
+        else:
+            rare = (self.client_gone, self.egress_body, self.egress_changes,
+                    self.egress_end_at, self.egress_pairs, self.egress_status,
+                    self.forwarded_pairs, self.head_changes, self.interim, self.session,
+                    self.session_version, self.tap_error, self.trace_id, self.upgraded)
+        request = self.request
+        if request._hash is not None:
+            request.finish()
+        body = self.response
+        response: tuple[Any, ...] | None = None
+        if body is not None:
+            if body._hash is not None:
+                body.finish()
+            response = (body.cap, body.chunks, body.times, body.size, body.ended, body.digest)
+        tunnel = self.tunnel
+        return ((self.hop, self.upstream, self.client, self.http_method, self.path,
+                 self.received_at, self.forwarded_at, self.first_byte_at, self.sent_at,
+                 end_at, status, self.egress_bytes, self.request_framing,
+                 self.response_framing, self.request_pairs, self.response_pairs, rare),
+                (request.cap, request.chunks, None, request.size, request.ended,
+                 request.digest),
+                response,
+                None if tunnel is None else (tunnel[0].state(), tunnel[1].state()))
 
     @classmethod
     def restored(cls, state: tuple[Any, ...]) -> RawExchange:
@@ -338,116 +376,106 @@ COMMON_NAMES = (
 """The flat fields handed over one by one, in this order (every exchange sets most). Not
 ``handover_key``: the hand-off message carries it (``("record", key, state)``), and marshal
 would index an int that appears twice."""
-RARE_USUAL = {
-    "client_gone": "False",
-    "egress_body": "None",
-    "egress_changes": "None",
-    "egress_end_at": "end_at",
-    "egress_pairs": "None",
-    "egress_status": "status",
-    "forwarded_pairs": "None",
-    "head_changes": "None",
-    "interim": "None",
-    "session": "None",
-    "session_version": "None",
-    "tap_error": "None",
-    "trace_id": "''",
-    "upgraded": "False",
+SAME_AS = object()
+"""A :data:`RARE_USUAL` value's marker: "the value of another field" (the second item)."""
+RARE_USUAL: dict[str, Any] = {
+    "client_gone": False,
+    "egress_body": None,
+    "egress_changes": None,
+    "egress_end_at": (SAME_AS, "end_at"),
+    "egress_pairs": None,
+    "egress_status": (SAME_AS, "status"),
+    "forwarded_pairs": None,
+    "head_changes": None,
+    "interim": None,
+    "session": None,
+    "session_version": None,
+    "tap_error": None,
+    "trace_id": "",
+    "upgraded": False,
 }
-"""The other flat fields and their usual values, as Python expressions (``end_at`` and
-``status``: the values of those fields): handed over as one tuple, or None when every one
-has its usual value."""
+"""The other flat fields and their usual values (``(SAME_AS, name)``: the value of the
+field ``name``): handed over as one tuple, or None when every one has its usual value.
+Data for the tests that pin :meth:`RawExchange.state` and :func:`unpack_flat` to it."""
 RARE_NAMES = tuple(RARE_USUAL)
 LISTED = ("egress_changes", "head_changes", "interim")
 """List fields that are None in the forwarder until they hold something (three empty lists
-fewer per exchange, ~1.1k instructions): read back as lists (:data:`RARE_READ`, or [] for
-a None among the rare ones handed over), as the recorder reads them."""
-RARE_READ = {n: "[]" if n in LISTED else v for n, v in RARE_USUAL.items()}
-"""What the readers of the flat tuple build for the rare fields when it holds None."""
+fewer per exchange): read back as lists (a None, handed over or usual, is read as []), as
+the recorder reads them."""
 assert sorted((*COMMON_NAMES, *RARE_NAMES, "handover_key")) == sorted(FLAT_NAMES)
 
 
-def _generated(source: str, name: str) -> Any:
-    """The function ``name`` defined by ``source`` (built from the field names above and
-    nothing from outside: one display per tuple, each ``self.name`` a specialised slot
-    load, as dataclasses make their methods)."""
-    namespace: dict[str, Any] = {}
-    exec(source, namespace)
-    return namespace[name]
+class Flat(NamedTuple):
+    """The flat fields of :meth:`RawExchange.state`, read back (:func:`unpack_flat`): the
+    :data:`COMMON_NAMES` fields, then the :data:`RARE_NAMES` ones (their usual values when
+    the forwarder sent None for them), a :data:`LISTED` field left None read as a new list.
+    Not ``handover_key``: the hand-off message carries it."""
+
+    hop: str
+    upstream: str
+    client: str
+    http_method: str
+    path: str
+    received_at: float
+    forwarded_at: float | None
+    first_byte_at: float | None
+    sent_at: float | None
+    end_at: float | None
+    status: int | None
+    egress_bytes: int
+    request_framing: str
+    response_framing: str
+    request_pairs: Head
+    response_pairs: Head
+    client_gone: bool
+    egress_body: bytes | None
+    egress_changes: list[dict[str, str]]
+    egress_end_at: float | None
+    egress_pairs: Head | None
+    egress_status: int | None
+    forwarded_pairs: Head | None
+    head_changes: list[dict[str, str]]
+    interim: list[int]
+    session: str | None
+    session_version: str | None
+    tap_error: dict[str, Any] | None
+    trace_id: str
+    upgraded: bool
 
 
-def _state_source() -> str:
-    common = ", ".join("end_at" if n == "end_at" else "status" if n == "status"
-                       else f"self.{n}" for n in COMMON_NAMES)
-    rare = ", ".join(f"self.{n}" for n in RARE_NAMES)
-    # One test per field, the first unusual one ending it (no tuple of the fields and of
-    # their usual values built to compare them): ``is`` for None and False (what the
-    # tuple comparison's identity test finds for them), ``==`` for the rest.
-    usual = " and ".join(
-        f"self.{n} is {v}" if v in ("None", "False") else f"self.{n} == {v}"
-        for n, v in RARE_USUAL.items())
-    body = "cap, chunks, times, size, ended, digest"
-    return (
-        "def state(self):\n"
-        "    end_at = self.end_at\n"
-        "    status = self.status\n"
-        f"    if {usual}:\n"
-        "        rare = None\n"
-        "    else:\n"
-        f"        rare = ({rare},)\n"
-        "    request = self.request\n"
-        "    if request._hash is not None:\n"
-        "        request.finish()\n"
-        "    response = self.response\n"
-        "    if response is not None:\n"
-        "        if response._hash is not None:\n"
-        "            response.finish()\n"
-        f"        response = ({', '.join(f'response.{n}' for n in body.split(', '))})\n"
-        "    tunnel = self.tunnel\n"
-        "    if tunnel is not None:\n"
-        "        tunnel = (tunnel[0].state(), tunnel[1].state())\n"
-        f"    return (({common}, rare), "
-        f"({', '.join('None' if n == 'times' else f'request.{n}' for n in body.split(', '))}),"
-        " response, tunnel)\n"
-    )
+_new_flat = tuple.__new__
 
 
-# RawExchange.state in one frame: the flat tuple, the rare ones' test (a chain of one test per
-# field, no tuple built) and both bodies' states, with no call per body; the method itself (no
-# wrapper call).
-_STATE_OF: Callable[[RawExchange], tuple[Any, ...]] = _generated(_state_source(), "state")
-_STATE_OF.__doc__ = RawExchange.state.__doc__
-RawExchange.state = _STATE_OF  # type: ignore[method-assign,assignment]
+def unpack_flat(flat: tuple[Any, ...]) -> Flat:
+    """The :class:`Flat` of a handed-over flat tuple (a tuple of another shape raises
+    ValueError). The inverse of the flat part of :meth:`RawExchange.state`."""
+    (hop, upstream, client, http_method, path, received_at, forwarded_at, first_byte_at,
+     sent_at, end_at, status, egress_bytes, request_framing, response_framing, request_pairs,
+     response_pairs, rare) = flat
+    if rare is None:  # every rare field has its usual value (RARE_USUAL; [] when LISTED)
+        return _new_flat(Flat, (
+            hop, upstream, client, http_method, path, received_at, forwarded_at,
+            first_byte_at, sent_at, end_at, status, egress_bytes, request_framing,
+            response_framing, request_pairs, response_pairs,
+            False, None, [], end_at, None, status, None, [], [], None, None, None, "", False))
+    (client_gone, egress_body, egress_changes, egress_end_at, egress_pairs, egress_status,
+     forwarded_pairs, head_changes, interim, session, session_version, tap_error, trace_id,
+     upgraded) = rare
+    return _new_flat(Flat, (
+        hop, upstream, client, http_method, path, received_at, forwarded_at, first_byte_at,
+        sent_at, end_at, status, egress_bytes, request_framing, response_framing,
+        request_pairs, response_pairs, client_gone, egress_body,
+        [] if egress_changes is None else egress_changes, egress_end_at, egress_pairs,
+        egress_status, forwarded_pairs, [] if head_changes is None else head_changes,
+        [] if interim is None else interim, session, session_version, tap_error, trace_id,
+        upgraded))
 
 
-def flat_unpacking_source() -> str:
-    """Source lines (a function body's, for :func:`_generated`) that unpack the flat tuple
-    named ``flat`` into one local per field: :data:`COMMON_NAMES`, then the
-    :data:`RARE_NAMES` fields from their tuple, or their usual values (:data:`RARE_READ`)
-    when it is None; a :data:`LISTED` field the forwarder left None is read as a new list."""
-    rare = ", ".join(RARE_NAMES)
-    return (
-        f"    ({', '.join(COMMON_NAMES)}, rare) = flat\n"
-        "    if rare is None:\n"
-        f"        ({rare},) = ({', '.join(RARE_READ.values())},)\n"
-        "    else:\n"
-        f"        ({rare},) = rare\n"
-        + "".join(f"        if {n} is None:\n            {n} = []\n" for n in LISTED)
-    )
-
-
-def _fields_source() -> str:
-    value = {n: n for n in (*COMMON_NAMES, *RARE_NAMES)}  # handover_key: None
-    return (
-        "def fields(flat):\n"
-        + flat_unpacking_source()
-        + f"    return {{{', '.join(f'{n!r}: {value.get(n)}' for n in FLAT_NAMES)}}}\n"
-    )
-
-
-flat_fields: Callable[[tuple[Any, ...]], dict[str, Any]] = _generated(_fields_source(), "fields")
-"""The flat fields of :meth:`RawExchange.state` by name, in :data:`FLAT_NAMES` order (a
-tuple of another shape raises ValueError)."""
+def flat_fields(flat: tuple[Any, ...]) -> dict[str, Any]:
+    """The flat fields of :meth:`RawExchange.state` by name, in :data:`FLAT_NAMES` order
+    (``handover_key`` None: the message carries it)."""
+    fields = unpack_flat(flat)._asdict()
+    return {name: fields.get(name) for name in FLAT_NAMES}
 
 
 def _exchange_restored(*values: Any) -> RawExchange:

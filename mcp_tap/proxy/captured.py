@@ -8,14 +8,12 @@ so the forwarder never splits a head, hashes a body or decodes a stream.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.sse import SSEDecoder, SSEError, SSEEvent
 from mcp_tap.proxy.capture import (
-    FLAT_NAMES,
     BodyCapture,
     Head,
     Pairs,
@@ -222,47 +220,72 @@ def head_pairs(raw: bytes) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-# Fields of the hand-off's flat tuple (RawExchange.state) that are raw: materialize decodes
-# them into other fields of Captured. Every other flat field passes on unchanged.
-_RAW_ONLY = ("request_pairs", "forwarded_pairs", "response_pairs", "egress_pairs",
-             "egress_body", "session")
-_SAME_FIELDS = tuple(name for name in FLAT_NAMES if name not in _RAW_ONLY)
 _new_captured = object.__new__
 
 
-def _flat_reader() -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
-    """A function of the flat tuple: a new :class:`Captured` (no ``__init__``) holding the
-    flat fields that pass on unchanged, then the raw ones in :data:`_RAW_ONLY`'s order; the
-    caller sets the other fields.
+def _captured_of(flat: tuple[Any, ...]) -> tuple[
+    Captured, Head, Head | None, Head, Head | None, bytes | None,
+]:
+    """A new :class:`Captured` (no ``__init__``) holding the flat fields of a handed-over
+    flat tuple that pass on unchanged, and the raw ones (:data:`RAW_ONLY` but ``session``)
+    that :func:`materialize_state` decodes into the others.
 
-    Made from one unpacking and a slot store per field; a tuple of another length raises
-    ValueError as a strict zip would. The flat tuple is :data:`COMMON_NAMES`, then the
-    :data:`RARE_NAMES` fields as one tuple, or None for their usual values
-    (:data:`RARE_USUAL`, built fresh here). The names are the slot names of RawExchange,
-    nothing from outside.
-    """
-    from mcp_tap.proxy.capture import (  # the layout
-        COMMON_NAMES,
-        RARE_NAMES,
-        flat_unpacking_source,
-    )
+    :func:`~mcp_tap.proxy.capture.unpack_flat` written out into locals, as the recorder
+    pays for it per exchange (a :class:`Flat` built and read by name cost 0.7 us more:
+    docs/benchmark.md); tests/proxy/test_handoff_layout.py ties both to the layout, field
+    by field."""
+    (hop, upstream, client, http_method, path, received_at, forwarded_at, first_byte_at,
+     sent_at, end_at, status, egress_bytes, request_framing, response_framing, request_pairs,
+     response_pairs, rare) = flat
+    if rare is None:  # every rare field has its usual value (RARE_USUAL; [] when LISTED)
+        (client_gone, egress_body, egress_changes, egress_end_at, egress_pairs, egress_status,
+         forwarded_pairs, head_changes, interim, session_version, tap_error, trace_id,
+         upgraded) = (False, None, [], end_at, None, status, None, [], [], None, None, "",
+                      False)
+    else:
+        (client_gone, egress_body, egress_changes, egress_end_at, egress_pairs, egress_status,
+         forwarded_pairs, head_changes, interim, _, session_version, tap_error, trace_id,
+         upgraded) = rare
+        if egress_changes is None:
+            egress_changes = []
+        if head_changes is None:
+            head_changes = []
+        if interim is None:
+            interim = []
+    cap = _new_captured(Captured)
+    cap.client = client
+    cap.client_gone = client_gone
+    cap.egress_bytes = egress_bytes
+    cap.egress_changes = egress_changes
+    cap.egress_end_at = egress_end_at
+    cap.egress_status = egress_status
+    cap.end_at = end_at
+    cap.first_byte_at = first_byte_at
+    cap.forwarded_at = forwarded_at
+    cap.handover_key = None  # the message carries it (the recording process sets it)
+    cap.head_changes = head_changes
+    cap.hop = hop
+    cap.http_method = http_method
+    cap.interim = interim
+    cap.path = path
+    cap.received_at = received_at
+    cap.request_framing = request_framing
+    cap.response_framing = response_framing
+    cap.sent_at = sent_at
+    cap.session_version = session_version
+    cap.status = status
+    cap.tap_error = tap_error
+    cap.trace_id = trace_id
+    cap.upgraded = upgraded
+    cap.upstream = upstream
+    return cap, request_pairs, forwarded_pairs, response_pairs, egress_pairs, egress_body
 
-    # handover_key is not in the flat tuple (the message carries it: _Handover._record).
-    value = {n: n for n in (*COMMON_NAMES, *RARE_NAMES)}
-    source = (
-        "def read(flat):\n"
-        + flat_unpacking_source()
-        + "    cap = _new_captured(Captured)\n"
-        + "".join(f"    cap.{n} = {value.get(n)}\n" for n in _SAME_FIELDS)
-        + f"    return (cap, {', '.join(_RAW_ONLY)})\n"
-    )
-    namespace: dict[str, Any] = {"_new_captured": _new_captured, "Captured": Captured}
-    exec(source, namespace)
-    read: Callable[[tuple[Any, ...]], tuple[Any, ...]] = namespace["read"]
-    return read
 
-
-_read_flat = _flat_reader()
+RAW_ONLY = ("request_pairs", "forwarded_pairs", "response_pairs", "egress_pairs",
+            "egress_body", "session")
+"""Fields of :class:`~mcp_tap.proxy.capture.Flat` that are raw: :func:`materialize_state`
+decodes them into other fields of :class:`Captured` (``session`` only names the session to
+the recorder)."""
 
 
 def materialize(raw: RawExchange, max_sse_events: int) -> Captured:
@@ -282,8 +305,7 @@ def materialize_state(state: tuple[Any, ...], max_sse_events: int) -> Captured:
     # Every field of Captured, each set once (its generated __init__ takes 40 arguments one
     # by one; tests check the fields are all here): the flat fields as they came, the raw
     # ones replaced by what they decode to.
-    cap: Captured
-    cap, request_pairs, forwarded, response_pairs, egress, egress_body, _ = _read_flat(flat)
+    cap, request_pairs, forwarded, response_pairs, egress, egress_body = _captured_of(flat)
     request_headers = _headers(request_pairs)
     response_headers = _headers(response_pairs)
     index = request_headers._index

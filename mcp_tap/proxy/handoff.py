@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import marshal
 import pickle
-from typing import Any
+from typing import Any, Final
 
 HEADER = 4
 """Bytes of a frame's length prefix."""
@@ -32,6 +32,70 @@ MAX_FRAME = _LENGTH
 """The largest frame payload (a bigger batch is split into several frames)."""
 
 Batch = list[tuple[Any, ...]]
+
+# -- the messages of a batch -------------------------------------------------------------
+# Plain tuples tagged by their first item (marshal encodes exact tuples only: a NamedTuple
+# would send the whole frame as a pickle). Built by the constructors below (worker.py), read
+# against the same tags (recording_process._Handover.handle); tests/proxy/
+# test_handoff_layout.py checks each tag has a constructor and a branch there.
+
+RECORD: Final = "record"
+"""``(RECORD, key, state)``: a finished exchange (``RawExchange.state``) and its key."""
+BEGUN: Final = "begun"
+"""``(BEGUN, first, end)``: the exchanges of keys ``first`` to ``end - 1`` began."""
+BEGIN: Final = "begin"
+"""``(BEGIN, key, hop, session)``: the exchange ``key`` names a session."""
+DROP: Final = "drop"
+"""``(DROP, key)``: the exchange ``key`` is counted lost by the forwarder, not in flight."""
+LOST: Final = "lost"
+"""``(LOST, count, reason)``: captures the forwarder could not hand over."""
+HOLD: Final = "hold"
+"""``(HOLD,)``: the forwarder holds its clients back; answer with a report."""
+HELD: Final = "held"
+"""``(HELD, pauses, seconds)``: the forwarder's pauses, for the bundle's closing."""
+STOP: Final = "stop"
+"""``(STOP,)``: the last message."""
+TAGS: Final = (RECORD, BEGUN, BEGIN, DROP, LOST, HOLD, HELD, STOP)
+
+
+def record(key: int | None, state: tuple[Any, ...]) -> tuple[str, int | None, tuple[Any, ...]]:
+    """A finished exchange's message (``state``: its ``RawExchange.state()``)."""
+    return (RECORD, key, state)
+
+
+def begun(first: int, end: int) -> tuple[str, int, int]:
+    """The message announcing the exchanges of keys ``first`` to ``end - 1``."""
+    return (BEGUN, first, end)
+
+
+def begin(key: int, hop: str, session: str) -> tuple[str, int, str, str]:
+    """The message of an exchange that names a session (before its record)."""
+    return (BEGIN, key, hop, session)
+
+
+def drop(key: int | None) -> tuple[str, int | None]:
+    """The message of an announced exchange that will not be handed over."""
+    return (DROP, key)
+
+
+def lost(count: int, reason: str) -> tuple[str, int, str]:
+    """The message of captures lost before the hand-over, and why."""
+    return (LOST, count, reason)
+
+
+def hold() -> tuple[str]:
+    """The message marking a pause of the forwarder's clients."""
+    return (HOLD,)
+
+
+def held(pauses: int, seconds: float) -> tuple[str, int, float]:
+    """The message of the forwarder's pauses since it started."""
+    return (HELD, pauses, seconds)
+
+
+def stop() -> tuple[str]:
+    """The last message of the hand-off."""
+    return (STOP,)
 
 
 def encode(batch: Batch) -> bytes:

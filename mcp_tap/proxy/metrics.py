@@ -22,7 +22,7 @@ import platform
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 from prometheus_client.core import (
@@ -34,16 +34,22 @@ from prometheus_client.core import (
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
-from mcp_tap import __version__
+from mcp_tap.version import __version__
 
 LabelKey = tuple[tuple[str, str], ...]
 Number = int | float
-# One recorded exchange, as the recorder counts it (see Metrics.add_exchanges): hop, era,
-# finding rule ids, tap error phase, then upstream latency, first byte, first SSE event and
-# added latency in seconds (None: not seen).
-ExchangeTally = tuple[
-    str, str, Sequence[str], str | None, float | None, float | None, float | None, float | None
-]
+class ExchangeTally(NamedTuple):
+    """One recorded exchange, as the recorder counts it (see Metrics.add_exchanges); times in
+    seconds from its arrival (None: not seen)."""
+
+    hop: str
+    era: str
+    rules: Sequence[str]  # the findings' rule ids
+    phase: str | None  # the tap error's phase
+    upstream: float | None  # the upstream's answer ended
+    first_byte: float | None
+    first_event: float | None  # the first SSE event
+    added: float | None  # forwarded upstream (the tap's added latency)
 
 # What ``/metrics`` answers with: the classic text format every Prometheus 2.x parses (the
 # names are all legacy-valid, so generate_latest's output is that format).
@@ -298,7 +304,10 @@ class Metrics:
         first_byte: dict[str, list[float]] = {}
         first_event: dict[str, list[float]] = {}
         added: dict[str, list[float]] = {}
-        for hop, era, rules, phase, upstream, byte, event, tap in tallies:
+        for tally in tallies:
+            hop, era, rules, phase = tally.hop, tally.era, tally.rules, tally.phase
+            upstream, byte, event, tap = (
+                tally.upstream, tally.first_byte, tally.first_event, tally.added)
             pair = (hop, era)
             exchanges[pair] = exchanges.get(pair, 0) + 1
             for rule in rules:

@@ -17,12 +17,11 @@ import structlog
 
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import HEADER_SESSION_ID, Era
-from mcp_tap.core.exchange import Exchange, Judgement, judge
-from mcp_tap.core.fastinit import maker
+from mcp_tap.core.exchange import Judgement, judge, make_exchange
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.hashing import DigestKey
 from mcp_tap.core.hops import BOX_HTTP, HopView
-from mcp_tap.core.jsonrpc import KIND_NOTIFICATION, KIND_REQUEST, Kind
+from mcp_tap.core.jsonrpc import KIND_NOTIFICATION, KIND_REQUEST, Kind, first_error_code
 from mcp_tap.core.redaction import Redactor
 from mcp_tap.core.resume import Parked, ResumeTracker, last_event_id, resumable
 from mcp_tap.core.selection import ClientTracker
@@ -51,7 +50,6 @@ _MAX_STATE = 10000  # sessions, tools, clients remembered per hop
 _VOUCHED = frozenset({"hop", "era", "status", "ms", "findings", "hop_findings", "tap_error",
                       "exchange_id"})
 _ERA_TEXT = {era: str(era) for era in Era}
-_make_exchange = maker(Exchange)  # Exchange(...) by position, without type.__call__
 _NO_PARTS = (None, None, None)  # request_parts of a judgement without a request
 _SESSION_KEY = HEADER_SESSION_ID.lower()  # the header index's keys are lower-case
 _TRACEPARENT = "traceparent"
@@ -259,8 +257,8 @@ class Recorder:
         negotiated = cap.session_version or (state.sessions.get(session) if session else None)
         response = cap.response
         request = cap.request
-        # Exchange(...) by position, without type.__call__ and the keywords (per exchange).
-        exchange = _make_exchange(
+        # Exchange(...) by position, typed (make_exchange), without type.__call__ (per exchange).
+        exchange = make_exchange(
             cap.request_headers,  # request_headers
             request.body,  # request_body
             cap.status if cap.tap_error is None else None,  # response_status
@@ -382,7 +380,7 @@ class Recorder:
             tracker = ClientTracker(legacy_allowed=self.options.eras.legacy_allowed)
             state.clients.remember(key, tracker)
         messages = j.response_messages
-        return tracker.see(method, j.era, _error_code(messages) if messages else None, result)
+        return tracker.see(method, j.era, first_error_code(messages) if messages else None, result)
 
     def _tap_findings(self, cap: Captured) -> list[Finding]:
         found: list[Finding] = []
@@ -469,7 +467,7 @@ class Recorder:
         rules = [f.rule for f in found] if found else []
         hop_rules = [f["rule"] for f in pair["findings"]] if pair is not None else []
         era = _ERA_TEXT.get(j.era) or str(j.era)  # str() of a StrEnum member, looked up
-        tally: ExchangeTally = (
+        tally = ExchangeTally(
             cap.hop,
             era,
             rules + hop_rules if hop_rules else rules,
@@ -498,12 +496,3 @@ class Recorder:
 
 class _Unparsed(Exception):
     """The request never parsed (the tap answered 400/431): there is nothing to judge."""
-
-
-def _error_code(messages: tuple[Any, ...]) -> int | None:
-    for m in messages:
-        if isinstance(m, dict) and isinstance(m.get("error"), dict):
-            code = m["error"].get("code")
-            if isinstance(code, int) and not isinstance(code, bool):
-                return code
-    return None

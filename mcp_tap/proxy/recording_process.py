@@ -202,10 +202,10 @@ class _Handover:
         taken = 0
         for message in batch:
             kind = message[0]
-            if kind == "record":
+            if kind == handoff.RECORD:
                 taken += 1
                 self._record(message[1], message[2])
-            elif kind == "begun":
+            elif kind == handoff.BEGUN:
                 # The exchanges begun since the last frame, by key range: each stays here
                 # until recorded (the in-flight count), with no session version unless a
                 # "begin" (one that names a session, in its place in the frame) says one.
@@ -214,22 +214,22 @@ class _Handover:
                     sessions[key] = None
                 while len(sessions) > _MAX_PENDING_BEGINS:  # lost records leave theirs
                     sessions.pop(next(iter(sessions)))
-            elif kind == "begin":
+            elif kind == handoff.BEGIN:
                 _, key, hop, session = message
                 known = self.recorder.session_version(hop, session) if session else None
                 self.sessions[key] = known
                 if len(self.sessions) > _MAX_PENDING_BEGINS:  # lost records leave theirs
                     self.sessions.pop(next(iter(self.sessions)))
-            elif kind == "drop":
+            elif kind == handoff.DROP:
                 self.sessions.pop(message[1], None)
-            elif kind == "lost":
+            elif kind == handoff.LOST:
                 self.writer.report_lost(message[1], message[2] if len(message) > 2
                                         else REASON_HANDOVER)
-            elif kind == "hold":
+            elif kind == handoff.HOLD:
                 self.hold_marks += 1
-            elif kind == "held":
+            elif kind == handoff.HELD:
                 self.writer.note_held(message[1], message[2])
-            elif kind == "stop":
+            elif kind == handoff.STOP:
                 return taken, True
         return taken, False
 

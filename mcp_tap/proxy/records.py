@@ -91,8 +91,12 @@ class RecordBuilder:
             ids[:] = [drawn[at : at + 16] for at in range(len(drawn) - 16, -1, -16)]
         return ids.pop()
 
-    def _body_json(self, capture: BodyCapture | None, messages: Any) -> tuple[Any, str | None]:
-        """The redacted body for a view, and a note when it is stored as text."""
+    def _body_json(
+        self, capture: BodyCapture | None, messages: Any,
+        written: deepjson.WrittenJson | None = None,
+    ) -> tuple[Any, str | None]:
+        """The redacted body for a view, and a note when it is stored as text (``written``:
+        what the judge wrote of it as JSON, see :class:`~mcp_tap.core.deepjson.WrittenJson`)."""
         if capture is None or not capture.complete:
             return None, None
         body = capture.body  # a property: read once
@@ -104,7 +108,7 @@ class RecordBuilder:
             except orjson.JSONDecodeError:
                 text = body[:_RAW_TEXT_CHARS].decode("utf-8", "replace")
                 return {"raw": self.redactor.redact_text(text)}, None
-        done = self.redactor.walk_message_text(messages, body)
+        done = self.redactor.walk_message_text(messages, body, written)
         if done.depth + 2 + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
             return done.value, None  # _recordable's usual answer, without its call
         return self._recordable(done, 2)
@@ -127,6 +131,7 @@ class RecordBuilder:
                 len(texts) - texts.count("")):
             parsed = iter(j.response_messages)
         red = self.redactor
+        written = j.context.written if j.context is not None else None
         # walk_message without its call per event when no argument policy picks targets.
         walk = red.walk_message if red.policy.argument_policies else red.walk_plain
         out = []
@@ -139,7 +144,8 @@ class RecordBuilder:
                 if len(text) < CLEAN_CHECK_MIN:
                     done = walk(message)
                 else:
-                    done = red.walk_message_text(message, text.encode("utf-8", "surrogatepass"))
+                    done = red.walk_message_text(
+                        message, text.encode("utf-8", "surrogatepass"), written)
                 if done.depth + 4 + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
                     data = done.value  # _recordable's usual answer, without its call
                 else:
@@ -167,6 +173,46 @@ class RecordBuilder:
             out.append(data)
         return out
 
+    def _origin_view(
+        self,
+        cap: Captured,
+        j: Judgement,
+        response_headers: list[list[str]],
+        origin_digest: str,
+        content_type: str | None,
+    ) -> dict[str, Any] | None:
+        """The record's origin view (None: the origin never answered)."""
+        response = cap.response
+        if cap.status is None or response is None:
+            return None
+        is_sse = content_type == "text/event-stream"
+        body, note = (None, None) if is_sse else self._body_json(
+            response, j.response_messages[0] if len(j.response_messages) == 1 else None,
+            j.context.written if j.context is not None else None,
+        )
+        # Keys in the order the chain digest sorts them (sorting sorted keys is cheaper).
+        origin = {
+            "body": body,
+            "bodyDigest": origin_digest,
+            "bodySize": response.size,
+            "contentType": content_type,
+            "endAt": cap.end_at,
+            "ended": response.ended,
+            "firstByteAt": cap.first_byte_at,
+            "framing": cap.response_framing or None,
+            # What the origin received differs from what the client sent only by these.
+            "headChanges": cap.head_changes,
+            "headers": response_headers,
+            "sse": self._sse_json(cap, j) if is_sse else None,
+            "status": cap.status,
+            "truncated": not response.complete,
+        }
+        if note is not None:
+            origin["bodyNote"] = note
+        if cap.interim:
+            origin["interim"] = cap.interim
+        return origin
+
     def build(
         self,
         cap: Captured,
@@ -181,42 +227,16 @@ class RecordBuilder:
         red = self.redactor
         response = cap.response
         content_type = cap.response_headers.content_type()
-        is_sse = content_type == "text/event-stream"
         key = self.digest_key
         kind, method, rpc_id = request_parts(j) if parts is None else parts
         # A head that passed as it came is one header map for both views: redacted once
         # (the record holds the same list twice; nothing mutates a record's lists).
         response_headers = self.header_lists(cap.response_headers)
         request_headers = self.header_lists(cap.request_headers)
-        origin: dict[str, Any] | None = None
         # Spliced, the client got the origin's bytes: one sealed digest for both views.
         same_bytes = response is not None and cap.egress_digest == response.digest
         origin_digest = seal_hex(key, response.digest) if response is not None else ""
-        if cap.status is not None and response is not None:
-            body, note = (None, None) if is_sse else self._body_json(
-                response, j.response_messages[0] if len(j.response_messages) == 1 else None
-            )
-            # Keys in the order the chain digest sorts them (sorting sorted keys is cheaper).
-            origin = {
-                "body": body,
-                "bodyDigest": origin_digest,
-                "bodySize": response.size,
-                "contentType": content_type,
-                "endAt": cap.end_at,
-                "ended": response.ended,
-                "firstByteAt": cap.first_byte_at,
-                "framing": cap.response_framing or None,
-                # What the origin received differs from what the client sent only by these.
-                "headChanges": cap.head_changes,
-                "headers": response_headers,
-                "sse": self._sse_json(cap, j) if is_sse else None,
-                "status": cap.status,
-                "truncated": not response.complete,
-            }
-            if note is not None:
-                origin["bodyNote"] = note
-            if cap.interim:
-                origin["interim"] = cap.interim
+        origin = self._origin_view(cap, j, response_headers, origin_digest, content_type)
         request = cap.request
         request_body, request_note = self._body_json(request, j.request_message)
         forwarded_headers = (request_headers if cap.forwarded_headers is cap.request_headers

@@ -28,6 +28,7 @@ from mcp_tap.proxy.inline import InlineRecording
 from mcp_tap.proxy.metrics import Metrics
 from mcp_tap.proxy.options import TapOptions, parse_listen
 from mcp_tap.proxy.recorder import BatchSink, Recorder
+from mcp_tap.proxy.splice.client import ClientConnection
 from mcp_tap.proxy.splice.hop import COUNTED, HopCore
 from mcp_tap.proxy.worker import ProcessRecorder
 
@@ -167,7 +168,7 @@ class TapServer:
                 self.recorder.holdback.hops.append(core)
             host, port = parse_listen(hop.listen)
             try:
-                self.addresses[hop.name] = await core.listen(host, port)
+                self.addresses[hop.name] = await core.listen(host, port, ClientConnection)
             except OSError as exc:
                 raise InputError(
                     f"hop {hop.name}: cannot listen on {hop.listen} ({exc.strerror or exc})"

@@ -32,8 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from mcp_tap.errors import InputError
-from mcp_tap.urls import check_http_url
+from mcp_tap.core.jsonrpc import first_error_code
 
 if TYPE_CHECKING:
     from mcp_tap.core.exchange import Judgement
@@ -47,21 +46,6 @@ _TRACE_ID_LIMIT = (1 << 64) - 1  # the SDK's TraceIdRatioBased looks at the low 
 _PRESET: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar(
     "mcp_tap_preset_ids", default=None
 )
-
-
-def check_tracing(options: TracingOptions) -> None:
-    """Bad-input checks for ``[tracing]``: a usable OTLP endpoint and the extra installed."""
-    if not options.otlp_endpoint:
-        return
-    check_http_url(options.otlp_endpoint, "[tracing] otlp_endpoint")
-    try:
-        import opentelemetry.exporter.otlp.proto.http.trace_exporter
-        import opentelemetry.sdk.trace  # noqa: F401
-    except ImportError:
-        raise InputError(
-            "[tracing] otlp_endpoint is set but OpenTelemetry is not installed: "
-            "pip install 'mcp-tap-proxy[otel]'"
-        ) from None
 
 
 def parse_traceparent(value: Any) -> tuple[str, str, bool] | None:
@@ -120,7 +104,7 @@ class OtlpTracing(ExchangeTracing):
         from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
         from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
-        from mcp_tap import __version__
+        from mcp_tap.version import __version__
 
         class _PresetIds(RandomIdGenerator):
             """Random ids, except the ones of a traceparent the tap already sent."""
@@ -285,9 +269,7 @@ def _attributes(cap: Captured, judgement: Judgement, record: Mapping[str, Any]) 
     version = _header(cap.request_headers.pairs, "mcp-protocol-version")
     if version:
         attrs["mcp.protocol.version"] = version
-    from mcp_tap.proxy.recorder import _error_code  # the recorder imports this module
-
-    code = _error_code(judgement.response_messages)
+    code = first_error_code(judgement.response_messages)
     if code is not None:
         attrs["rpc.jsonrpc.error_code"] = code
         attrs["rpc.response.status_code"] = str(code)

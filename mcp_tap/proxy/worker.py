@@ -99,8 +99,8 @@ class ProcessRecorder:
         self._sent = 0  # captures handed over
         self._taken = 0  # ... of which the recording process has taken (as last reported)
         # Back-pressure: hold the clients back from high water until low water (or the bound).
-        # High water at a half, low at three eighths: at full load (~130-260 us per capture in
-        # the recording process) the default queue's pause is ~0.2-0.35 s, within max_wait_ms.
+        # High water at a half, low at three eighths: at full load the default queue's pause
+        # stays within max_wait_ms (docs/benchmark.md, "Figures the code relies on").
         self.holdback = HoldBack(options.recording.max_wait_ms / 1000, lambda: self._taken,
                                  lambda: self._sent - self._taken, self.queue_size // 8)
         self._high = max(1, self.queue_size // 2) if self.holdback.enabled else 1 << 62
@@ -246,7 +246,7 @@ class ProcessRecorder:
         if reason != REASON_HANDOVER and self._lost_from is not None and self._lost_to is not None:
             span = (_utc(self._lost_from), _utc(self._lost_to))
             reason = f"{reason}; captures from {span[0]} to {span[1]}"
-        self._queue(("lost", self._pending_lost, reason))
+        self._queue(handoff.lost(self._pending_lost, reason))
         self._pending_lost = 0
         self._lost_from = self._lost_to = None
         self._lost_reason = REASON_HANDOVER
@@ -266,9 +266,9 @@ class ProcessRecorder:
             self._hand_over_lost()
             pauses, seconds = self._held_base
             if self.holdback.pauses > pauses:  # for the bundle's closing summary
-                self._batch.append(("held", self.holdback.pauses - pauses,
-                                    self.holdback.seconds - seconds))
-            self._batch.append(("stop",))
+                self._batch.append(handoff.held(self.holdback.pauses - pauses,
+                                                self.holdback.seconds - seconds))
+            self._batch.append(handoff.stop())
             self._flush()
             while transport.get_write_buffer_size() and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
@@ -347,7 +347,7 @@ class ProcessRecorder:
         key = cap.handover_key = self._next_key
         self._next_key = key + 1
         if cap.session is not None:
-            self._queue(("begin", key, cap.hop, cap.session))
+            self._queue(handoff.begin(key, cap.hop, cap.session))
         elif not self._scheduled:
             self._schedule()  # the flush announces it, even if nothing else is handed over
 
@@ -358,7 +358,7 @@ class ProcessRecorder:
         if transport is None or transport.is_closing() or full:
             self._count_lost(1, REASON_HANDOVER if full else REASON_DIED)
             if transport is not None and not transport.is_closing():
-                self._queue(("drop", cap.handover_key))  # counted here, not in flight
+                self._queue(handoff.drop(cap.handover_key))  # counted here, not in flight
             now = time.monotonic()
             if now - self._last_lost_log >= _LOG_EVERY_S:
                 self._last_lost_log = now
@@ -384,7 +384,7 @@ class ProcessRecorder:
         if not self._process.is_alive():
             return  # the supervisor's next check restarts it; meanwhile losses are counted
         if self.holdback.hold(self._loop):
-            self._queue(("hold",))  # answered with a report as soon as it is reached
+            self._queue(handoff.hold())  # answered with a report as soon as it is reached
 
     def _queue(self, message: tuple[Any, ...]) -> None:
         self._batch.append(message)
@@ -417,8 +417,9 @@ class ProcessRecorder:
                 or self._transport.is_closing():
             return
         # The range first, so that every record of the frame finds its key begun.
-        messages: handoff.Batch = [("begun", first, end)] if first != end else []
-        messages += [("record", m.handover_key, m.state()) if type(m) is RawExchange
+        messages: handoff.Batch = [handoff.begun(first, end)] if first != end else []
+        record = handoff.record
+        messages += [record(m.handover_key, m.state()) if type(m) is RawExchange
                      else m for m in batch]  # type: ignore[misc]  # (m is a message then)
         # The old list and the captures go before the encoding: marshal indexes every
         # object referenced elsewhere (a reference count above one).

@@ -8,7 +8,6 @@ from typing import Any, Final
 
 import httpx
 
-from mcp_tap import __version__
 from mcp_tap.core.eras import (
     HEADER_PROTOCOL_VERSION,
     HEADER_SESSION_ID,
@@ -29,6 +28,7 @@ from mcp_tap.replay.rewrite import fresh_id, replay_headers
 from mcp_tap.replay.select import check_hop, iter_cases, scan
 from mcp_tap.replay.target import Target
 from mcp_tap.urls import check_http_url, shown_url
+from mcp_tap.version import __version__
 
 _ACCEPT: Final = "application/json, text/event-stream"
 

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_tap import __version__
 from mcp_tap.report.bounds import DEFAULT_BOUNDS, Bounds, Samples
+from mcp_tap.version import __version__
 
 
 @dataclass(frozen=True, slots=True)

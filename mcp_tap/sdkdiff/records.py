@@ -19,6 +19,7 @@ from msgspec import UNSET
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.findings import Finding
 from mcp_tap.core.rulecounts import RuleCount, merge_rule_counts
+from mcp_tap.evidence.reader import bundle_path
 from mcp_tap.evidence.view import (
     ANSWERS,
     EVENTS,
@@ -415,7 +416,7 @@ def diff_bundles(
     ``jobs=1``) runs here. Raises what :func:`mcp_tap.evidence.iter_records` raises
     (``lenient``: it skips malformed lines instead).
     """
-    work = [(Path(p), allowlist, lenient) for p in paths]
+    work = [(bundle_path(p), allowlist, lenient) for p in paths]
     workers = min(len(work), jobs or len(os.sched_getaffinity(0)))
     if workers <= 1:
         reports = [_diff_bundle(item) for item in work]

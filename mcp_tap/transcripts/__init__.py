@@ -21,12 +21,14 @@ from typing import Any
 import orjson
 
 from mcp_tap.core.catalog import CATALOG
-from mcp_tap.core.eras import Era
+from mcp_tap.core.eras import Era, is_legacy_version
 from mcp_tap.core.exchange import Exchange, Judgement, judge
 from mcp_tap.core.findings import Boundary, Finding
 from mcp_tap.core.hashing import digest
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.core.redaction import Redactor
+from mcp_tap.core.responses import decode_sse
+from mcp_tap.core.resume import awaiting_resumption
 from mcp_tap.core.sse import encode_event
 from mcp_tap.errors import InputError
 from mcp_tap.files import read_file
@@ -130,8 +132,14 @@ def parse_case(data: Any, source: str = "") -> Case:
     name = data.get("name")
     if not isinstance(name, str) or not name:
         raise ValueError("name must be a non-empty string")
+    version = data.get("protocolVersion")
+    if version is not None and not isinstance(version, str):
+        raise ValueError(f"case {name}: protocolVersion must be a string")
+    # Without an explicit era, the negotiated revision decides it (a legacy revision: the
+    # legacy era); a case with neither is modern.
+    negotiated = Era.LEGACY if is_legacy_version(version) else Era.MODERN
     try:
-        era = Era(data.get("era", "modern"))
+        era = Era(data.get("era", negotiated))
     except ValueError:
         raise ValueError(f'case {name}: era must be "modern" or "legacy"') from None
     if era is Era.UNKNOWN:
@@ -164,9 +172,6 @@ def parse_case(data: Any, source: str = "") -> Case:
     declared = data.get("clientCapabilities")
     if declared is not None and not isinstance(declared, dict):
         raise ValueError(f"case {name}: clientCapabilities must be an object")
-    version = data.get("protocolVersion")
-    if version is not None and not isinstance(version, str):
-        raise ValueError(f"case {name}: protocolVersion must be a string")
     probe = data.get("probe", True)
     if not isinstance(probe, bool):
         raise ValueError(f"case {name}: probe must be a boolean")
@@ -389,16 +394,28 @@ def verdict(expected: Callable[[Finding], bool], found: Sequence[Finding]) -> tu
 _PSEUDONYM_KEY = b"mcp-tap transcripts: session pseudonyms"
 
 
+def judge_alone(exchange: Exchange) -> tuple[Judgement, tuple[Finding, ...]]:
+    """Judge one exchange with nothing after it, as a case is: the judgement and its findings,
+    a legacy stream that closed after an event id held as the proxy holds it until its
+    resumption (:func:`mcp_tap.core.resume.awaiting_resumption`)."""
+    result = judge(exchange)
+    judged = result.findings
+    if result.era is Era.LEGACY and exchange.response_headers.content_type() == "text/event-stream":
+        events, _ = decode_sse(exchange.response_body)
+        judged = tuple(awaiting_resumption(result.request, events, judged))
+    return result, judged
+
+
 def run_case(case: Case, redactor: Redactor | None = None) -> CaseResult:
     """Judge one case and say whether it met its expectation."""
     red = redactor or Redactor(pseudonym_key=_PSEUDONYM_KEY)
-    result: Judgement = judge(case_exchange(case))
+    result, judged = judge_alone(case_exchange(case))
     # Finding messages quote wire values; the output is printed, so a secret in a fixture
     # (a credential header, a password argument) is scrubbed from them as from evidence.
     secrets = red.removed_values(
         (case.headers.pairs, case.response_headers.pairs),
         (result.request_message, *result.response_messages))
-    found = tuple(replace(f, message=red.scrub(f.message, secrets)) for f in result.findings)
+    found = tuple(replace(f, message=red.scrub(f.message, secrets)) for f in judged)
     ev_digest = digest(evidence(case, red))
     if case.golden:
         first = found[0] if found else None

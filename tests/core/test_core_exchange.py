@@ -140,10 +140,17 @@ class TestInferEra:
         }
         assert infer_era(msg, "2025-11-25") is Era.LEGACY
 
-    @pytest.mark.parametrize("message", [None, [1], "text"])
+    @pytest.mark.parametrize("message", [None, "text"])
     def test_non_object(self, message: Any) -> None:
         """Unparseable or non-object bodies are judged in the modern era by default."""
         assert infer_era(message, None) is Era.MODERN
+
+    def test_headerless_batch_is_legacy(self) -> None:
+        """A batch without MCP-Protocol-Version speaks 2025-03-26 (no modern request is an
+        array); with a modern version header it is a modern (invalid) body."""
+        assert infer_era([1], None) is Era.LEGACY
+        assert infer_era([1], "2025-11-25") is Era.LEGACY
+        assert infer_era([1], MODERN) is Era.MODERN
 
 
 class TestDecodeBody:

@@ -9,13 +9,27 @@ import pytest
 
 from mcp_tap.core.eras import Era
 from mcp_tap.core.exchange import Judgement
-from mcp_tap.core.fastinit import fast_init
+from mcp_tap.core.fastinit import FACTORY, check_stores, fast_init, new_twin
 from mcp_tap.core.jsonrpc import Classified, Kind
 from mcp_tap.core.requests import RequestContext
 from mcp_tap.core.sse import SSEEvent
 
 
-@fast_init
+class _SampleTwin:
+    __slots__ = ("a", "b", "c")
+
+
+def _make_sample(a: int, b: str = "b", c: dict[str, int] = FACTORY) -> _Sample:
+    made = new_twin(_SampleTwin)
+    made.a = a
+    made.b = b
+    made.c = {} if c is FACTORY else c
+    made.__class__ = _Sample
+    built: _Sample = made
+    return built
+
+
+@fast_init(_make_sample)
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Sample:
     a: int
@@ -50,8 +64,8 @@ def test_refuses_what_it_cannot_copy() -> None:
     class Plain:
         a: int
 
-    with pytest.raises(TypeError):
-        fast_init(Plain)
+    with pytest.raises(TypeError, match="not a frozen slots dataclass"):
+        fast_init(_make_sample)(Plain)  # type: ignore[arg-type]
 
 
 def test_copies_replace_and_the_real_class() -> None:
@@ -83,18 +97,82 @@ def test_refuses_subclasses_and_bases() -> None:
         b: int
 
     with pytest.raises(TypeError, match="base class"):
-        fast_init(Derived)
+        fast_init(_make_sample)(Derived)  # type: ignore[arg-type]
 
 
 def test_maker_builds_the_same_object() -> None:
-    """maker(C)(...) equals C(...): same class, defaults and factories, keyword arguments."""
-    from mcp_tap.core.fastinit import maker
-
-    make = maker(_Sample)
-    built = make(1, c={"x": 1})
+    """The maker equals the class call: same class, defaults and factories, keywords."""
+    built = _make_sample(1, c={"x": 1})
     assert type(built) is _Sample and built == _Sample(1, "b", {"x": 1})
-    assert make(1).c is not make(1).c and make(a=2) == _Sample(2)
+    assert _make_sample(1).c is not _make_sample(1).c and _make_sample(a=2) == _Sample(2)
     with pytest.raises(dataclasses.FrozenInstanceError):
         built.a = 2  # type: ignore[misc]
-    with pytest.raises(KeyError):
-        maker(int)
+
+
+def _frozen(cls_name: str, **fields: object) -> type:
+    """A fresh frozen slots dataclass with ``fields`` (name: default, or ... for none)."""
+    namespace: dict[str, object] = {"__annotations__": {n: "object" for n in fields}}
+    for name, default in fields.items():
+        if default is not ...:
+            namespace[name] = default
+    return dataclasses.dataclass(frozen=True, slots=True)(type(cls_name, (), namespace))
+
+
+def test_a_maker_that_is_not_the_fields_is_refused() -> None:
+    """Adding a field to a class without adding it to its maker fails at import."""
+    grown = _frozen("Grown", a=..., b="b", c=dataclasses.field(default_factory=dict), d=0)
+    with pytest.raises(TypeError, match="does not take Grown's fields in order"):
+        fast_init(_make_sample)(grown)
+    renamed = _frozen("Renamed", a=..., b="b", z=dataclasses.field(default_factory=dict))
+    with pytest.raises(TypeError, match="fields in order"):
+        fast_init(_make_sample)(renamed)
+    other_default = _frozen("OtherDefault", a=..., b="x",
+                            c=dataclasses.field(default_factory=dict))
+    with pytest.raises(TypeError, match="default for b"):
+        fast_init(_make_sample)(other_default)
+
+
+def test_a_maker_that_skips_a_store_is_refused() -> None:
+    """A maker that takes every field but does not store one (or builds another class)."""
+    same = _frozen("Same", a=..., b="b", c=dataclasses.field(default_factory=dict))
+
+    def forgetful(a: object, b: object = "b", c: object = FACTORY) -> object:
+        made = new_twin(_SampleTwin)
+        made.a, made.b, made.c = a, a, {}
+        made.__class__ = same
+        return made
+
+    fast_init(forgetful)(same)  # its parameters are right
+    with pytest.raises(TypeError, match="does not store every field"):
+        check_stores(same, forgetful)
+
+    def no_factory(a: object, b: object = "b", c: object = FACTORY) -> object:
+        made = new_twin(_SampleTwin)
+        made.a, made.b, made.c = a, b, c
+        made.__class__ = same
+        return made
+
+    with pytest.raises(TypeError, match="default factory"):
+        check_stores(same, no_factory)
+    check_stores(_Sample, _make_sample)
+
+
+def test_every_per_exchange_class_is_tied_to_its_maker() -> None:
+    """The judge's classes: each call builds through its hand-written maker."""
+    from mcp_tap.core import exchange, jsonrpc, requests, response_message, sse
+
+    pairs = [(jsonrpc.Classified, jsonrpc.make_classified),
+             (requests.RequestContext, requests.make_request_context),
+             (requests.RequestVerdict, requests.make_verdict),
+             (response_message.ResponseContext, response_message.make_response_context),
+             (sse.SSEEvent, sse.make_sse_event),
+             (exchange.Exchange, exchange.make_exchange),
+             (exchange.Judgement, exchange.make_judgement)]
+    for cls, make in pairs:
+        check_stores(cls, make)
+        names = [f.name for f in dataclasses.fields(cls)]
+        markers = [object() for _ in names]
+        made = make(*markers)  # type: ignore[operator]
+        assert type(made) is cls
+        assert [getattr(made, n) for n in names] == markers
+        assert cls(*markers) == made

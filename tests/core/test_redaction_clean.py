@@ -184,18 +184,41 @@ def test_secrets_around_and_in_a_remembered_member_are_redacted(message: Any) ->
 
 
 def test_the_judges_json_of_a_result_is_used_only_for_that_very_result() -> None:
-    from mcp_tap.core import deepjson
+    from mcp_tap.core.deepjson import WrittenJson
 
     redactor = Redactor()
+    left = WrittenJson()
     clean = {"tools": [{"name": "n", "description": "x" * CLEAN_CHECK_MIN}]}
     secret = {"api_key": "s3cr3t", "description": "x" * CLEAN_CHECK_MIN}
-    # A JSON text left for another (clean) value must not vouch for this one.
-    deepjson.LAST_WRITTEN[:] = [clean, orjson.dumps(clean)]
+    # A JSON text written for another (clean) value must not vouch for this one.
+    left.result, left.json = clean, orjson.dumps(clean)
     text = orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": secret})
-    done = redactor.walk_message_text(orjson.loads(text), text)
+    done = redactor.walk_message_text(orjson.loads(text), text, left)
     assert "s3cr3t" not in orjson.dumps(done.value).decode()
     # The judge's JSON of this very result is what the check reads.
     message = {"jsonrpc": "2.0", "id": 2, "result": clean}
-    deepjson.LAST_WRITTEN[:] = [clean, orjson.dumps(clean)]
-    done = redactor.walk_message_text(message, orjson.dumps(message))
+    done = redactor.walk_message_text(message, orjson.dumps(message), left)
     assert done.value is message and orjson.dumps(clean) in redactor._clean_members
+
+
+def test_the_judges_json_travels_in_its_judgement_not_beside_it() -> None:
+    """Each judgement carries the JSON it wrote of its own result (no shared slot): judged
+    one after the other, the first still holds its own, and a tap on another thread could
+    not swap them."""
+    from mcp_tap.core.eras import Era
+    from mcp_tap.core.exchange import Exchange, judge
+    from mcp_tap.core.headers import HeaderMap
+
+    headers = HeaderMap.of({"Content-Type": "application/json",
+                            "Accept": "application/json, text/event-stream"})
+    judged = []
+    for n in (1, 2):
+        request = {"jsonrpc": "2.0", "id": n, "method": "tools/list"}
+        answer = {"jsonrpc": "2.0", "id": n, "result": {"tools": [], "n": n}}
+        judged.append(judge(Exchange(headers, orjson.dumps(request), 200, headers,
+                                     orjson.dumps(answer), era=Era.LEGACY)))
+    for n, j in zip((1, 2), judged, strict=True):
+        assert j.context is not None and j.context.written is not None
+        result = j.response_messages[0]["result"]
+        assert j.context.written.result is result
+        assert j.context.written.json == orjson.dumps({"tools": [], "n": n})

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from mcp_tap.evidence.format import encode_record, line_digest
 from mcp_tap.evidence.head import line_head
-from mcp_tap.gate.attest import ed25519_public_hex
+from mcp_tap.keys import ed25519_public_hex
 
 _KEY = bytes(range(32))  # a deterministic, non-secret test key (raw Ed25519 seed)
 

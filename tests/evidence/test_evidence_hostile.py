@@ -4,9 +4,11 @@ A bundle from a shared store may hold anything. Each case plants one thing in an
 valid bundle -- a FIFO as a segment, a symlink to ``/dev/zero``, a 20 GB sparse segment
 (with its manifest, and as an unclosed last segment without one), records with impossible
 values -- and runs every offline command on it as a real process. Each must end (the
-subprocess timeout is only a guard against a hang), exit 1 or 2 (the gate: 2, or hold, 3, its
-answer for evidence that does not verify), name the problem in one line, and print no
-traceback and no ``MemoryError``.
+subprocess timeout is only a guard against a hang), exit 1 or 2, name the problem in one
+line, and print no traceback and no ``MemoryError``. The gate is given attested rollback
+evidence, as a canary's gate is, so evidence that does not verify is a rollback (exit 1),
+never a promote; without rollback evidence it would hold (exit 3), having nothing to roll
+back to.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 import orjson
 import pytest
 from command_fuzz import HOSTILE, all_paths, base_record, hostile_record, run_commands
+from gate_bundles import KEY, KEY_ENV, write_attested, write_policy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -108,7 +111,8 @@ def _commands(bundle: Path, good: Path, out: Path) -> dict[str, list[str]]:
     redact_policy.write_text('[redaction]\nextra_keys = ["ticket"]\n')
     return {
         "verify": ["verify", str(bundle)],
-        "gate": ["gate", "--policy", str(REPO_ROOT / "config" / "policy.toml"), str(bundle)],
+        "gate": ["gate", "--policy", str(write_policy(out)), "--rollback",
+                 str(write_attested(out / "rollback.json")), str(bundle)],
         "report": ["report", "--out", str(out / "r.html"), str(bundle)],
         "export": ["export", "--format", "har", "--out", str(out / "x.har"), str(bundle)],
         "diff": ["diff", str(good), str(bundle)],
@@ -128,22 +132,22 @@ def good(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_offline_command_ends_with_one_clear_line(
         case: str, good: Path, tmp_path: Path) -> None:
-    """Each command on the planted bundle: exit 1 or 2 (gate: 3), the problem named, no
-    traceback, no MemoryError, no hang."""
+    """Each command on the planted bundle: exit 1 or 2, the problem named, no traceback,
+    no MemoryError, no hang."""
     extra, damage, fragment = CASES[case]
     bundle = _bundle(tmp_path / "bundle", **extra)
     if damage is not None:
         damage(bundle)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_TAP_")}
     env.update(PYTHONPATH=str(REPO_ROOT), **{RECORD_LIMIT_ENV: str(4 * 1024 * 1024)})
+    env[KEY_ENV] = KEY
     failures = []
     for name, argv in _commands(bundle, good, tmp_path).items():
         shutil.rmtree(tmp_path / "red", ignore_errors=True)
         done = subprocess.run([sys.executable, "-m", "mcp_tap", *argv], cwd=REPO_ROOT, env=env,
                               capture_output=True, text=True, timeout=_GUARD, check=False)
         said = done.stdout + done.stderr
-        allowed = (2, 3) if name == "gate" else (1, 2)
-        if (done.returncode not in allowed or "Traceback" in said or "MemoryError" in said
+        if (done.returncode not in (1, 2) or "Traceback" in said or "MemoryError" in said
                 or (name != "gate" and fragment not in said)):
             failures.append(f"{name}: exit {done.returncode}: {said[-600:]}")
     assert not failures, "\n".join(failures)

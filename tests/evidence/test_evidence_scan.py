@@ -67,7 +67,7 @@ def test_invalid_utf8_is_caught_per_block(tmp_path: Path) -> None:
     """A block holding invalid UTF-8 has its lines checked one by one: the bad line is
     reported as the full parse reports it, on the fast path as on the consumer's, and the
     valid non-ASCII lines beside it are accepted."""
-    from mcp_tap.gate.attest import ed25519_public_hex
+    from mcp_tap.keys import ed25519_public_hex
 
     key = bytes(range(1, 33))
     with EvidenceWriter(tmp_path / "b", signing_key=key) as writer:

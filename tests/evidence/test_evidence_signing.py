@@ -17,9 +17,9 @@ from mcp_tap.errors import InputError
 from mcp_tap.evidence import EvidenceWriter, manifest_name, segment_name, verify_bundle
 from mcp_tap.evidence.format import encode_record
 from mcp_tap.evidence.signing import Signer, load_signing_key
-from mcp_tap.gate.attest import ed25519_public_hex, generate_ed25519_key, parse_ed25519_private_key
 from mcp_tap.gate.decision import BundleCheck, integrity_source
 from mcp_tap.gate.policy import EvidencePolicy, parse_policy
+from mcp_tap.keys import ed25519_public_hex, generate_ed25519_key, parse_ed25519_private_key
 
 # Deterministic, non-secret test keys (raw Ed25519 seeds).
 OPERATOR = bytes(range(32))

@@ -16,9 +16,9 @@ import mcp_tap.gate.evaluation as evaluation
 from mcp_tap.evidence import EvidenceWriter
 from mcp_tap.evidence.view import Answer, Ingress, Origin, view_of
 from mcp_tap.gate import GateRequest, evaluate
-from mcp_tap.gate.attest import ed25519_public_hex
 from mcp_tap.gate.fields import decode_checked, gate_record
 from mcp_tap.gate.policy import EvidencePolicy, Policy
+from mcp_tap.keys import ed25519_public_hex
 
 KEY = bytes(range(40, 72))  # a deterministic, non-secret test key (raw Ed25519 seed)
 

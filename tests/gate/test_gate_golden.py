@@ -24,8 +24,8 @@ from test_gate_fields import KEY, _bundle, _varied
 
 from mcp_tap.evidence import EvidenceWriter, verify_bundle
 from mcp_tap.gate import GateRequest, evaluate
-from mcp_tap.gate.attest import ed25519_public_hex
 from mcp_tap.gate.policy import EvidencePolicy, Policy
+from mcp_tap.keys import ed25519_public_hex
 from mcp_tap.sdkdiff import diff_bundles
 
 DATA = Path(__file__).parents[1] / "data"

@@ -19,13 +19,7 @@ from releases import rollback_payload as payload
 
 from mcp_tap.core.hashing import digest
 from mcp_tap.errors import InputError
-from mcp_tap.gate.attest import (
-    attest_ed25519,
-    attest_hmac,
-    ed25519_public_hex,
-    generate_ed25519_key,
-    load_ed25519_private_key,
-)
+from mcp_tap.gate.attest import attest_ed25519, attest_hmac
 from mcp_tap.gate.policy import RollbackPolicy, parse_policy
 from mcp_tap.gate.rollback import (
     Trust,
@@ -37,6 +31,7 @@ from mcp_tap.gate.rollback import (
     validate_fields,
     verify_attestation,
 )
+from mcp_tap.keys import ed25519_public_hex, generate_ed25519_key, load_ed25519_private_key
 
 # A deterministic, non-secret test fixture key (32+ bytes, like a real one must be).
 KEY = b"mcp-tap test rollback key, not a secret"

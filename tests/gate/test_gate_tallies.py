@@ -15,9 +15,9 @@ import test_gate_golden
 
 from mcp_tap.evidence import EvidenceWriter, verify_bundle
 from mcp_tap.gate import GateRequest, evaluate
-from mcp_tap.gate.attest import ed25519_public_hex
 from mcp_tap.gate.policy import ConformancePolicy, EvidencePolicy, Policy
 from mcp_tap.gate.segments import SegmentTally
+from mcp_tap.keys import ed25519_public_hex
 
 TRUSTED = Policy(evidence=EvidencePolicy(
     trusted_keys=(bytes.fromhex(ed25519_public_hex(test_gate_fields.KEY)),),

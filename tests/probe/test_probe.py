@@ -7,9 +7,7 @@ on loopback by :func:`peers.run_origin`) in both eras, and a deliberately non-co
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import threading
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -18,6 +16,7 @@ import orjson
 import pytest
 from aiohttp import web
 from peers import free_port, run_origin
+from threaded_server import serve_in_thread
 
 from mcp_tap.cli import main
 from mcp_tap.core.eras import Era
@@ -141,28 +140,8 @@ def run_faulty(handler: Handler = _faulty_mcp) -> Iterator[str]:
     """Serve a faulty aiohttp app on a free loopback port in a thread; yield its URL."""
     app = web.Application()
     app.router.add_post("/mcp", handler)
-    runner = web.AppRunner(app)
-    port = free_port()
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(runner.setup())
-        loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=serve, name="faulty-mcp", daemon=True)
-    thread.start()
-    try:
-        assert ready.wait(15), "the faulty server did not start"
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(15)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(15)
-        loop.close()
+    with serve_in_thread(app, "faulty-mcp") as base:
+        yield f"{base}/mcp"
 
 
 @pytest.fixture(scope="module")
@@ -338,10 +317,12 @@ class TestProbeRealSdk:
         assert (unknown.passed, unknown.http_status, unknown.code) == (True, 404, -32601)
 
     def test_headerless_request_allowed_for_dual_era_server(self, sdk_report: ProbeReport) -> None:
-        """A server supporting 2025-03-26 clients may read a header-less request as legacy."""
+        """A server MAY read a header-less request as 2025-03-26: the SDK's legacy refusal
+        (400, -32600, no id) is judged as that, with the request's finding only."""
         r = _by_name(sdk_report, "modern")["negative-missing-version-header"]
-        assert r.passed and r.detail.startswith("allowed: the server supports pre-2025-06-18")
-        assert {f.rule for f in r.findings} >= {"response.header-mismatch-unanswered"}
+        assert r.passed and (r.rule, r.code, r.http_status) == (
+            "request.header.missing", -32020, 400)
+        assert [f.rule for f in r.findings] == ["request.header.missing"]
 
     def test_tool_less_cases_are_skipped_with_reason(self, sdk_report: ProbeReport) -> None:
         """Cases needing tools the server lacks say so instead of failing."""

@@ -32,7 +32,7 @@ from taps import running_tap, tap_options
 
 from mcp_tap.logs import configure_logging
 from mcp_tap.proxy.capture import RawBody
-from mcp_tap.proxy.splice.framing import ParserError, RequestMessage
+from mcp_tap.proxy.splice.framing import HeadMemo, ParserError, RequestMessage
 from mcp_tap.proxy.splice.head import parse_head, rewrite
 
 _SEEDS = st.integers(min_value=0, max_value=2**64 - 1)
@@ -70,7 +70,7 @@ class TestSansIO:
         instead of passing it on as a request (found by the long run, input 3485)."""
         raw = b"PRI * HTTP/2.0\r\n\r\n"
         with pytest.raises(ParserError, match="HTTP/2 connection preface"):
-            RequestMessage(RawBody(0)).start(raw)
+            RequestMessage(RawBody(0), HeadMemo()).start(raw)
         assert check_request_bytes(raw + b"SM\r\n\r\n") == "rejected"
 
     @pytest.mark.parametrize("data", [
@@ -90,7 +90,7 @@ class TestSansIO:
         states = []
         for whole in (True, False):
             body = RawBody(1 << 20)
-            request = RequestMessage(body)
+            request = RequestMessage(body, HeadMemo())
             fed = request.start(raw, body, data if whole else None)
             taken = fed or (request.feed(data[cut:]) if not request.complete else 0)
             states.append((taken, request.complete, request.remaining, request.framing,

@@ -14,7 +14,7 @@ import pytest
 from peers import free_port, raw_modern_request
 from taps import hop_url, running_tap, tap_options
 
-from mcp_tap.proxy.metrics import ADDED_LATENCY_BUCKETS_S, Metrics
+from mcp_tap.proxy.metrics import ADDED_LATENCY_BUCKETS_S, ExchangeTally, Metrics
 from mcp_tap.proxy.server import TapServer
 
 _TIMEOUT = 60.0
@@ -268,11 +268,11 @@ class TestPrometheusServer:
 def test_a_batch_of_exchanges_counts_as_one_update_each() -> None:
     """add_exchanges (the recording process, per batch) leaves the very series the per-update
     calls leave: counts, buckets and float sums alike."""
-    tallies: list[Any] = [
-        ("a", "modern", ["x.rule", "y.rule"], None, 0.0012, 0.0007, None, 0.00004),
-        ("a", "modern", [], "connect", None, None, None, 0.0001),
-        ("b", "legacy", ["x.rule"], None, 0.3, 0.1, 0.05, None),
-        ("a", "unknown", ["x.rule", "x.rule"], None, 2.5, 2.0, 1.5, 0.002),
+    tallies = [
+        ExchangeTally("a", "modern", ["x.rule", "y.rule"], None, 0.0012, 0.0007, None, 0.00004),
+        ExchangeTally("a", "modern", [], "connect", None, None, None, 0.0001),
+        ExchangeTally("b", "legacy", ["x.rule"], None, 0.3, 0.1, 0.05, None),
+        ExchangeTally("a", "unknown", ["x.rule", "x.rule"], None, 2.5, 2.0, 1.5, 0.002),
     ]
     batched, single = Metrics(), Metrics()
     batched.add_exchanges(tallies)

@@ -212,6 +212,15 @@ async def test_a_fleet_ships_through_a_frozen_store_and_a_killed_pod(
                                tmp_path / "pod-c.log")
             _stop(restarted)
             copy = _download(store, tmp_path / "store")
+            # The gate over the store itself: every pod's bundles of the release.
+            for name, value in store.env.items():
+                monkeypatch.setenv(name, value)
+            monkeypatch.setenv(KEY_ENV, KEY)
+            policy = tmp_path / "policy.toml"
+            policy.write_text(POLICY)
+            rollback = write_attested(tmp_path / "rollback.json")
+            code, out, _err = run(["gate", f"{ROOT}/{RELEASE}", "--policy", str(policy),
+                                   "--rollback", str(rollback), "--format", "json"], capsys)
 
     for pod in pods:
         exchanges, lost, metas = _shipped(copy / pod.name)
@@ -236,16 +245,13 @@ async def test_a_fleet_ships_through_a_frozen_store_and_a_killed_pod(
         if path.is_file():
             assert SECRET_KEY.encode() not in path.read_bytes()
 
-    monkeypatch.setenv(KEY_ENV, KEY)
-    policy = tmp_path / "policy.toml"
-    policy.write_text(POLICY)
-    rollback = write_attested(tmp_path / "rollback.json")
-    # Each pod's directory of bundles (the release's bundles sit a level deeper than one
-    # evidence directory's).
-    code, out, _err = run(["gate", *(str(copy / name) for name in PODS), "--policy",
-                           str(policy), "--rollback", str(rollback), "--format", "json"], capsys)
     assert out, (code, _err)
     decision = orjson.loads(out)
+    # The same decision as on a copy of the store in directories (each pod's directory of
+    # bundles: the release's bundles sit a level deeper than one evidence directory's).
+    _code, local, _ = run(["gate", *(str(copy / name) for name in PODS), "--policy",
+                           str(policy), "--rollback", str(rollback), "--format", "json"], capsys)
+    assert orjson.loads(local)["evidenceDigest"] == decision["evidenceDigest"]
     assert decision["action"] == "rollback", decision["reasons"]
     reasons = [r for r in decision["reasons"] if r["rule"] == "gate.conformance"]
     assert [r["findings"] for r in reasons] == [["response.id"]]

@@ -170,12 +170,9 @@ def _cases() -> list[tuple[str, Headers, bytes, tuple[int, Any, int | None], lis
             json.dumps(body).encode(),
             # The SDK routes it to its legacy transport: 400/-32600 "Missing session ID", id null.
             (400, None, -32600),
-            # Genuine SDK findings: it owed 400/-32020 with the request's id.
-            [
-                ("request.header.missing", -32020),
-                ("response.id", -32600),
-                ("response.header-mismatch-unanswered", -32020),
-            ],
+            # A server MAY treat a request without the header as 2025-03-26 (streamable-http
+            # "Protocol Version Header"): that refusal is no finding, only the request is.
+            [("request.header.missing", -32020)],
         )
     )
     return cases

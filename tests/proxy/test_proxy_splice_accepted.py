@@ -1,4 +1,4 @@
-"""The parser's remembered verdicts (``framing.ACCEPTED_REQUESTS`` / ``ACCEPTED_RESPONSES``):
+"""The parser's remembered verdicts (the hop's ``HeadMemo.accepted_requests`` / ``..._responses``):
 a head the parser accepted before is not parsed again when its whole message is in view,
 and the exchange is the same as when it was parsed; anything else still goes through the
 parser, which stays in step."""
@@ -7,14 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_proxy_splice_writes import ANSWER, ANSWER_BODY, BODY, REQUEST, _Splice
+from splices import ANSWER, ANSWER_BODY, BODY, REQUEST, Splice
 
-from mcp_tap.proxy.splice.framing import (
-    ACCEPTED_REQUESTS,
-    ACCEPTED_RESPONSES,
-    REQUEST_HEADS,
-    RESPONSE_HEADS,
-)
+from mcp_tap.proxy.splice.framing import HeadMemo
 
 REQUEST_HEAD = REQUEST[: REQUEST.index(b"\r\n\r\n") + 4]
 ANSWER_HEAD = ANSWER[: ANSWER.index(b"\r\n\r\n") + 4]
@@ -27,12 +22,7 @@ class _NoParser:
         raise AssertionError("the parser was called")
 
 
-def _clear() -> None:
-    for memo in (ACCEPTED_REQUESTS, ACCEPTED_RESPONSES, REQUEST_HEADS, RESPONSE_HEADS):
-        memo.clear()
-
-
-def _fields(splice: _Splice, i: int) -> tuple[Any, ...]:
+def _fields(splice: Splice, i: int) -> tuple[Any, ...]:
     raw = splice.recorder.records[i]
     assert raw.response is not None
     return (raw.http_method, raw.path, raw.status, raw.request.chunks, raw.request.size,
@@ -41,13 +31,13 @@ def _fields(splice: _Splice, i: int) -> tuple[Any, ...]:
 
 
 async def test_an_accepted_head_is_not_parsed_again_and_the_exchange_is_the_same() -> None:
-    _clear()
-    splice = _Splice()
+    splice = Splice()
+    memo = splice.hop.heads
     for _ in range(2):  # seen once, then seen again: the verdicts are kept from then on
         splice.client.data_received(bytes(REQUEST))
         splice.conn.data_received(bytes(ANSWER))
-    assert ACCEPTED_REQUESTS == {REQUEST_HEAD: True}
-    assert {ANSWER_HEAD: (200, True, len(ANSWER_BODY))} == ACCEPTED_RESPONSES
+    assert memo.accepted_requests == {REQUEST_HEAD: True}
+    assert {ANSWER_HEAD: (200, True, len(ANSWER_BODY))} == memo.accepted_responses
     request_parser = splice.client._requests
     response_parser = splice.conn.response
     assert request_parser is not None and response_parser is not None
@@ -76,13 +66,12 @@ async def test_an_accepted_head_is_not_parsed_again_and_the_exchange_is_the_same
 
 
 async def test_a_message_not_all_in_view_is_parsed() -> None:
-    _clear()
-    splice = _Splice()
+    splice = Splice()
     for _ in range(2):
         splice.client.data_received(bytes(REQUEST))
         splice.conn.data_received(bytes(ANSWER))
     parser = splice.client._requests
-    assert parser is not None and REQUEST_HEAD in ACCEPTED_REQUESTS
+    assert parser is not None and REQUEST_HEAD in splice.hop.heads.accepted_requests
     real = parser._parser
     parser._parser = _NoParser()
     try:  # the head with half its body: the rest follows, so the parser must see it
@@ -95,36 +84,36 @@ async def test_a_message_not_all_in_view_is_parsed() -> None:
 
 
 async def test_the_keep_alive_verdict_is_the_parsers() -> None:
-    _clear()
     closing = REQUEST.replace(b"HTTP/1.1", b"HTTP/1.0")  # (no keep-alive: closes after)
     closes = []
+    memo = HeadMemo()
     for _ in range(3):  # the third takes the remembered verdict
-        splice = _Splice()
+        splice = Splice(memo)
         splice.down.close = lambda: closes.append(1)  # type: ignore[method-assign]
         splice.client.data_received(bytes(closing))
         splice.conn.data_received(bytes(ANSWER))
         assert splice.up.writes == [closing]
-    assert {closing[: closing.index(b"\r\n\r\n") + 4]: False} == ACCEPTED_REQUESTS
+    assert {closing[: closing.index(b"\r\n\r\n") + 4]: False} == memo.accepted_requests
     assert closes == [1, 1, 1]
 
 
 async def test_a_rejected_head_and_bodiless_answers_are_never_remembered() -> None:
-    _clear()
     bad = REQUEST.replace(b"Host: a\r\n", b"Host a\r\n")
+    memo = HeadMemo()
     for _ in range(3):
-        splice = _Splice()
+        splice = Splice(memo)
         splice.client.data_received(bytes(bad))
         assert b" 400 " in splice.down.writes[0]
-    assert ACCEPTED_REQUESTS == {}
+    assert memo.accepted_requests == {}
     head = b"HEAD /mcp HTTP/1.1\r\nHost: a\r\n\r\n"
     no_content = b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"
-    splice = _Splice()
+    splice = Splice(memo)
     for _ in range(3):  # an answer to a HEAD announces a body that does not come
         splice.client.data_received(head)
         splice.conn.data_received(ANSWER_HEAD)
         splice.client.data_received(bytes(REQUEST))
         splice.conn.data_received(no_content)
-    assert ACCEPTED_RESPONSES == {}
+    assert memo.accepted_responses == {}
     assert len(splice.recorder.records) == 6
     assert [r.status for r in splice.recorder.records] == [200, 204] * 3
     assert b"".join(splice.down.writes) == (ANSWER_HEAD + no_content) * 3

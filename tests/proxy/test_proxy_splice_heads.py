@@ -1,5 +1,6 @@
-"""The head memos: a head's analysis remembered by its bytes is the analysis of those very
-bytes (whatever came before), and the memo stays bounded."""
+"""The head memos (one per hop, :class:`~mcp_tap.proxy.splice.framing.HeadMemo`): a head's
+analysis remembered by its bytes is the analysis of those very bytes (whatever came before),
+and the memo stays bounded."""
 
 from __future__ import annotations
 
@@ -9,20 +10,17 @@ from mcp_tap.proxy.splice import framing
 from mcp_tap.proxy.splice.framing import (
     KEPT_HEAD_BYTES,
     KEPT_HEADS,
-    REQUEST_HEADS,
     REQUEST_SCAN,
-    RESPONSE_HEADS,
     RESPONSE_SCAN,
+    HeadMemo,
     head_scan,
-    known_request,
-    known_response,
-    request_head,
-    response_head,
 )
 
 
 def test_a_remembered_head_gives_what_analysing_it_gives() -> None:
-    REQUEST_HEADS.clear()
+    memo = HeadMemo()
+    request_head, known_request = memo.request_head, memo.known_request
+    response_head, known_response = memo.response_head, memo.known_response
     heads = [
         b"POST /mcp HTTP/1.1\r\nContent-Length: 2\r\n\r\n",
         b"POST /mcp HTTP/1.1\r\ncontent-length: 2\r\nMcp-Session-Id: s\r\n\r\n",
@@ -31,7 +29,7 @@ def test_a_remembered_head_gives_what_analysing_it_gives() -> None:
         b"GET /\r\n\r\n",  # no version: no method
     ]
     learnt = [request_head(head) for head in heads]
-    assert len(REQUEST_HEADS) == len(heads)
+    assert len(memo.requests) == len(heads)
     # remembered by bytes (an equal copy finds it) and the same as analysing them again
     assert [known_request(bytes(bytearray(head))) for head in heads] == learnt
     assert [request_head(head) for head in heads] == learnt
@@ -50,31 +48,43 @@ def test_a_remembered_head_gives_what_analysing_it_gives() -> None:
 
 
 def test_the_memo_is_bounded_and_keeps_no_long_head() -> None:
-    REQUEST_HEADS.clear()
+    memo = HeadMemo()
+    request_head, known_request, response_head = (
+        memo.request_head, memo.known_request, memo.response_head)
     long = b"GET / HTTP/1.1\r\nX: " + b"a" * KEPT_HEAD_BYTES + b"\r\n\r\n"
     assert request_head(long) == ("none", 0, False, "GET", "/")
     assert known_request(long) is None
     for i in range(KEPT_HEADS + 10):
         request_head(b"GET /%d HTTP/1.1\r\n\r\n" % i)
-        assert len(REQUEST_HEADS) <= KEPT_HEADS
-    assert 0 < len(REQUEST_HEADS) <= KEPT_HEADS
+        assert len(memo.requests) <= KEPT_HEADS
+    assert 0 < len(memo.requests) <= KEPT_HEADS
     assert known_request(b"GET /%d HTTP/1.1\r\n\r\n" % (KEPT_HEADS + 9)) \
         == ("none", 0, False, "GET", f"/{KEPT_HEADS + 9}")
-    RESPONSE_HEADS.clear()
     for i in range(KEPT_HEADS + 10):
         response_head(b"HTTP/1.1 200 OK\r\nX: %d\r\n\r\n" % i)
-        assert len(RESPONSE_HEADS) <= KEPT_HEADS
+        assert len(memo.responses) <= KEPT_HEADS
 
 
-def test_the_bound_look_ups_read_the_memos() -> None:
-    assert known_request.__self__ is REQUEST_HEADS  # type: ignore[attr-defined]
-    assert known_response.__self__ is RESPONSE_HEADS  # type: ignore[attr-defined]
+def test_the_bound_look_ups_read_the_memos_even_after_one_starts_over() -> None:
+    memo = HeadMemo()
+    for i in range(KEPT_HEADS + 1):  # the last one clears the memo before it is kept
+        memo.response_head(b"HTTP/1.1 200 OK\r\nX: %d\r\n\r\n" % i)
+    assert len(memo.responses) == 1
+    assert memo.known_response(b"HTTP/1.1 200 OK\r\nX: %d\r\n\r\n" % KEPT_HEADS) \
+        == ("none", 0, False)
+
+
+def test_each_hop_owns_its_memo() -> None:
+    one, two = HeadMemo(), HeadMemo()
+    one.request_head(b"GET / HTTP/1.1\r\n\r\n")
+    assert one.known_request(b"GET / HTTP/1.1\r\n\r\n") is not None
+    assert two.known_request(b"GET / HTTP/1.1\r\n\r\n") is None
 
 
 def _chunked_answer() -> framing.ResponseMessage:
     from mcp_tap.proxy.capture import RawBody
 
-    response = framing.ResponseMessage(RawBody(1 << 20), False, lambda: 0.0)
+    response = framing.ResponseMessage(RawBody(1 << 20), False, lambda: 0.0, HeadMemo())
     response.feed_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
     response.chunked = True
     return response

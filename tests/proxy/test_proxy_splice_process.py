@@ -161,10 +161,16 @@ async def test_sigterm_with_a_stuck_gzip_bomb_upload_exits_at_the_drain_deadline
     assert rec["ingress"]["truncated"] is True
 
 
-async def test_the_splicing_core_runs_on_uvloop(tap_process: Any, tmp_path: Path) -> None:
-    """With ``--uvloop`` (whose transports are not asyncio.Transport subclasses) a request
-    and its answer pass byte for byte and are recorded."""
-    pytest.importorskip("uvloop")
+@pytest.mark.parametrize("loop", [("--uvloop",), ("--loop", "asyncio"), ()],
+                         ids=["uvloop", "asyncio", "default"])
+async def test_the_splicing_core_runs_on_each_loop(
+    tap_process: Any, tmp_path: Path, loop: tuple[str, ...]
+) -> None:
+    """On uvloop (whose transports are not asyncio.Transport subclasses), on asyncio's own
+    loop, and on the default (uvloop, installed with the package), a request and its answer
+    pass byte for byte and are recorded."""
+    if loop != ("--loop", "asyncio"):
+        pytest.importorskip("uvloop")
     request = b"POST /mcp HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}"
     answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
     received: list[bytes] = []
@@ -178,7 +184,7 @@ async def test_the_splicing_core_runs_on_uvloop(tap_process: Any, tmp_path: Path
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     upstream = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    proc, port, stderr = tap_process(upstream, "--uvloop", MCP_TAP_RECORDING_MODE="inline")
+    proc, port, stderr = tap_process(upstream, *loop, MCP_TAP_RECORDING_MODE="inline")
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(request)
     got = await asyncio.wait_for(reader.readexactly(len(answer)), _TIMEOUT)

@@ -5,92 +5,16 @@ and every other shape of arrival still leaves byte for byte."""
 from __future__ import annotations
 
 import asyncio
-import time
-from typing import Any
 
-from mcp_tap.proxy.capture import SPENT, RawExchange
-from mcp_tap.proxy.options import load_options
-from mcp_tap.proxy.splice.client import ClientConnection
-from mcp_tap.proxy.splice.hop import HopCore
-from mcp_tap.proxy.splice.upstream import UpstreamConnection
+from splices import ANSWER, ANSWER_BODY, BODY, REQUEST, Splice
 
-BODY = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
-REQUEST = (b"POST /mcp HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
-           b"Content-Length: %d\r\n\r\n%s" % (len(BODY), BODY))
-ANSWER_BODY = b'{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}'
-ANSWER = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-          % (len(ANSWER_BODY), ANSWER_BODY))
-
-
-class _Transport:
-    """Keeps every write (the objects themselves)."""
-
-    def __init__(self) -> None:
-        self.writes: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.writes.append(data)
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 1) if name == "peername" else default
-
-    def is_closing(self) -> bool:
-        return False
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def can_write_eof(self) -> bool:
-        return True
-
-    def write_eof(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def abort(self) -> None:
-        pass
-
-
-class _Recorder:
-    def __init__(self) -> None:
-        self.records: list[RawExchange] = []
-
-    def begin(self, cap: RawExchange) -> None:
-        pass
-
-    def record(self, cap: RawExchange) -> None:
-        self.records.append(cap)
-
-
-class _Splice:
-    """One hop, one client connection, one pooled upstream connection."""
-
-    def __init__(self) -> None:
-        opts = load_options(None, env={}, listen="127.0.0.1:0", upstream="http://127.0.0.1:1")
-        self.recorder = _Recorder()
-        self.hop = HopCore("tap", "http://127.0.0.1:1", opts, self.recorder, False, time.time)
-        self.client = ClientConnection(self.hop)
-        self.down = _Transport()
-        self.client.connection_made(self.down)  # type: ignore[arg-type]
-        self.conn = UpstreamConnection(self.hop.pool)
-        self.up = _Transport()
-        self.conn.connection_made(self.up)  # type: ignore[arg-type]
-        self.hop.pool.bound += 1
-        self.hop.pool.release(self.conn, reusable=True)
-
-    def close(self) -> None:
-        self.client.connection_lost(None)
+from mcp_tap.proxy.capture import SPENT
 
 
 async def test_what_arrives_together_leaves_in_one_write_of_the_same_object() -> None:
     """Head and body in one read: the origin gets that very object, and the client the
     answer's, each in one write; the capture still holds the bodies."""
-    splice = _Splice()
+    splice = Splice()
     request, answer = bytes(REQUEST), bytes(ANSWER)
     splice.client.data_received(request)
     splice.conn.data_received(answer)
@@ -105,7 +29,7 @@ async def test_what_arrives_together_leaves_in_one_write_of_the_same_object() ->
 
 async def test_pieces_and_blank_lines_leave_byte_for_byte() -> None:
     """A head in pieces after blank lines (ignored), a body in pieces, an answer in pieces."""
-    splice = _Splice()
+    splice = Splice()
     pieces = [b"\r\n", REQUEST[:7], REQUEST[7:40], REQUEST[40:-10], REQUEST[-10:]]
     for piece in pieces:
         splice.client.data_received(piece)
@@ -119,7 +43,7 @@ async def test_pieces_and_blank_lines_leave_byte_for_byte() -> None:
 
 async def test_a_rewritten_head_is_sent_with_the_body_as_received() -> None:
     """A hop-by-hop field leaves the head; the body that came with it follows untouched."""
-    splice = _Splice()
+    splice = Splice()
     request = REQUEST.replace(b"Host: a\r\n", b"Host: a\r\nKeep-Alive: 5\r\n")
     splice.client.data_received(request)
     splice.conn.data_received(ANSWER)
@@ -130,7 +54,7 @@ async def test_a_rewritten_head_is_sent_with_the_body_as_received() -> None:
 
 async def test_pipelined_requests_are_cut_at_each_end() -> None:
     """Two requests in one read: the first goes alone; the second after the first answer."""
-    splice = _Splice()
+    splice = Splice()
     splice.client.data_received(REQUEST + REQUEST)
     assert splice.up.writes == [REQUEST]
     splice.conn.data_received(ANSWER)
@@ -157,7 +81,7 @@ async def test_a_chunked_answer_ends_exactly_wherever_the_reads_split_it() -> No
     """The last chunk and trailers end the answer at their last byte, whether it comes in
     one read (that object, one write) or split anywhere; what follows is not sent."""
     for split in range(1, len(CHUNKED)):
-        splice = _Splice()
+        splice = Splice()
         splice.client.data_received(REQUEST)
         splice.conn.data_received(CHUNKED[:split])
         splice.conn.data_received(CHUNKED[split:] + b"stray")
@@ -165,7 +89,7 @@ async def test_a_chunked_answer_ends_exactly_wherever_the_reads_split_it() -> No
         (raw,) = splice.recorder.records
         assert raw.response is not None and raw.response.ended
         splice.close()
-    splice = _Splice()
+    splice = Splice()
     answer = bytes(CHUNKED)
     splice.client.data_received(REQUEST)
     splice.conn.data_received(answer)
@@ -176,7 +100,7 @@ async def test_a_chunked_answer_ends_exactly_wherever_the_reads_split_it() -> No
 async def test_finished_bodies_are_let_go_and_nothing_feeds_the_stand_in() -> None:
     """Once an exchange is recorded its parsers hold the stand-in body, not its bodies
     (so the hand-off meets those only once); the next exchange's bodies are its own."""
-    splice = _Splice()
+    splice = Splice()
     for n in range(3):
         splice.client.data_received(bytes(REQUEST))
         assert splice.client._requests is not None

@@ -179,7 +179,9 @@ class TestLock:
             wanted += [Requirement(r) for r in project["optional-dependencies"][extra]]
         text = (REPO_ROOT / "requirements.lock").read_text()
         blocks = re.findall(
-            r"^([A-Za-z0-9_.-]+)==(\S+) \\\n((?:\s+--hash=sha256:[0-9a-f]{64}.*\n)+)",
+            # (an environment marker may follow the pin: uvloop's "; sys_platform != ...")
+            r"^([A-Za-z0-9_.-]+)==(\S+)(?: ;[^\\\n]*)? \\\n"
+            r"((?:\s+--hash=sha256:[0-9a-f]{64}.*\n)+)",
             text,
             flags=re.M,
         )

@@ -303,6 +303,6 @@ def _make(path: Path, data: bytes) -> None:
 
 
 def _public_hex() -> str:
-    from mcp_tap.gate.attest import ed25519_public_hex
+    from mcp_tap.keys import ed25519_public_hex
 
     return ed25519_public_hex(FUZZ_KEY)

@@ -8,13 +8,9 @@ longer mirrors ``lookup``'s ``region`` as a header: real drift for ``mcp-tap dif
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import warnings
 from typing import Annotated, Any
 
-import uvicorn
-from mcp.shared.exceptions import MCPDeprecationWarning
+from origin_variant import serve_variant
 from pydantic import Field
 
 from mcp_tap.demo import origin
@@ -48,18 +44,7 @@ def build_server() -> Any:
 
 def main() -> int:
     """Serve the candidate on ``--listen HOST:PORT`` until terminated."""
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--listen", required=True)
-    args = parser.parse_args()
-    host, _, port = args.listen.rpartition(":")
-    warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
-    app = build_server().streamable_http_app(
-        streamable_http_path=origin.ENDPOINT_PATH, json_response=False,
-        stateless_http=False, host=host)
-    config = uvicorn.Config(app, host=host, port=int(port), log_level="warning",
-                            lifespan="on", timeout_graceful_shutdown=2)
-    asyncio.run(uvicorn.Server(config).serve())
-    return 0
+    return serve_variant(build_server)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Shared by ``tests/proxy/test_fuzz_http.py`` (hypothesis draws a seed) and ``benc
 (the long run): every input is a function of one ``random.Random``, so a seed replays it.
 
 The sans-IO checks drive the same steps the client connection runs on a head
-(:mod:`mcp_tap.proxy.splice.client`): find the head's end, ``parse_head``, the C parser's
+(:mod:`mcp_tap.proxy.splice.requests`, :mod:`~mcp_tap.proxy.splice.responses`): find the
+head's end, ``parse_head``, the C parser's
 verdict (``RequestMessage.start`` / ``ResponseMessage.feed``), the start-line split, and
 ``rewrite``; then the body through the message's ``feed``. The parser's ``ParserError`` and
 ``ValueError`` (an unparseable ``Content-Length``) are the documented rejections; anything
@@ -19,6 +20,7 @@ from types import SimpleNamespace
 from mcp_tap.proxy.capture import RawBody
 from mcp_tap.proxy.splice.framing import (
     RESPONSE_SCAN,
+    HeadMemo,
     ParserError,
     RequestMessage,
     ResponseMessage,
@@ -263,7 +265,7 @@ def check_request_bytes(data: bytes, max_head: int = 65536) -> str:
     """
     buf = bytearray(data)
     outcome = "incomplete"
-    requests = RequestMessage(RawBody(0))
+    requests = RequestMessage(RawBody(0), HeadMemo())
     first = True
     while True:
         while buf[:2] == b"\r\n":
@@ -322,7 +324,7 @@ def check_request_bytes(data: bytes, max_head: int = 65536) -> str:
 
 def check_response_bytes(data: bytes, head_request: bool = False) -> str:
     """Run one upstream byte stream through the response side; return the outcome's name."""
-    response = ResponseMessage(RawBody(65536), head_request, lambda: 0.0)
+    response = ResponseMessage(RawBody(65536), head_request, lambda: 0.0, HeadMemo())
     buf = data
     while True:
         end = buf.find(HEAD_END)
@@ -349,7 +351,7 @@ def check_response_bytes(data: bytes, head_request: bool = False) -> str:
         # The one-pass scan agrees with the reference scans it replaces.
         assert (framing, length) == framing_of(lower), "head_scan framing differs"
         assert hop_hint == may_change(lower), "head_scan hop hint differs"
-        set_framing(None, ex, framing, length, response)  # type: ignore[arg-type]
+        set_framing(ex, framing, length, response)  # type: ignore[arg-type]
         try:
             response.feed(rest)
         except (ParserError, ValueError):

@@ -6,15 +6,13 @@ A real aiohttp server on loopback, run in a thread (so a synchronous CLI run can
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import orjson
 from aiohttp import web
-from ports import free_port
+from threaded_server import serve_in_thread
 
 # OSC 8 hyperlink, clear screen, cursor home, a forged line, a right-to-left override, HTML,
 # Markdown link and code span: what a terminal, a CI page or a step summary could obey.
@@ -52,25 +50,5 @@ def run_hostile() -> Iterator[str]:
     """Serve the hostile server on a free loopback port in a thread; yield its /mcp URL."""
     app = web.Application()
     app.router.add_post("/mcp", _handler)
-    runner = web.AppRunner(app, access_log=None)
-    port = free_port()
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(runner.setup())
-        loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=serve, name="hostile-mcp", daemon=True)
-    thread.start()
-    try:
-        assert ready.wait(15), "the hostile server did not start"
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(15)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(15)
-        loop.close()
+    with serve_in_thread(app, "hostile-mcp") as base:
+        yield f"{base}/mcp"

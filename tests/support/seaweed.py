@@ -201,3 +201,15 @@ def aws_env(store: SeaweedStore) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(store.env)
     return env
+
+
+def upload_bundle(store: SeaweedStore, bucket: str, prefix: str, bundle: Path) -> list[str]:
+    """Put every file of the bundle directory ``bundle`` under ``prefix`` in ``bucket``,
+    as the shipper lays it out (same names, same bytes); return the keys."""
+    client = store.client()
+    keys = []
+    for path in sorted(bundle.iterdir()):
+        key = f"{prefix}/{path.name}"
+        client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
+        keys.append(key)
+    return keys

@@ -12,7 +12,7 @@ collecting nothing) provably changes nothing:
 * ASCII only and no ``%``: a key's canonical form (:func:`~.keys.canonical_key`) is then its
   letters and digits, lower-cased (no percent-decoding, NFKC or casefolding to do);
 * no ``=`` anywhere, no ``earer`` in any case, and no ``:`` inside any string: no string
-  has the shape the walk gives the text pass (``redactor._shaped``);
+  has the shape the walk gives the text pass (:func:`~.text.shaped`);
 * every string that contains a secret pattern (the matcher's own, operator additions
   included) is one the matcher clears (the allowlist) or is never a key.
 

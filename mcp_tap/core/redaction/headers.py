@@ -18,7 +18,7 @@ from typing import Final
 
 from mcp_tap.core.hashing import hmac_sha256
 from mcp_tap.core.redaction.keys import SESSION_HEADER, KeyMatcher, canonical_key
-from mcp_tap.core.redaction.text import REDACTED, redact_plain_text
+from mcp_tap.core.redaction.text import REDACTED, header_shaped, redact_plain_text
 
 # Credentials in these headers start with an auth scheme that is worth keeping in evidence.
 _AUTH_HEADERS: Final = frozenset({"authorization", "proxyauthorization"})
@@ -86,7 +86,7 @@ class HeaderRedaction:
         return [
             [name, value]
             if kinds.get(name) == _PLAIN
-            and not ("=" in value or "earer" in value or "EARER" in value)
+            and not header_shaped(value)
             else [name, value_of(name, value, None)]
             for name, value in pairs
         ]
@@ -112,7 +112,7 @@ class HeaderRedaction:
     def _header_value(self, name: str, value: str, found: set[str] | None) -> str:
         kind = self._header_kind(name)
         if kind == _PLAIN:
-            if "=" in value or "earer" in value or "EARER" in value:
+            if header_shaped(value):
                 return self._text_pass(value, found)
             return value
         if kind == _SESSION:

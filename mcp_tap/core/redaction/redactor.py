@@ -31,7 +31,7 @@ from mcp_tap.core.redaction.clean import CLEAN_CHECK_MIN, CleanJson
 from mcp_tap.core.redaction.headers import MCP_PARAM, HeaderRedaction
 from mcp_tap.core.redaction.keys import SESSION_HEADER, KeyMatcher, canonical_key
 from mcp_tap.core.redaction.policy import RedactionPolicy
-from mcp_tap.core.redaction.text import REDACTED, redact_plain_text, strip_url_secrets
+from mcp_tap.core.redaction.text import REDACTED, redact_plain_text, shaped, strip_url_secrets
 from mcp_tap.core.sentinel import SentinelError, decode_header_value
 
 _CONTAINERS: Final = (dict, list, tuple)
@@ -47,11 +47,6 @@ _MAX_MEMBER: Final = 256 * 1024
 _MAX_MEMBER_BYTES: Final = 4 * 1024 * 1024
 _new = object.__new__
 _UNSEEN: Final[Any] = object()  # no verdict remembered (a verdict may be None)
-
-
-def _shaped(text: str) -> bool:
-    """Whether a string value has the shape the text pass looks for (cheap, no regex)."""
-    return "=" in text or ":" in text or "earer" in text or "EARER" in text
 
 
 @dataclass(slots=True)
@@ -115,8 +110,13 @@ class Redactor(HeaderRedaction):
         return self.walk(msg, self._policy_targets(msg) if self.policy.argument_policies
                          else None)
 
-    def walk_message_text(self, msg: Any, text: bytes) -> Redacted:
+    def walk_message_text(
+        self, msg: Any, text: bytes, written: deepjson.WrittenJson | None = None,
+    ) -> Redacted:
         """:meth:`walk_message` for a message orjson parsed from ``text``.
+
+        ``written``: what the judge of this message wrote as JSON (its judgement's
+        ``ResponseContext.written``), reused when it is this message's result.
 
         When the text shows nothing redaction could change (see
         :class:`~mcp_tap.core.redaction.clean.CleanJson`), ``msg`` itself comes back with no
@@ -126,8 +126,8 @@ class Redactor(HeaderRedaction):
         """
         targets = self._policy_targets(msg) if self.policy.argument_policies else None
         if targets is None and len(text) >= CLEAN_CHECK_MIN:
-            depth = (self._clean_member(msg) if type(msg) is dict and len(text) <= _MAX_MEMBER
-                     else None)
+            depth = (self._clean_member(msg, written)
+                     if type(msg) is dict and len(text) <= _MAX_MEMBER else None)
             if depth is None:
                 depth = self._clean_json.depth(text)
             if depth is not None:
@@ -167,7 +167,7 @@ class Redactor(HeaderRedaction):
         for child in values:
             kind = type(child)
             if kind is str:
-                if "=" in child or ":" in child or "earer" in child or "EARER" in child:
+                if shaped(child):
                     return -1
             elif kind is dict or kind is list:
                 if child:
@@ -180,7 +180,9 @@ class Redactor(HeaderRedaction):
                 return -1
         return depth
 
-    def _clean_member(self, msg: dict[Any, Any]) -> int | None:
+    def _clean_member(
+        self, msg: dict[Any, Any], written_by_judge: deepjson.WrittenJson | None,
+    ) -> int | None:
         """A bound of the walk's depth of a message whose one container member (a response's
         ``result``) is known clean by its JSON, scalar members needing nothing; else None.
 
@@ -196,8 +198,7 @@ class Redactor(HeaderRedaction):
             if key not in plain and (type(key) is not str or self._secret_key(key)):
                 return None  # a key the walk would hide (or one not yet known plain)
             if kind is str:
-                # _shaped(value), inline: the text pass might change it: the walk decides
-                if "=" in value or ":" in value or "earer" in value or "EARER" in value:
+                if shaped(value):  # the text pass might change it: the walk decides
                     return None
             elif kind is dict or kind is list:
                 if member is not None or not value:
@@ -207,9 +208,8 @@ class Redactor(HeaderRedaction):
                 return None
         if member is None:
             return None
-        last = deepjson.LAST_WRITTEN  # the judge just wrote a response's result
-        if last[0] is member:
-            written: bytes = last[1]
+        if written_by_judge is not None and written_by_judge.result is member:
+            written: bytes = written_by_judge.json  # the judge wrote this very result
         else:
             try:
                 written = orjson.dumps(member)
@@ -295,8 +295,7 @@ class Redactor(HeaderRedaction):
             # _child's scalar cases inline (no call for the usual leaf).
             kind = type(child)
             if kind is str:
-                if not ("=" in child or ":" in child or "earer" in child
-                        or "EARER" in child):
+                if not shaped(child):
                     continue
                 new = self._child(child, level, targets, found, acc)
             elif kind is int or kind is float or kind is bool or child is None:
@@ -330,7 +329,7 @@ class Redactor(HeaderRedaction):
         """A value under a key that is not secret (or in a list), redacted."""
         kind = type(child)
         if kind is str:
-            if "=" in child or ":" in child or "earer" in child or "EARER" in child:
+            if shaped(child):
                 new = self._string(child, found)
                 if new is not child:
                     acc[0] += 1
@@ -342,7 +341,7 @@ class Redactor(HeaderRedaction):
             if child:
                 return self._node(child, level + 1, targets, found, acc)
             return [] if isinstance(child, tuple) else child
-        if isinstance(child, str) and _shaped(child):
+        if isinstance(child, str) and shaped(child):
             new = self._string(child, found)
             if new is not child:
                 acc[0] += 1
@@ -400,7 +399,7 @@ class Redactor(HeaderRedaction):
                     if isinstance(child, tuple):
                         frame[2] = frame[2] or {}
                         frame[2][slot] = []
-                elif isinstance(child, str) and _shaped(child):
+                elif isinstance(child, str) and shaped(child):
                     shown = self._string(child, found)
                     if shown is not child:
                         frame[2] = frame[2] or {}

@@ -15,6 +15,22 @@ from typing import Final
 
 REDACTED: Final = "[REDACTED]"
 
+
+def shaped(text: str) -> bool:
+    """Whether the text pass may change ``text``: it holds a key's separator (``=`` or
+    ``:``) or a bearer scheme's letters in any case (the pass finds ``bEARer <credential>``
+    too). The redaction's one shape test (cheap, no regex): a string value without this
+    shape is left as it is. tests/core/test_redaction_shape.py ties it to the pass.
+    """
+    return "=" in text or ":" in text or "earer" in text.lower()
+
+
+def header_shaped(value: str) -> bool:
+    """:func:`shaped` for the value of a plain header (one not named secret): ``:`` does
+    not count there, a header value being one value, not ``key: value`` lines (a Date or
+    a URL would otherwise go through the pass for nothing)."""
+    return "=" in value or "earer" in value.lower()
+
 # A bearer credential anywhere.
 _BEARER: Final = re.compile(r"\b(?P<scheme>bearer)(?P<space>[ \t]+)(?P<cred>[^\s,;\"'<>]+)", re.I)
 # A key followed by ':' or '='. Only the key and separator are matched, so a value under a
@@ -47,15 +63,6 @@ _ESCAPE: Final = re.compile(r"\\u([0-9A-Fa-f]{4})|\\(.)")
 
 # URLs in free text (tap error reasons, log fields): scheme://authority/path;params?query#frag
 _URL: Final = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>\\]+")
-
-# Strings worth the text pass inside JSON: key-value shaped or carrying a bearer credential.
-_TRIGGER: Final = re.compile(r"[=:]|bearer", re.I)
-
-
-def might_hold_secret(text: str) -> bool:
-    """Whether ``text`` has the shape the text pass looks for (cheap pre-check)."""
-    return _TRIGGER.search(text) is not None
-
 
 def unescape_key(key: str) -> str:
     """A quoted key with JSON escapes resolved (``pass\\u0077ord`` -> ``password``)."""

@@ -40,10 +40,10 @@ from mcp_tap.proxy.options.values import (
     TracingOptions,
     UpstreamOptions,
     check_hop_name,
+    check_tracing,
     check_upstream,
     parse_listen,
 )
-from mcp_tap.proxy.tracing import check_tracing
 from mcp_tap.tables import TableKeys, check_tables
 
 _SECTIONS: dict[str, type[Any]] = {

@@ -1,5 +1,5 @@
 """The proxy's option value objects, one per config section, and the checks of a listen
-address, an upstream URL and a hop name."""
+address, an upstream URL, a hop name and the ``[tracing]`` section."""
 
 from __future__ import annotations
 
@@ -102,10 +102,10 @@ class RecordingOptions:
     mode: str = "process"
     queue_size: int = 10000
     # 500 ms: long enough for the recording process to take an eighth of the default queue
-    # (1250 captures at ~130-260 us each, 0.2-0.35 s measured at full load) so that a
-    # full-load backlog drains without a loss; short enough that a stalled or restarting
-    # recording process delays a client by at most half a second (far under any client's
-    # timeout) before losses are counted.
+    # (1250 captures; the time it takes at full load is in docs/benchmark.md, "Figures the
+    # code relies on") so that a full-load backlog drains without a loss; short enough that
+    # a stalled or restarting recording process delays a client by at most half a second
+    # (far under any client's timeout) before losses are counted.
     max_wait_ms: int = 500
 
 
@@ -166,6 +166,21 @@ class TracingOptions:
     service_name: str = "mcp-tap"
     sample_ratio: float = 1.0
     export_delay_s: float = 5.0
+
+
+def check_tracing(options: TracingOptions) -> None:
+    """Bad-input checks for ``[tracing]``: a usable OTLP endpoint and the extra installed."""
+    if not options.otlp_endpoint:
+        return
+    check_http_url(options.otlp_endpoint, "[tracing] otlp_endpoint")
+    try:
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter
+        import opentelemetry.sdk.trace  # noqa: F401
+    except ImportError:
+        raise InputError(
+            "[tracing] otlp_endpoint is set but OpenTelemetry is not installed: "
+            "pip install 'mcp-tap-proxy[otel]'"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)

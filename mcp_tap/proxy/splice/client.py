@@ -5,7 +5,8 @@ Per exchange: the request head is found, checked by the parser and forwarded (re
 as :mod:`~mcp_tap.proxy.splice.head` says); body bytes go upstream as they arrive; response
 bytes go to the client as they arrive, then a copy is parsed for the boundaries and the
 capture. Requests are handled one at a time, in order: a pipelined request waits in the
-buffer until the answer before it is complete (reading pauses if it grows).
+buffer until the answer before it is complete (reading pauses if it grows). Where an
+exchange is, is its phase (:mod:`~mcp_tap.proxy.splice.state`).
 
 Flow control both ways: a side whose write buffer passes its high-water mark pauses reading
 from the other side until it drains (like uvicorn's ``httptools_impl``); a client that stops
@@ -20,39 +21,37 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, cast
 
-import structlog
-
 from mcp_tap.proxy.holdback import REASON as HELD
-from mcp_tap.proxy.splice import binding, endings, requests, responses
-from mcp_tap.proxy.splice.exchange import Exchange
-from mcp_tap.proxy.splice.framing import RequestMessage
+from mcp_tap.proxy.splice.binding import UpstreamSide
+from mcp_tap.proxy.splice.endings import Endings
+from mcp_tap.proxy.splice.requests import RequestSide
+from mcp_tap.proxy.splice.responses import ResponseSide
+from mcp_tap.proxy.splice.state import ANSWERED, FINISHED, REQUEST_OPEN, TUNNEL
 from mcp_tap.proxy.splice.timeouts import Timer
 
 if TYPE_CHECKING:
     from mcp_tap.proxy.splice.hop import HopCore
 
-log = structlog.get_logger("mcp_tap.proxy")
 
-
-class ClientConnection(asyncio.Protocol):
-    """One client connection of a hop."""
+class ClientConnection(RequestSide, ResponseSide, UpstreamSide, Endings):
+    """One client connection of a hop: its ``asyncio.Protocol`` callbacks here, the parts
+    of its exchanges in the four parts it is made of (see :mod:`~mcp_tap.proxy.splice.base`)."""
 
     def __init__(self, hop: HopCore) -> None:
         self.hop = hop
         self.loop = hop.loop
         self.clock = hop.clock
-        self.transport: asyncio.Transport | None = None
+        self.transport = None
         self.peer = ""
-        self.buffer = bytearray()  # bytes not yet part of an exchange
-        self.exchange: Exchange | None = None
-        self._requests: RequestMessage | None = None  # the connection's request parser
+        self.buffer = bytearray()
+        self.exchange = None
+        self._requests = None
         self.closed = False
-        self._paused: set[str] = set()
+        self._paused = set()
         self._scheduled = False
         listener = hop.options.listener
         self.head_timer = Timer(self.loop, listener.head_timeout_s, self._head_timeout)
         self.stall_timer = Timer(self.loop, listener.write_timeout_s, self._write_stalled)
-        # The upstream idle timer of the exchange in flight (one per connection, reused).
         self.idle_timer = Timer(self.loop, hop.options.upstream.idle_timeout_s,
                                 self._upstream_idle_now)
 
@@ -70,9 +69,9 @@ class ClientConnection(asyncio.Protocol):
     def eof_received(self) -> bool:
         """The client half-closed: answer a whole request not yet answered, then close."""
         ex = self.exchange
-        if ex is None or ex.finished:
+        if ex is None or ex.phase is FINISHED:
             return False
-        if ex.tunnel:
+        if ex.phase is TUNNEL:
             ex.client_eof = True
             if ex.raw.tunnel is not None:
                 ex.raw.tunnel[0].ended = True
@@ -83,7 +82,7 @@ class ClientConnection(asyncio.Protocol):
                 self._finish(ex)
             return True
         ex.close_client = True
-        if ex.request_done and ex.raw.sent_at is None:
+        if ex.phase not in REQUEST_OPEN and ex.raw.sent_at is None:
             # A half-close after a whole request: the client waits for its answer. Once the
             # answer streams, an EOF is taken as the client leaving (as nginx and aiohttp
             # do): a silent stream would otherwise never notice.
@@ -101,8 +100,8 @@ class ClientConnection(asyncio.Protocol):
         self.idle_timer.cancel()
         self.hop.connections.discard(self)
         ex = self.exchange
-        if ex is not None and not ex.finished:
-            if not ex.response_done or not ex.request_done:
+        if ex is not None and ex.phase is not FINISHED:
+            if ex.phase is not ANSWERED:
                 ex.raw.client_gone = True
             self._abort_upstream(ex)
             self._finish(ex)
@@ -114,22 +113,16 @@ class ClientConnection(asyncio.Protocol):
         ex = self.exchange
         if ex is not None and ex.upstream is not None and ex.upstream.transport is not None:
             ex.upstream.transport.pause_reading()
-            ex.upstream_paused = True
+            ex.upstream_reading_paused = True
 
     def resume_writing(self) -> None:
         """The client drained: read the upstream again."""
         self.stall_timer.stop()
         ex = self.exchange
-        if ex is not None and ex.upstream_paused and ex.upstream is not None:
-            ex.upstream_paused = False
+        if ex is not None and ex.upstream_reading_paused and ex.upstream is not None:
+            ex.upstream_reading_paused = False
             if ex.upstream.transport is not None and not ex.upstream.closed:
                 ex.upstream.transport.resume_reading()
-
-    def _close(self) -> None:
-        """Close after what was written is flushed."""
-        self.head_timer.stop()
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.close()
 
     def close_if_idle(self) -> bool:
         """Close the connection when no exchange is in flight (for draining)."""
@@ -150,51 +143,3 @@ class ClientConnection(asyncio.Protocol):
             # unread in the kernel is not taken for a slow head by a timer already due.
             self.head_timer.start()
         self._resume(HELD)
-
-    def _pause(self, reason: str) -> None:
-        if not self._paused and self.transport is not None and not self.closed:
-            self.transport.pause_reading()
-        self._paused.add(reason)
-
-    def _resume(self, reason: str) -> None:
-        if reason not in self._paused:
-            return
-        self._paused.discard(reason)
-        if not self._paused and self.transport is not None and not self.closed:
-            self.transport.resume_reading()
-
-    # The exchange's parts, one module each, bound here as methods (no wrapper call).
-    data_received = requests.next_request  # client bytes (asyncio.Protocol's callback)
-    _next_request = requests.next_request
-    _request_body = requests.request_body
-    _request_ended = requests.request_ended
-    _tunnel_up = requests.tunnel_up
-    _to_upstream = requests.to_upstream
-    _bind = binding.bind
-    _connect = binding.connect
-    _connect_failed = binding.connect_failed
-    _attach = binding.attach
-    _retry = binding.retry
-    _abort_upstream = binding.abort_upstream
-    upstream_eof = binding.upstream_eof
-    upstream_lost = binding.upstream_lost
-    upstream_paused = binding.upstream_paused
-    upstream_resumed = binding.upstream_resumed
-    _upstream_gone = binding.upstream_gone
-    response_framing_is_close = staticmethod(binding.response_framing_is_close)
-    _upstream_idle_now = binding.upstream_idle_now
-    _upstream_idle = binding.upstream_idle
-    upstream_data = responses.upstream_data
-    _response_heads = responses.response_heads
-    _response_message = responses.response_message
-    _body_out = responses.body_out
-    _stray = responses.stray
-    _response_complete = responses.response_complete
-    _answer = endings.answer
-    _cut = endings.cut_exchange
-    cut = endings.cut_connection
-    _finish_closing = endings.finish_closing
-    _finish = endings.finish
-    _refuse = endings.refuse
-    _head_timeout = endings.head_timeout
-    _write_stalled = endings.write_stalled

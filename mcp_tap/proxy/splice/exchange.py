@@ -1,4 +1,10 @@
-"""One exchange in flight on a client connection: the forwarder's state for it."""
+"""One exchange in flight on a client connection: the forwarder's state for it.
+
+Where it is is its :attr:`Exchange.phase` (:mod:`~mcp_tap.proxy.splice.state`), moved only
+by :meth:`Exchange.to`; the other fields are what the phase does not say: the resources it
+holds (its upstream connection and pool slot, the bytes waiting for that connection), flow
+control, and facts the recording needs.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import asyncio
 
 from mcp_tap.proxy.capture import RawExchange
 from mcp_tap.proxy.splice.framing import ParserError, RequestMessage, ResponseMessage
+from mcp_tap.proxy.splice.state import SENDING, Event, Phase, next_phase
 from mcp_tap.proxy.splice.timeouts import Timer
 from mcp_tap.proxy.splice.upstream import UpstreamConnection
 
@@ -22,52 +29,54 @@ class Exchange:
         "client_eof",
         "close_client",
         "connecting",
-        "finished",
+        "head_part",
         "idle",
+        "phase",
         "raw",
         "remaining",
         "replay",
         "request",
-        "request_done",
         "reserved",
         "response",
-        "response_done",
         "response_framing",
-        "response_head",
         "skip_body",
         "stray",
-        "tunnel",
         "upstream",
         "upstream_eof",
-        "upstream_paused",
+        "upstream_reading_paused",
         "waiting",
         "waiting_size",
     )
 
     def __init__(self, raw: RawExchange, request: RequestMessage) -> None:
+        self.phase = SENDING
         self.raw = raw
         self.request = request
-        self.skip_body = False
+        self.skip_body = False  # the answer to a HEAD: no body, whatever its head says
         self.upstream: UpstreamConnection | None = None
+        self.reserved = False  # holds a slot of the upstream pool
+        self.connecting: asyncio.Task[None] | None = None
         self.waiting: list[bytes] = []  # request bytes held until the upstream is connected
         self.waiting_size = 0
         self.replay: list[bytes] | None = None  # what was sent, while a resend is possible
         self.response: ResponseMessage | None = None
-        self.response_head: bytes | None = b""  # None once the final head passed
+        self.head_part = b""  # the start of an answer head not yet whole
         self.response_framing = ""
         self.remaining = -1  # response Content-Length bytes still due (-1: not length-framed)
-        self.request_done = request.complete
-        self.response_done = False
-        self.close_client = not request.keep_alive
-        self.finished = False
-        self.tunnel = False
+        self.close_client = not request.keep_alive  # the client connection ends after this
         self.stray = False  # the upstream sent bytes past the answer's end
-        self.connecting: asyncio.Task[None] | None = None
         self.idle: Timer | None = None
-        self.upstream_paused = False
-        self.reserved = False
+        # Reading the upstream is paused: the client's write buffer is full (its flow control).
+        self.upstream_reading_paused = False
+        # A tunnel's half-closes: it ends when both sides have ended theirs.
         self.client_eof = False
         self.upstream_eof = False
+
+    def to(self, event: Event) -> Phase:
+        """Move to the phase ``event`` leads to (:data:`~.state.TRANSITIONS`); returns it.
+        Raises :class:`~.state.PhaseError` for an event the phase has no transition for."""
+        self.phase = phase = next_phase(self.phase, event)
+        return phase
 
 
 def parser_reason(exc: Exception) -> str:
@@ -76,4 +85,3 @@ def parser_reason(exc: Exception) -> str:
         return "invalid Content-Length"
     text = str(exc.args[0]) if exc.args else type(exc).__name__
     return text if text.isascii() and text.isprintable() and len(text) < 100 else "invalid"
-

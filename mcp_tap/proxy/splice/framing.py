@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import NamedTuple, TypeVar
 
 import httptools
 
@@ -77,73 +78,107 @@ KEPT_HEADS = 512
 KEPT_HEAD_BYTES = 2048
 """A longer head is analysed each time, not kept (the memos stay under a MiB)."""
 
-RequestHead = tuple[str, int, bool, str | None, str]
+_V = TypeVar("_V")
+
+class RequestHead(NamedTuple):
+    """What :meth:`HeadMemo.request_head` says of a request head (kept per head bytes)."""
+
+    framing: str  # head_scan: "length", "chunked" or "none"
+    length: int  # the Content-Length when framed by length, else 0
+    notable: bool  # head_scan found another field it looks for
+    method: str | None  # None when the request line has no version (HTTP/0.9 to llhttp)
+    target: str
+
+
 ResponseHead = tuple[str, int, bool]
 
-# What request_head / response_head said of a head, by the head's bytes: a head seen before
-# (a client's repeated request, an origin's repeated answer head) costs one dict look-up
-# (``MEMO.get(raw) or analyse(raw)``), not a lowercased copy and a regex scan (~9k
-# instructions for a 200-byte head). Exact, whatever the traffic: the analysis is a function
-# of the bytes alone, and the look-up compares them whole. A head seen once costs its hash,
-# the look-up and an insertion: the analysis is one flat function (head_scan inlined, the
-# insertion in it), the look-up no call into Python (a dict subclass's __missing__ was one
-# more interpreter entry, ~2.4k a head in all where this is ~1k).
-REQUEST_HEADS: dict[bytes, RequestHead] = {}
-"""Request heads' :func:`request_head`, by their bytes."""
-RESPONSE_HEADS: dict[bytes, ResponseHead] = {}
-"""Final response heads' :func:`response_head`, by their bytes."""
-known_request = REQUEST_HEADS.get
-"""``REQUEST_HEADS.get``, bound once (a global's call, not a method look-up each time)."""
-known_response = RESPONSE_HEADS.get
-"""``RESPONSE_HEADS.get``, bound once."""
 
-# The parser's verdict on a head, by the head's bytes: llhttp starts every message from the
-# same state (a connection's parser is fed whole messages, a message's bytes only), so
-# whether it accepts a head, and what it says of it, is a function of the head's bytes. A
-# head it accepted before is not parsed again when its whole message is in view: a head
-# without a body, or with a Content-Length body all there (whose payload is its bytes, so
-# the parser would only count them). The parser is left at the message's end, as parsing
-# would have left it. ~5k instructions a message (the parse and its Python callback). A
-# verdict is kept from a head's second sighting on (when the scan's memo knew it): heads
-# that never repeat cost no more than before.
-ACCEPTED_REQUESTS: dict[bytes, bool] = {}
-"""Request heads the parser accepted (not an upgrade), by their bytes: their keep-alive."""
-ACCEPTED_RESPONSES: dict[bytes, tuple[int, bool, int]] = {}
-"""Final length-framed response heads the parser accepted (with a body: not 204 or 304, not
-an answer to a HEAD), by their bytes: status, keep-alive and Content-Length."""
-accepted_request = ACCEPTED_REQUESTS.get
-"""``ACCEPTED_REQUESTS.get``, bound once."""
-accepted_response = ACCEPTED_RESPONSES.get
-"""``ACCEPTED_RESPONSES.get``, bound once."""
+class HeadMemo:
+    """One hop's memory of the heads it has seen, by their bytes (each hop owns one: what one
+    hop's traffic taught is not another's, and nothing is kept per process).
 
+    What :meth:`request_head` / :meth:`response_head` said of a head: a head seen before (a
+    client's repeated request, an origin's repeated answer head) costs one dict look-up
+    (``memo.known_request(raw) or memo.request_head(raw)``), not a lowercased copy and a
+    regex scan. Exact, whatever the traffic: the analysis is a function of the bytes alone,
+    and the look-up compares them whole.
 
-def request_head(raw: bytes) -> RequestHead:
-    """A request head's :func:`head_scan` (:data:`REQUEST_SCAN`), then its method and target
-    (latin-1; None and "" when the request line has no version, which llhttp takes as
-    HTTP/0.9); remembered in :data:`REQUEST_HEADS` (a head of at most
-    :data:`KEPT_HEAD_BYTES`)."""
-    framing, length, notable = head_scan(raw.lower(), REQUEST_SCAN)
-    parts = raw[: raw.find(b"\r\n")].split(b" ", 2)
-    found: RequestHead = (
-        (framing, length, notable, parts[0].decode("latin-1"), parts[1].decode("latin-1"))
-        if len(parts) == 3 else (framing, length, notable, None, "")
+    And the parser's verdict on a head: llhttp starts every message from the same state (a
+    connection's parser is fed whole messages, a message's bytes only), so whether it accepts
+    a head, and what it says of it, is a function of the head's bytes. A head it accepted
+    before is not parsed again when its whole message is in view: a head without a body, or
+    with a Content-Length body all there (whose payload is its bytes, so the parser would only
+    count them). The parser is left at the message's end, as parsing would have left it. A
+    verdict is kept from a head's second sighting on (when the scan's memo knew it): heads
+    that never repeat cost no more than before. Each memo starts over when it holds
+    :data:`KEPT_HEADS`.
+    """
+
+    __slots__ = (
+        "accepted_request",
+        "accepted_requests",
+        "accepted_response",
+        "accepted_responses",
+        "known_request",
+        "known_response",
+        "requests",
+        "responses",
     )
-    if len(raw) <= KEPT_HEAD_BYTES:
-        if len(REQUEST_HEADS) >= KEPT_HEADS:
-            REQUEST_HEADS.clear()
-        REQUEST_HEADS[raw] = found
-    return found
+
+    def __init__(self) -> None:
+        self.requests: dict[bytes, RequestHead] = {}
+        """Request heads' :meth:`request_head`, by their bytes."""
+        self.responses: dict[bytes, ResponseHead] = {}
+        """Final response heads' :meth:`response_head`, by their bytes."""
+        self.accepted_requests: dict[bytes, bool] = {}
+        """Request heads the parser accepted (not an upgrade), by their bytes: keep-alive."""
+        self.accepted_responses: dict[bytes, tuple[int, bool, int]] = {}
+        """Final length-framed response heads the parser accepted (with a body: not 204 or
+        304, not an answer to a HEAD), by their bytes: status, keep-alive, Content-Length."""
+        # The look-ups, bound once (read per message; clearing a dict keeps them valid).
+        self.known_request = self.requests.get
+        self.known_response = self.responses.get
+        self.accepted_request = self.accepted_requests.get
+        self.accepted_response = self.accepted_responses.get
+
+    def request_head(self, raw: bytes) -> RequestHead:
+        """A request head's :func:`head_scan` (:data:`REQUEST_SCAN`), then its method and
+        target (latin-1; None and "" when the request line has no version, which llhttp takes
+        as HTTP/0.9); remembered (a head of at most :data:`KEPT_HEAD_BYTES`)."""
+        framing, length, notable = head_scan(raw.lower(), REQUEST_SCAN)
+        parts = raw[: raw.find(b"\r\n")].split(b" ", 2)
+        found = (
+            RequestHead(framing, length, notable, parts[0].decode("latin-1"),
+                        parts[1].decode("latin-1"))
+            if len(parts) == 3 else RequestHead(framing, length, notable, None, "")
+        )
+        if len(raw) <= KEPT_HEAD_BYTES:
+            _keep(self.requests, raw, found)
+        return found
+
+    def response_head(self, raw: bytes) -> ResponseHead:
+        """A final response head's :func:`head_scan` (:data:`RESPONSE_SCAN`); remembered (a
+        head of at most :data:`KEPT_HEAD_BYTES`)."""
+        found = head_scan(raw.lower(), RESPONSE_SCAN)
+        if len(raw) <= KEPT_HEAD_BYTES:
+            _keep(self.responses, raw, found)
+        return found
+
+    def accept_request(self, raw: bytes, keep_alive: bool) -> None:
+        """Keep the parser's verdict on a request head it accepted."""
+        _keep(self.accepted_requests, raw, keep_alive)
+
+    def accept_response(self, raw: bytes, verdict: tuple[int, bool, int]) -> None:
+        """Keep the parser's verdict on a final length-framed response head it accepted."""
+        _keep(self.accepted_responses, raw, verdict)
 
 
-def response_head(raw: bytes) -> ResponseHead:
-    """A final response head's :func:`head_scan` (:data:`RESPONSE_SCAN`); remembered in
-    :data:`RESPONSE_HEADS` (a head of at most :data:`KEPT_HEAD_BYTES`)."""
-    found = head_scan(raw.lower(), RESPONSE_SCAN)
-    if len(raw) <= KEPT_HEAD_BYTES:
-        if len(RESPONSE_HEADS) >= KEPT_HEADS:
-            RESPONSE_HEADS.clear()
-        RESPONSE_HEADS[raw] = found
-    return found
+def _keep(memo: dict[bytes, _V], raw: bytes, value: _V) -> None:
+    """Remember ``value`` for ``raw``; a full memo starts over (attacker-chosen heads cannot
+    grow it)."""
+    if len(memo) >= KEPT_HEADS:
+        memo.clear()
+    memo[raw] = value
 
 
 class RequestMessage:
@@ -157,6 +192,7 @@ class RequestMessage:
         "framing",
         "headed",
         "keep_alive",
+        "memo",
         "method",
         "notable",
         "on_body",
@@ -167,7 +203,8 @@ class RequestMessage:
         "upgrade",
     )
 
-    def __init__(self, body: RawBody) -> None:
+    def __init__(self, body: RawBody, memo: HeadMemo) -> None:
+        self.memo = memo  # the hop's (see HeadMemo)
         self.pieces: list[bytes] = []  # body payload pieces the parser gave (chunked framing off)
         self._open: list[None] = []  # [None] while the message has not ended
         self.on_body = self.pieces.append
@@ -213,8 +250,9 @@ class RequestMessage:
             self.remaining = 0
         # The scan comes first, to know how much to feed; its findings count only once the
         # parser has accepted the head (a rejected one raises before they are used).
-        seen = known_request(raw)
-        framing, remaining, notable, self.method, self.target = seen or request_head(raw)
+        memo = self.memo
+        seen = memo.known_request(raw)
+        framing, remaining, notable, self.method, self.target = seen or memo.request_head(raw)
         fed = 0
         whole = raw
         if data is not None and framing == "length":
@@ -223,9 +261,9 @@ class RequestMessage:
                 fed = after
                 whole = data
         # (The whole message is in view: no body, or all of a Content-Length one.)
-        keep_alive = accepted_request(raw) \
+        keep_alive = memo.accepted_request(raw) \
             if fed == remaining and framing != "chunked" and seen is not None else None
-        if keep_alive is not None:  # accepted before: its verdict stands (ACCEPTED_REQUESTS)
+        if keep_alive is not None:  # accepted before: its verdict stands (see HeadMemo)
             self.headed = True
             self.keep_alive = keep_alive
             if fed:
@@ -241,10 +279,8 @@ class RequestMessage:
                 return 0
             if not self.headed:  # llhttp pauses on PRI (an HTTP/2 preface), silently: no head
                 raise ParserError("an HTTP/2 connection preface")
-            if seen is not None:  # (a head seen once is not: see ACCEPTED_REQUESTS)
-                if len(ACCEPTED_REQUESTS) >= KEPT_HEADS:
-                    ACCEPTED_REQUESTS.clear()
-                ACCEPTED_REQUESTS[raw] = self.keep_alive
+            if seen is not None:  # (a head seen once is not: see HeadMemo)
+                memo.accept_request(raw, self.keep_alive)
             if fed:
                 pieces = self.pieces
                 self.body.take(pieces, 0.0)  # the payload is the bytes themselves
@@ -311,6 +347,7 @@ class ResponseMessage:
         "complete",
         "head_done",
         "keep_alive",
+        "memo",
         "on_body",
         "on_message_complete",
         "pieces",
@@ -320,7 +357,10 @@ class ResponseMessage:
         "upgraded",
     )
 
-    def __init__(self, body: RawBody, skip_body: bool, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, body: RawBody, skip_body: bool, clock: Callable[[], float], memo: HeadMemo
+    ) -> None:
+        self.memo = memo  # the hop's (see HeadMemo)
         self.pieces: list[bytes] = []  # body payload pieces of the last feed
         self._open: list[None] = []  # [None] while the message has not ended
         self.on_body = self.pieces.append
@@ -375,7 +415,7 @@ class ResponseMessage:
 
     def accepted(self, verdict: tuple[int, bool, int]) -> None:
         """:meth:`feed_head` of a final head the parser accepted before, whose whole body
-        follows (:data:`ACCEPTED_RESPONSES`' ``verdict``): not parsed again."""
+        follows (:class:`HeadMemo`'s ``verdict``): not parsed again."""
         self.status, self.keep_alive, _ = verdict
         self.head_done = True
 
@@ -388,13 +428,11 @@ class ResponseMessage:
 
     def remember(self, raw: bytes, length: int) -> None:
         """Keep the parser's verdict on the final head ``raw`` it just accepted (see
-        :data:`ACCEPTED_RESPONSES`; ``length``: its Content-Length, when length-framed; a
-        head :data:`RESPONSE_HEADS` keeps, so at most :data:`KEPT_HEAD_BYTES`)."""
+        :class:`HeadMemo`; ``length``: its Content-Length, when length-framed; a head the
+        memo keeps, so at most :data:`KEPT_HEAD_BYTES`)."""
         if length and not self.skip_body and self.status not in (204, 304) \
                 and not self.upgraded:
-            if len(ACCEPTED_RESPONSES) >= KEPT_HEADS:
-                ACCEPTED_RESPONSES.clear()
-            ACCEPTED_RESPONSES[raw] = (self.status, self.keep_alive, length)
+            self.memo.accept_response(raw, (self.status, self.keep_alive, length))
 
     def feed_body(self, data: bytes, at: float) -> None:
         """Body bytes of the final answer that do not run past its end (length-framed ones

@@ -6,12 +6,13 @@ import asyncio
 import ssl
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 import structlog
 
 from mcp_tap.proxy.options import TapOptions
 from mcp_tap.proxy.recorder import ExchangeRecorder
-from mcp_tap.proxy.splice.client import ClientConnection
+from mcp_tap.proxy.splice.framing import HeadMemo
 from mcp_tap.proxy.splice.upstream import UpstreamPool, UpstreamTarget
 
 log = structlog.get_logger("mcp_tap.proxy")
@@ -20,6 +21,27 @@ COUNTED = (
     "bad_request", "saturated", "head_timeout", "write_stall", "cut", "stray_upstream_bytes",
 )
 """What a hop counts itself (the recorder counts the rest): ``/metrics`` shows them."""
+
+
+class Connection(Protocol):
+    """A client connection as its hop sees it
+    (:class:`~mcp_tap.proxy.splice.client.ClientConnection`)."""
+
+    @property
+    def exchange(self) -> object | None:
+        """The exchange in flight, if any."""
+
+    def close_if_idle(self) -> bool:
+        """Close the connection when no exchange is in flight."""
+
+    def cut(self, phase: str, reason: str) -> None:
+        """Cut whatever is in flight; close the connection."""
+
+    def hold_reading(self) -> None:
+        """Stop reading the client (the recording process is behind)."""
+
+    def release_reading(self) -> None:
+        """Read the client again."""
 
 
 class HopCore:
@@ -60,7 +82,9 @@ class HopCore:
         self.rewrites = self.host_rewrite is not None or bool(self.target.prefix)
         # A traceparent is added only where hop correlation needs one: two hops in one tap.
         self.add_traceparent = options.tracing.add_traceparent and len(options.hops) > 1
-        self.connections: set[ClientConnection] = set()
+        self.connections: set[Connection] = set()
+        # What this hop's parsers learnt of the heads they saw (see framing.HeadMemo).
+        self.heads = HeadMemo()
         self.counts = dict.fromkeys(COUNTED, 0)
         self.stopping = False
         self.held = False  # new client connections start held (see mcp_tap.proxy.holdback)
@@ -79,10 +103,12 @@ class HopCore:
         """Exchanges in flight on this hop."""
         return sum(1 for c in self.connections if c.exchange is not None)
 
-    async def listen(self, host: str, port: int) -> tuple[str, int]:
-        """Start accepting; returns the bound address."""
+    async def listen(
+        self, host: str, port: int, connection: Callable[[HopCore], asyncio.Protocol]
+    ) -> tuple[str, int]:
+        """Start accepting, one ``connection(self)`` per client; returns the bound address."""
         self.server = await self.loop.create_server(
-            lambda: ClientConnection(self), host, port, reuse_address=True
+            lambda: connection(self), host, port, reuse_address=True
         )
         bound = self.server.sockets[0].getsockname()
         return str(bound[0]), int(bound[1])

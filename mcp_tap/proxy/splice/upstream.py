@@ -34,10 +34,10 @@ class UpstreamOwner(Protocol):
     def upstream_lost(self, exc: Exception | None) -> None:
         """The upstream connection is gone."""
 
-    def upstream_paused(self) -> None:
-        """The upstream's write buffer is above its high-water mark."""
+    def upstream_buffer_full(self) -> None:
+        """The upstream's write buffer is above its high-water mark (stop reading the client)."""
 
-    def upstream_resumed(self) -> None:
+    def upstream_buffer_drained(self) -> None:
         """... and drained again."""
 
 
@@ -120,12 +120,12 @@ class UpstreamConnection(asyncio.Protocol):
     def pause_writing(self) -> None:
         """Flow control: the owner stops reading its client."""
         if self.owner is not None:
-            self.owner.upstream_paused()
+            self.owner.upstream_buffer_full()
 
     def resume_writing(self) -> None:
         """Flow control: the owner reads its client again."""
         if self.owner is not None:
-            self.owner.upstream_resumed()
+            self.owner.upstream_buffer_drained()
 
     def write(self, data: bytes) -> None:
         """Send bytes upstream."""
@@ -164,7 +164,7 @@ class UpstreamPool:
         self.connect_timeout_s = connect_timeout_s
         self.bound = 0  # connections bound to an exchange (or being opened for one)
         self.saturated = 0  # requests answered 503 because the cap was reached
-        self.idle: list[UpstreamConnection] = []  # oldest first (binding.bind takes the newest)
+        self.idle: list[UpstreamConnection] = []  # oldest first (take_idle gives the newest)
         # One coarse sweep closes idle connections past keepalive_s (no timer per release).
         self._sweep: asyncio.TimerHandle | None = None
 
