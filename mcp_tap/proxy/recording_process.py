@@ -155,8 +155,12 @@ def _open_evidence(options: TapOptions, bundle_dir: str) -> tuple[EvidenceWriter
     """The started evidence writer, and the shipper that follows it (when ``[evidence]
     ship`` is set); InputError when the bundle cannot be made."""
     ev = options.evidence
+    ship = ship_options(ev)
     writer = EvidenceWriter(
         bundle_dir,
+        # A shipped bundle says, signed, which release and pod it is (its key says so too,
+        # but anyone who can write to the store can move a key).
+        meta={"fleet": {"release": ship.release, "pod": ship.pod}} if ship else None,
         max_segment_bytes=ev.max_segment_bytes,
         max_segment_age_s=ev.max_segment_age_s,
         queue_size=ev.queue_size,
@@ -164,7 +168,6 @@ def _open_evidence(options: TapOptions, bundle_dir: str) -> tuple[EvidenceWriter
         # The gate reads a sealed segment's tallies instead of its records.
         tallies=SegmentTally if ev.tallies else None,
     )
-    ship = ship_options(ev)
     shipper = Shipper(ship) if ship is not None else None
     if shipper is not None:
         # Its own thread: a store that is down or frozen never slows this loop.

@@ -234,6 +234,10 @@ async def test_a_fleet_ships_through_a_frozen_store_and_a_killed_pod(
             assert ends == ["None", "closed"]
         else:
             assert exchanges + lost == pod.answered, pod.name
+        # Each bundle says, signed, which release and pod it is.
+        assert {m["fleet"]["pod"] for m in metas} == {pod.name}
+        assert {m["fleet"]["release"] for m in metas} == {RELEASE}
+        if pod.name != "pod-c":
             (meta,) = metas
             assert meta["closed"]["end"] == "closed"
             assert meta["closed"]["shipping"]["to"] == f"{ROOT}/{RELEASE}/{pod.name}"
