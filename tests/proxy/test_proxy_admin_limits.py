@@ -10,7 +10,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp import web
+from served_app import served
 
 from mcp_tap.errors import InputError
 from mcp_tap.evidence import EvidenceWriter
@@ -37,15 +37,8 @@ async def serving(tmp_path: Path, *, token: str | None = None, waiters: int = 64
     canary = CanaryAnalysis(GateOptions(policy=str(REPO_POLICY)), bundle)
     app = admin_app(Metrics(), _ready, canary, token=token, max_gate_waiters=waiters,
                     rate=rate)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        await runner.cleanup()
+    async with served(app) as base:
+        yield base
 
 
 async def test_methods_and_paths_it_does_not_serve(tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
-from aiohttp import web
 from gate_bundles import KEY_ENV, exchange, write_attested, write_policy
 from releases import run
+from served_app import served
 
 from mcp_tap.commands.gate_server import build_app
 from mcp_tap.evidence import EvidenceWriter
@@ -70,15 +70,8 @@ def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FleetOptions:
 
 @asynccontextmanager
 async def serving(options: FleetOptions, waiters: int = 64) -> AsyncIterator[str]:
-    runner = web.AppRunner(build_app(options, max_waiters=waiters), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        await runner.cleanup()
+    async with served(build_app(options, max_waiters=waiters)) as base:
+        yield base
 
 
 def _gate_command(where: str, options: FleetOptions, capsys: pytest.CaptureFixture[str]
