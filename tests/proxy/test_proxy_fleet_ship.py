@@ -219,6 +219,7 @@ async def test_a_fleet_ships_through_a_frozen_store_and_a_killed_pod(
             policy = tmp_path / "policy.toml"
             policy.write_text(POLICY)
             rollback = write_attested(tmp_path / "rollback.json")
+            capsys.readouterr()  # what the run printed so far is not the gate's answer
             code, out, _err = run(["gate", f"{ROOT}/{RELEASE}", "--policy", str(policy),
                                    "--rollback", str(rollback), "--format", "json"], capsys)
 
