@@ -24,7 +24,7 @@ from mcp_tap.core.deepjson import WrittenJson
 from mcp_tap.core.eras import ERA_MODERN, HEADER_PROTOCOL_VERSION, TASKS_EXTENSION, Era
 from mcp_tap.core.fastinit import fast_init, new_twin
 from mcp_tap.core.findings import Finding
-from mcp_tap.core.jsonrpc import KIND_REQUEST, json_type
+from mcp_tap.core.jsonrpc import KIND_REQUEST, json_type, same_id
 from mcp_tap.core.mirrored import MISSING
 from mcp_tap.core.requests import RequestVerdict
 from mcp_tap.core.results import result_findings, task_input_capabilities
@@ -137,20 +137,11 @@ def check_message(
         owed = owed_answer(verdict, None, status, where)
         return [finding("response.envelope", envelope, where), *owed]
     found: list[Finding] = []
-    classified = verdict.classified
-    request = classified.kind is KIND_REQUEST
-    # verdict.id and classified.method without the property calls: a request's message is an
-    # object with an id and a string method.
-    expected_id = classified.message["id"] if request else None
+    expected_id = verdict.id
     # Most requests were not rejected (no finding at all): then no answer is owed and
     # owed_answer is skipped.
     rejected = bool(verdict.findings) and verdict.rejection is not None
-    # same_id(message["id"], expected_id), without the call.
-    id_ok = expected_id is None or (
-        "id" in message
-        and type(message["id"]) is type(expected_id)
-        and message["id"] == expected_id
-    )
+    id_ok = expected_id is None or ("id" in message and same_id(message["id"], expected_id))
     if not id_ok and not in_stream and _idless_allowed(verdict, message, ctx, status, rejected):
         id_ok = True
     if not id_ok:
@@ -194,7 +185,7 @@ def check_message(
         return found + owed_answer(verdict, None, status, where, id_ok=id_ok,
                                    modern_result=modern)
     result_found = result_findings(
-        classified.message["method"] if request else classified.method,
+        verdict.method,
         message["result"],
         ctx.era,
         ctx.capabilities,
@@ -206,7 +197,7 @@ def check_message(
     )
     if not result_found and (
         ctx.output_schema is not None
-        or (request and classified.message["method"] == "tasks/get")
+        or (verdict.kind is KIND_REQUEST and verdict.method == "tasks/get")
     ):
         result_found = _learnt_rules(verdict, message["result"], ctx, where)
     if found:

@@ -60,9 +60,7 @@ def check_sse_stream(
         )
     modern = ctx.era is ERA_MODERN
     classified = verdict.classified
-    # verdict.method without the property calls (a request's method is a string).
-    method = classified.message["method"] if classified.kind is KIND_REQUEST else (
-        classified.method)
+    method = verdict.method
     listen = modern and method == "subscriptions/listen"
     # (A comprehension is a function call on Python 3.11: skipped when there is no batch.)
     pending = (
@@ -125,7 +123,7 @@ def check_sse_stream(
             answered = not pending
         else:
             answered = True
-            at = f"{where} sse[{index}]"  # _at(where, index), without the call: every stream's
+            at = _at(where, index)
             response_found = check_message(
                 verdict, message, ctx, status=status, where=at, in_stream=True
             )
@@ -269,7 +267,7 @@ def _progress(
     token = meta.get("progressToken")
     if token is None:
         problem = "progress on a request that gave no progressToken"
-    elif not (type(sent) is type(token) and sent == token):  # same_id, without the call
+    elif not same_id(sent, token):
         problem = f"progress for token {sent!r}, not this request's {token!r}"
     else:
         return found
