@@ -172,8 +172,6 @@ class RequestVerdict:
         return None
 
 
-_VERSION_KEY = HEADER_PROTOCOL_VERSION.lower()  # the header index's keys are lowercase
-_METHOD_KEY = HEADER_METHOD.lower()
 _NAME_KEY = HEADER_NAME.lower()
 
 
@@ -292,23 +290,17 @@ def _routing_problem(
         meta_problem = _meta_problem(message, meta)
         if meta_problem:
             return finding("request.meta.missing", meta_problem, WHERE)
-    # Rung 2: version header. Rung 3: method header. The usual request has one value of
-    # each, equal to the body's: mirror_problem's first case, tested here without its calls.
-    by_name = headers.by_name()
-    sent = by_name.get(_VERSION_KEY)
-    if sent is None or len(sent) != 1 or sent[0].strip(" \t") != version:
-        problem = mirror_problem(
-            headers, HEADER_PROTOCOL_VERSION, version, "the _meta protocol version"
-        )
-        if problem:
-            return problem
+    # Rung 2: version header. Rung 3: method header.
+    problem = mirror_problem(
+        headers, HEADER_PROTOCOL_VERSION, version, "the _meta protocol version"
+    )
+    if problem:
+        return problem
     # A request: kind_of made sure its method is a non-empty string.
     method: str = message["method"]
-    sent = by_name.get(_METHOD_KEY)
-    if sent is None or len(sent) != 1 or sent[0].strip(" \t") != method:
-        problem = mirror_problem(headers, HEADER_METHOD, method, "the method")
-        if problem:
-            return problem
+    problem = mirror_problem(headers, HEADER_METHOD, method, "the method")
+    if problem:
+        return problem
     # Rung 4: name header, then parameter headers (each called only for the methods it
     # judges: it has nothing to say about the others).
     routed = NAME_ROUTED_PARAMS.get(method)
@@ -318,7 +310,7 @@ def _routing_problem(
         # is None; anything else goes to them.
         params = message.get("params")
         body_value = params.get(routed) if isinstance(params, dict) else None
-        sent = by_name.get(_NAME_KEY)
+        sent = headers.by_name().get(_NAME_KEY)
         plain = sent[0].strip(" \t") if sent is not None and len(sent) == 1 else None
         if (
             plain is None
