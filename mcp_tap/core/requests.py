@@ -307,7 +307,8 @@ def _routing_problem(
     if routed is not None:
         # The usual Mcp-Name: one plain value (printable ASCII, not the sentinel), equal to
         # the routed param. name_header_problem's (and decode_header_value's) answer for it
-        # is None; anything else goes to them.
+        # is None; anything else goes to them. A copy kept for speed, tied to its source by
+        # tests/core/test_name_header_tie.py.
         params = message.get("params")
         body_value = params.get(routed) if isinstance(params, dict) else None
         sent = headers.by_name().get(_NAME_KEY)
