@@ -120,7 +120,7 @@ def result_findings(
         # result alone (capabilities and client declarations matter only to task and
         # input_required results), so the result's JSON keys them in ``schema.VERDICTS``.
         # The findings carry ``where``: a hit at another place is judged again (none found
-        # is the same anywhere). Inline here: this runs for every result.
+        # is the same anywhere).
         try:
             # The key, the schema verdict's key, and the x-mcp-header search of tools/list.
             written: bytes | None = orjson.dumps(result)
@@ -133,13 +133,7 @@ def result_findings(
             return _complete_rules(method, result, era, schema_version, where, written)
         key = (_COMPLETE_KIND[era], method or "", schema_version, written)
         cache = schema.VERDICTS
-        # cache.get(key), inline: its look-up, count and move to the end
-        cached: tuple[str, tuple[Finding, ...]] | None = cache.entries.get(key)
-        if cached is None:
-            cache.misses += 1
-        else:
-            cache.hits += 1
-            cache.entries.move_to_end(key)
+        cached: tuple[str, tuple[Finding, ...]] | None = cache.get(key)
         if cached is not None and (not cached[1] or cached[0] == where):
             return list(cached[1])
         complete_found = _complete_rules(method, result, era, schema_version, where, written)

@@ -64,7 +64,7 @@ class VerdictCache:
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         """An empty cache holding at most ``max_entries`` verdicts."""
         self.max_entries = max_entries
-        # The map itself: read by the judge's hot paths, which inline get (keep hits/misses).
+        # The map itself, most recently used last.
         self.entries: OrderedDict[_Key, Any] = OrderedDict()
         self.hits = 0
         self.misses = 0
@@ -104,24 +104,13 @@ class VerdictCache:
         judge: Callable[[str, str, Any], str], canonical: bytes | None = None,
     ) -> str:
         """``judge(method, version, value)``, from the cache when this value was judged."""
-        # key() and get() inlined: this runs for every request and every result.
-        if canonical is None:
-            try:
-                canonical = orjson.dumps(value)
-            except TypeError:  # orjson.JSONEncodeError: nested past 254 levels
-                return judge(method, version, value)
-        if len(canonical) > MAX_KEY_BYTES:
+        key = self.key(kind, method, version, value, canonical)
+        if key is None:
             return judge(method, version, value)
-        key = (kind, method, version, canonical)
-        verdicts = self.entries
-        verdict: str | None = verdicts.get(key)
+        verdict: str | None = self.get(key)
         if verdict is None:
-            self.misses += 1
             verdict = judge(method, version, value)
             self.put(key, verdict)
-        else:
-            self.hits += 1
-            verdicts.move_to_end(key)
         return verdict
 
     def clear(self) -> None:

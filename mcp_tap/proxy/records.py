@@ -108,10 +108,7 @@ class RecordBuilder:
             except orjson.JSONDecodeError:
                 text = body[:_RAW_TEXT_CHARS].decode("utf-8", "replace")
                 return {"raw": self.redactor.redact_text(text)}, None
-        done = self.redactor.walk_message_text(messages, body, written)
-        if done.depth + 2 + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
-            return done.value, None  # _recordable's usual answer, without its call
-        return self._recordable(done, 2)
+        return self._recordable(self.redactor.walk_message_text(messages, body, written), 2)
 
     def _recordable(self, done: Redacted, levels: int) -> tuple[Any, str | None]:
         """``done``'s value, or its redacted JSON text when orjson cannot write it."""
@@ -146,10 +143,7 @@ class RecordBuilder:
                 else:
                     done = red.walk_message_text(
                         message, text.encode("utf-8", "surrogatepass"), written)
-                if done.depth + 4 + _RECORD_LEVELS <= deepjson.ORJSON_MAX_DEPTH:
-                    data = done.value  # _recordable's usual answer, without its call
-                else:
-                    data, note = self._recordable(done, 4)
+                data, note = self._recordable(done, 4)
             except orjson.JSONDecodeError:
                 data = red.redact_text(text)
             shown = {"at": t.at, "data": data, "event": event.event, "id": event.id}  # sorted
