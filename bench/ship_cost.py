@@ -9,7 +9,8 @@ count, and the run includes the drain (the last segment and the closing ``bundle
 Per exchange is the difference of two runs that differ only in ``-n`` (as for
 ``recording_cost.py`` under callgrind), divided by the difference of ``n``: the start-up
 (importing boto3 and making its client: a fixed cost of the process, paid once) is
-subtracted, and printed on its own.
+subtracted. The shipper thread's CPU is measured on that thread, without the making of its
+client (importing boto3 and building it, on that thread).
 
     .venv/bin/python bench/ship_cost.py                 # json, 5 rounds of 1000 and 6000
     .venv/bin/python bench/ship_cost.py --kind sse --rounds 3
@@ -39,7 +40,8 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 def _run(kind: str, n: int, segment_bytes: int, ship: str,
          env: dict[str, str]) -> tuple[float, float]:
     """CPU seconds of one run of the recording loop over ``n`` exchanges: the process's,
-    and the shipper thread's (0 without shipping)."""
+    and the shipper thread's (0 without shipping; making its S3 client excluded: a fixed
+    cost whose spread between runs, tens of ms, would swamp the difference of two runs)."""
     cmd = [sys.executable, str(HERE / "recording_cost.py"), kind, "-n", str(n), "--cpu",
            "--max-segment-bytes", str(segment_bytes)]
     if ship:
