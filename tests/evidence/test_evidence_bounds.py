@@ -13,6 +13,7 @@ from gate_bundles import exchange
 from mcp_tap.errors import EvidenceLimitError
 from mcp_tap.evidence import EvidenceWriter, verify_bundle
 from mcp_tap.evidence.reader import RECORD_LIMIT_ENV, iter_records
+from mcp_tap.evidence.shards import merge_shards, verify_shard
 
 SEED = bytes(range(64, 96))  # a deterministic, non-secret test key (raw Ed25519 seed)
 
@@ -76,7 +77,11 @@ def test_a_line_past_the_record_limit(tmp_path: Path, monkeypatch: pytest.Monkey
     lines[2] = lines[2][:-1] + b',"pad":"' + b"x" * 3000 + b'"}'
     segments[0].write_bytes(b"\n".join(lines))
     monkeypatch.setenv(RECORD_LIMIT_ENV, "2048")
-    assert _problems(bundle) == [(
+    expected = [(
         "format",
         f"{segments[0].name}: the line at byte {at} is longer than 2048 bytes (the record "
         "limit); read no further")]
+    assert _problems(bundle) == expected
+    # Sharded verification says the same, and no more.
+    (merged,) = merge_shards([verify_shard(str(bundle), i, 3) for i in range(3)])
+    assert [(str(p.kind), p.message) for p in merged.problems] == expected
