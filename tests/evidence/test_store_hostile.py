@@ -5,9 +5,9 @@ Anyone with write access to the bucket can put anything under a release's prefix
 puts one bundle of the real writer's into the store with one thing planted -- a line past
 the record limit, bytes that are not JSON, records with impossible values, a segment larger
 than its manifest, a key prefix (a "directory") in a segment's place -- and runs
-``verify``, ``gate``, ``report``, ``replay``, ``export har`` and ``diff`` on its ``s3://``
-address as real processes. Each must end (the subprocess timeout only guards against a
-hang), exit 1 or 2, name the problem, and print no traceback.
+``verify``, ``gate``, ``report``, ``replay``, ``export har``, ``diff`` and ``sdk-diff`` on
+its ``s3://`` address as real processes. Each must end (the subprocess timeout only guards
+against a hang), exit 1 or 2, name the problem, and print no traceback.
 """
 
 from __future__ import annotations
@@ -132,6 +132,7 @@ def _commands(where: str, good: str, out: Path) -> dict[str, list[str]]:
         "replay": ["replay", "--target", "http://127.0.0.1:9/mcp", where],
         "export": ["export", "--format", "har", "--out", str(out / "x.har"), where],
         "diff": ["diff", good, where],
+        "sdk-diff": ["sdk-diff", where],
     }
 
 
