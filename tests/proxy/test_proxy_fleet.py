@@ -120,6 +120,7 @@ async def test_one_decision_for_the_fleet(fleet: FleetOptions,
     assert [b["pod"] for b in broken["sources"]["integrity"]["bundles"]] == [
         "pod-0", "pod-1", "pod-2"]
     assert flagger["action"] == "rollback" and "response.id" in flagger["reason"]
+    assert "in pod pod-1 of release v3" in flagger["reason"]
     # The same evaluation as the gate command on the same (closed) evidence.
     command = _gate_command(str(Path(fleet.root) / "v3"), fleet, capsys)
     assert command["evidenceDigest"] == broken["evidenceDigest"]
