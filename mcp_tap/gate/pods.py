@@ -79,10 +79,10 @@ def _named(reason: Reason, bundles: Sequence[PlacedCounts]) -> Reason:
                            "bundle": bundle.index, "name": bundle.name, "count": count})
     if not placed:
         return reason
-    pods: dict[str, list[dict[str, Any]]] = {}
+    pods: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
     for entry in placed:
-        pods.setdefault(entry["pod"], []).append(entry)
-    shown = [_pod_text(pod, entries) for pod, entries in list(pods.items())[:_SHOWN]]
+        pods.setdefault((entry["pod"], entry["release"]), []).append(entry)
+    shown = [_pod_text(pod, entries) for (pod, _), entries in list(pods.items())[:_SHOWN]]
     text = ("in pod " if len(pods) == 1 else "in pods ") + "; ".join(shown)
     if len(pods) > _SHOWN:
         text += f"; and {len(pods) - _SHOWN} more"

@@ -118,3 +118,27 @@ def test_a_bundle_naming_no_pod_or_a_hostile_one_names_none(tmp_path: Path, gate
         assert reason["message"] == "response.id: 30 finding(s)"
         assert "pods" not in reason["details"]
         assert "pod" not in decision["sources"]["integrity"]["bundles"][0]
+
+
+def test_hop_reasons_and_many_pods_are_named_by_box_and_release() -> None:
+    """A hop reason counts its (rule, box) in each bundle; pods of two releases are kept
+    apart; past three pods the message says how many more (details list them all)."""
+    from mcp_tap.gate.decision import Reason, SourceResult
+    from mcp_tap.gate.pods import PlacedCounts, name_pods
+
+    rule, box = "hop.body-changed", "edge->inner"
+    bundles = [PlacedCounts(i, f"p{i % 5}", "v1" if i < 5 else "v2", f"run-{i}", {},
+                            {(rule, box): i + 1, (rule, "other"): 100})
+               for i in range(6)]
+    hop = SourceResult("hop", (Reason("gate.hop", f"{rule} {box}: 21 finding(s)", (rule,),
+                                      {"box": box, "count": 21}),
+                               Reason("gate.hop.change", "a change", details={"box": box})))
+    named, change = name_pods(hop, bundles).reasons
+    assert change.message == "a change" and "pods" not in change.details
+    assert named.message == (
+        f"{rule} {box}: 21 finding(s) in pods p0 of release v1 (1 in bundle 0 run-0); "
+        "p1 of release v1 (2 in bundle 1 run-1); p2 of release v1 (3 in bundle 2 run-2); "
+        "and 3 more")
+    assert [(p["pod"], p["release"], p["count"]) for p in named.details["pods"]] == [
+        ("p0", "v1", 1), ("p1", "v1", 2), ("p2", "v1", 3), ("p3", "v1", 4), ("p4", "v1", 5),
+        ("p0", "v2", 6)]
