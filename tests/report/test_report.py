@@ -467,6 +467,8 @@ class TestDecisionCard:
         mismatch = next(r for r in changes(gated.decision)
                         if "request.header.mismatch" in r.change)
         assert mismatch.measured.startswith("4 finding(s)") and "edge 2" in mismatch.measured
+        # Who caused it: the header mismatch is the client's request, not the server's doing.
+        assert mismatch.measured.endswith(", caused by the client")
         # The rule in "to change it" links to its group, which the page holds.
         page = parse(render_report(gated))
         assert "#rule-request.header.mismatch" in page.hrefs()
