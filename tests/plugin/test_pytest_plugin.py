@@ -213,3 +213,16 @@ def test_readme_example_fails_as_shown(pytester: pytest.Pytester) -> None:
         "mcp-tap: 1 blocking finding(s) in this test's traffic:",
         "  response.http-status (-32600) at origin: a success result must be HTTP 200, "
         "got 201 [[]tools/list, exchange *[]]"])
+
+
+def test_readme_shows_the_example_as_it_is() -> None:
+    """The README's code of the example (the server's handler and the test) is the file's,
+    verbatim: what a reader copies is what runs."""
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    example = (root / "examples" / "pytest" / "test_tools.py").read_text(encoding="utf-8")
+    section = readme.split("### pytest plugin", 1)[1]
+    shown = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "async def answer(" in shown and "def test_lists_tools(" in shown
+    for block in shown.split("\n\n\n"):
+        assert block.strip() in example, block
