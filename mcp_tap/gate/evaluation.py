@@ -139,6 +139,15 @@ def load_rollback(path: Path) -> object:
     return value
 
 
+def check_decision_files(policy: Path, rollback: Path | None = None) -> None:
+    """Read the policy and the rollback evidence once, as a service that decides on request
+    starts (InputError: one line, before it answers anything). Each evaluation reads them
+    again, so a renewed attestation counts."""
+    load_policy(policy)
+    if rollback is not None:
+        load_rollback(rollback)
+
+
 def load_request(
     evidence: Iterable[str | Path],
     policy: Path,
