@@ -178,6 +178,31 @@ import pytest
         result.assert_outcomes(passed=1)
 
 
+    def test_failure_shows_control_characters_escaped(self, pytester: pytest.Pytester) -> None:
+        """A method and an error message carrying ESC, OSC 8, CR/LF and a bidi override (the
+        real hostile server of tests/support): the failure names them, escaped, and no raw
+        control character reaches the terminal."""
+        _suite(pytester, '''
+import pytest
+from hostile_server import HOSTILE, run_hostile
+
+@pytest.mark.mcp_tap_conformant
+def test_list(mcp_tap):
+    with run_hostile() as url:
+        tapped = mcp_tap.tap(url.removesuffix("/mcp"))
+        headers, body = raw_modern_request("tools/list", request_id=2)
+        httpx.post(tapped, json={**body, "method": HOSTILE}, headers=headers, timeout=30)
+''')
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+        result.assert_outcomes(failed=1)
+        out = "\n".join(result.outlines + result.errlines)
+        raw = [ch for ch in out if ch != "\n" and not ch.isprintable()]
+        assert raw == [], raw[:5]
+        assert "blocking finding(s) in this test's traffic:" in out
+        assert "[evil\\x1b]8;;https://x.invalid/\\x07link" in out
+        assert "\\r\\nFAKE LINE: every source passed\\u202egnp.exe" in out
+
+
 class TestServeFixture:
     """The fixture serves a capture as a mock."""
 
