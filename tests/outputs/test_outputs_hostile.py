@@ -17,10 +17,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 from ci_outputs import junit, sarif
 from cli_runs import cli
-from gate_bundles import exchange, write_bundle
+from gate_bundles import exchange, write_bundle, write_policy
 from hostile_server import FORGED, HOSTILE, run_hostile
 from markdown_it import MarkdownIt
 
@@ -116,3 +117,27 @@ def test_the_processes_write_no_raw_byte(hostile: str, tmp_path: Path) -> None:
                 assert b"FAKE LINE" in done.stdout, (name, fmt)
             if fmt == "text":
                 assert b"\\x1b]8;;" in done.stdout and b"\\r\\nFAKE LINE" in done.stdout
+
+
+@pytest.mark.parametrize("target,field", [("segment-000001.manifest.json", "fileSha256"),
+                                          ("bundle.json", "bundleId")])
+def test_verify_and_gate_quote_hostile_evidence_escaped(tmp_path: Path, target: str,
+                                                        field: str) -> None:
+    """A bundle whose manifest or bundle.json holds the hostile text where a digest or an
+    id belongs: ``verify`` and ``gate`` (own processes, every format) quote it in their
+    problems, escaped, and write no raw control byte."""
+    bundle = write_bundle(tmp_path / "evidence" / "b", [_tools_list(n, "echo") for n in range(3)])
+    data = orjson.loads((bundle / target).read_bytes())
+    data[field] = HOSTILE
+    (bundle / target).write_bytes(orjson.dumps(data))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    policy = str(write_policy(tmp_path))
+    for argv in (["verify", str(bundle)], ["gate", str(bundle), "--policy", policy]):
+        for fmt in FORMATS:
+            done = subprocess.run([sys.executable, "-m", "mcp_tap", *argv, "--format", fmt],
+                                  capture_output=True, env=env, timeout=120, check=False)
+            assert done.returncode in (1, 3), (argv[0], fmt, done.stderr)
+            for stream in (done.stdout, done.stderr):
+                assert RAW_BYTES.search(stream) is None, (argv[0], fmt, stream[:400])
+            if fmt == "text":
+                assert b"\\x1b]8;;https://x.invalid/" in done.stdout, (argv[0], done.stdout)
