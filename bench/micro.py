@@ -52,6 +52,9 @@ from mcp_tap.proxy.splice.upstream import UpstreamConnection
 from mcp_tap.proxy.worker import ProcessRecorder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The tests' in-process transport (writes kept, no socket): one fake, not a copy per user.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
+from splices import Transport
 from workload import JSON_CALL, SSE_CALL, Call
 
 ORIGIN_JSON_HEADERS = (
@@ -208,39 +211,6 @@ def handoff(record: dict[str, Any], size: int, n: int = 2000) -> float:
     return cpu / n * 1e6
 
 
-class _FakeTransport:
-    """A socket's transport as the forwarder uses it: writes are kept (and counted)."""
-
-    def __init__(self) -> None:
-        self.out: list[bytes] = []
-        self.writes = 0
-
-    def write(self, data: bytes) -> None:
-        self.out.append(data)
-        self.writes += 1
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
-    def is_closing(self) -> bool:
-        return False
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def can_write_eof(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        pass
-
-    def abort(self) -> None:
-        pass
-
-
 def _request_bytes(call: Call) -> bytes:
     head = b"POST /mcp HTTP/1.1\r\n" + b"".join(
         k.encode() + b": " + v.encode() + b"\r\n"
@@ -279,14 +249,14 @@ def _response_reads(call: Call, split: bool) -> list[bytes]:
 
 def _connections(
     hop: HopCore,
-) -> tuple[ClientConnection, _FakeTransport, UpstreamConnection, _FakeTransport]:
+) -> tuple[ClientConnection, Transport, UpstreamConnection, Transport]:
     """A client connection and a pooled upstream connection of ``hop``, each on a fake
     transport (what they write is kept in the transport's ``out``)."""
     client = ClientConnection(hop)
-    down = _FakeTransport()
+    down = Transport()
     client.connection_made(down)  # type: ignore[arg-type]
     conn = UpstreamConnection(hop.pool)
-    up = _FakeTransport()
+    up = Transport()
     conn.connection_made(up)  # type: ignore[arg-type]
     hop.pool.bound += 1
     hop.pool.release(conn, reusable=True)
@@ -325,19 +295,19 @@ def splice_exchanges(
             for data in reads:
                 conn.data_received(data)
         recorder._flush()
-        up.out.clear()
-        down.out.clear()
+        up.writes.clear()
+        down.writes.clear()
 
     return exchange
 
 
-async def splice_set_up(opts: Any) -> tuple[HopCore, ProcessRecorder, _FakeTransport]:
+async def splice_set_up(opts: Any) -> tuple[HopCore, ProcessRecorder, Transport]:
     """A hop whose recorder is the real :class:`ProcessRecorder` (its process never starts:
     its frames go to a fake pipe)."""
     metrics = Metrics()
     with tempfile.TemporaryDirectory() as tmp:
         recorder = ProcessRecorder(opts, Path(tmp) / "ev", metrics)
-    pipe = _FakeTransport()
+    pipe = Transport()
     recorder._transport = pipe  # type: ignore[assignment]
     recorder._loop = asyncio.get_running_loop()
     recorder.queue_size = 1 << 60
@@ -345,7 +315,7 @@ async def splice_set_up(opts: Any) -> tuple[HopCore, ProcessRecorder, _FakeTrans
     return hop, recorder, pipe
 
 
-def _splice_call(hop: HopCore, recorder: ProcessRecorder, pipe: _FakeTransport, call: Call,
+def _splice_call(hop: HopCore, recorder: ProcessRecorder, pipe: Transport, call: Call,
                  n: int, repeat: int) -> list[tuple[str, str, float]]:
     """CPU microseconds per spliced exchange of ``call``, hand-off in batches of 1 and 8."""
     request, response = _request_bytes(call), _response_bytes(call)
@@ -357,20 +327,19 @@ def _splice_call(hop: HopCore, recorder: ProcessRecorder, pipe: _FakeTransport, 
             conn.data_received(response)
         recorder._flush()  # what the loop does once per iteration
 
-    pipe.out.clear()
-    pipe.writes = 0
+    pipe.writes.clear()
     exchange(1)
     # Byte-exact, both ways, one write per received chunk, one frame per flush.
-    assert b"".join(up.out) == request and up.writes == 1, up.out
-    assert b"".join(down.out) == response and down.writes == 1, down.out
-    assert pipe.writes == 1 and client.exchange is None
+    assert b"".join(up.writes) == request and len(up.writes) == 1, up.writes
+    assert b"".join(down.writes) == response and len(down.writes) == 1, down.writes
+    assert len(pipe.writes) == 1 and client.exchange is None
     rows = []
     for batch in (1, 8):
         best = []
         for _ in range(repeat):
-            up.out.clear()
-            down.out.clear()
-            pipe.out.clear()
+            up.writes.clear()
+            down.writes.clear()
+            pipe.writes.clear()
             start = time.thread_time()
             for _ in range(n // batch):
                 exchange(batch)

@@ -17,12 +17,9 @@ from mcp_tap.commands.proxy import event_loop
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, object]:
-    """Async tests run on asyncio's own loop. On uvloop (the proxy's default) the in-process
-    back-pressure tests (tests/proxy/test_proxy_backpressure.py) fail intermittently, a
-    different one each run, where on asyncio all pass: an open finding, not yet explained
-    (the tap's processes are tested on uvloop and asyncio by
-    test_the_splicing_core_runs_on_each_loop)."""
-    return {"tap_loop": event_loop("asyncio") or asyncio.new_event_loop}
+    """Every async test runs on the tap's own event loop (``mcp-tap proxy``'s default:
+    uvloop when installed), so the forwarding core is tested on the transports it runs on."""
+    return {"tap_loop": event_loop("auto") or asyncio.new_event_loop}
 
 
 @pytest.fixture(scope="session")

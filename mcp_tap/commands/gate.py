@@ -31,10 +31,9 @@ from mcp_tap.outputs.printable import printable_lines
 NAME = "gate"
 HELP = "decide promote / rollback / hold from evidence, a health window and rollback evidence"
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the ``gate`` arguments to ``parser``."""
-    parser.add_argument("evidence", nargs="+", metavar="EVIDENCE",
-                        help="candidate evidence bundle directories")
+def add_decision_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add what a decision is made against (``--policy``, ``--rollback``, ``--baseline``):
+    the same for ``gate`` and ``gate-server``."""
     parser.add_argument("--policy", required=True, type=file_argument, metavar="FILE",
                         help="the gate policy (TOML; see config/policy.toml)")
     parser.add_argument("--rollback", type=file_argument, metavar="FILE",
@@ -44,6 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="EVIDENCE",
                         help="evidence bundles of the admitted baseline: the health "
                         "comparison and the drift source ([drift] in the policy)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``gate`` arguments to ``parser``."""
+    parser.add_argument("evidence", nargs="+", metavar="EVIDENCE",
+                        help="candidate evidence bundle directories")
+    add_decision_arguments(parser)
     parser.add_argument("--report", action="append", default=[], type=file_argument, metavar="FILE",
                         help="a `transcripts --json` or `probe --json` report; repeatable")
     parser.add_argument("--full", action="store_true",

@@ -20,10 +20,11 @@ import orjson
 from aiohttp import web
 
 from mcp_tap.cli import EXIT_OK
+from mcp_tap.commands.gate import add_decision_arguments
 from mcp_tap.errors import InputError
 from mcp_tap.evidence.store import is_store_url
 from mcp_tap.evidence.storepath import store_problem
-from mcp_tap.files import file_argument
+from mcp_tap.gate.evaluation import check_decision_files
 from mcp_tap.proxy.admin import MAX_GATE_WAITERS, add_gate_routes, guarded_app
 from mcp_tap.proxy.fleet import FleetAnalysis, FleetOptions
 from mcp_tap.proxy.options import parse_listen
@@ -50,12 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the evidence root: a release's bundles are under ROOT/RELEASE")
     parser.add_argument("--release", default="",
                         help="the release judged when a request names none (default: ROOT)")
-    parser.add_argument("--policy", required=True, type=file_argument, metavar="FILE",
-                        help="the gate policy (TOML; see config/policy.toml)")
-    parser.add_argument("--rollback", type=file_argument, metavar="FILE",
-                        help="attested rollback evidence (JSON); without it the gate holds")
-    parser.add_argument("--baseline", nargs="+", action="extend", default=[],
-                        metavar="EVIDENCE", help="evidence of the admitted baseline")
+    add_decision_arguments(parser)
     parser.add_argument("--max-evaluations", type=_count, default=1, metavar="N",
                         help="evaluations at once, each its own process (default: 1)")
     parser.add_argument("--workers", type=_count, default=1, metavar="N",
@@ -126,9 +122,10 @@ def run(args: argparse.Namespace) -> int:
         token = os.environ.get(args.token_env, "").strip()
         if not token:
             raise InputError(f"--token-env names {args.token_env}, which is not set")
+    check_decision_files(args.policy, args.rollback)
     options = FleetOptions(root=args.evidence, policy=str(args.policy),
                            rollback=str(args.rollback) if args.rollback else "",
-                           release=args.release, baseline=tuple(args.baseline),
+                           release=args.release, baseline=tuple(str(b) for b in args.baseline),
                            max_evaluations=args.max_evaluations, workers=args.workers)
     asyncio.run(_serve(build_app(options, token=token, max_waiters=args.max_waiters),
                        host, port, args.json))

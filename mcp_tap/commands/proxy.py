@@ -8,10 +8,12 @@ import gc
 import importlib
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import structlog
 
 from mcp_tap.core.redaction import strip_url_secrets
+from mcp_tap.gate.evaluation import check_decision_files
 from mcp_tap.logs import add_log_level_option, configure_logging
 from mcp_tap.proxy.options import load_options
 from mcp_tap.proxy.server import TapServer
@@ -92,6 +94,9 @@ def run(args: argparse.Namespace) -> int:
         admin=args.admin,
         ship=args.ship,
     )
+    if options.gate.policy:  # /gate on the admin listener: its files read before serving
+        check_decision_files(Path(options.gate.policy),
+                             Path(options.gate.rollback) if options.gate.rollback else None)
     configure_logging(args.log_level)
     server = TapServer(options, log_level=args.log_level)
     loop_factory = event_loop("uvloop" if args.uvloop else args.loop)

@@ -184,6 +184,8 @@ class Judgement:
         return self.request.kind if self.request else None
 
 
+
+
 def decode_body(body: bytes) -> tuple[Any, str | None]:
     """Decode a request body as JSON: ``(message, None)`` or ``(None, why it is not JSON)``."""
     if not body or body.isspace():  # not body.strip(), without the copy
@@ -226,9 +228,8 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         meta = body_meta(message)  # once for the era, the request ladder and capabilities
     given = exchange.era
     if given is None:
-        era = era_of(
-            message, meta, headers.get(HEADER_PROTOCOL_VERSION), exchange.legacy_session
-        )
+        era = era_of(message, meta, headers.get(HEADER_PROTOCOL_VERSION),
+                     exchange.legacy_session)
     else:
         era = given
     if exchange.request_truncated:

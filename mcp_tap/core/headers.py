@@ -123,8 +123,7 @@ class HeaderMap:
 
     def content_type(self) -> str:
         """The media type of ``Content-Type`` without parameters, lowercased ("" if absent)."""
-        values = self.values_of("content-type")
-        return media_type(values[0]) if values else ""
+        return media_type(self.get("content-type") or "")
 
     def without(self, names: Iterable[str]) -> HeaderMap:
         """A copy without any header whose name (case-insensitively) is in ``names``."""

@@ -172,6 +172,8 @@ class RequestVerdict:
         return None
 
 
+_VERSION_KEY = HEADER_PROTOCOL_VERSION.lower()  # the header index's keys are lowercase
+_METHOD_KEY = HEADER_METHOD.lower()
 _NAME_KEY = HEADER_NAME.lower()
 
 
@@ -240,7 +242,7 @@ def request_verdict(
     problem = _routing_problem(headers, message, meta, version, tool_schemas)
     if problem is not None:
         return make_verdict(c, ERA_MODERN, version, (problem,))
-    # A request: kind_of made sure its method is a non-empty string.
+    # A request: classify made sure its method is a non-empty string.
     method: str = message["method"]
     # Rung 5: support.
     if version not in supported_versions:
@@ -290,28 +292,34 @@ def _routing_problem(
         meta_problem = _meta_problem(message, meta)
         if meta_problem:
             return finding("request.meta.missing", meta_problem, WHERE)
-    # Rung 2: version header. Rung 3: method header.
-    problem = mirror_problem(
-        headers, HEADER_PROTOCOL_VERSION, version, "the _meta protocol version"
-    )
-    if problem:
-        return problem
-    # A request: kind_of made sure its method is a non-empty string.
+    # Rung 2: version header. Rung 3: method header. The usual request has one value of
+    # each, equal to the body's: mirror_problem's first case, tested here
+    # (a specialisation: tests/core/test_core_routing_fast_path.py ties it to its source).
+    by_name = headers.by_name()
+    sent = by_name.get(_VERSION_KEY)
+    if sent is None or len(sent) != 1 or sent[0].strip(" \t") != version:
+        problem = mirror_problem(
+            headers, HEADER_PROTOCOL_VERSION, version, "the _meta protocol version"
+        )
+        if problem:
+            return problem
+    # A request: classify made sure its method is a non-empty string.
     method: str = message["method"]
-    problem = mirror_problem(headers, HEADER_METHOD, method, "the method")
-    if problem:
-        return problem
+    sent = by_name.get(_METHOD_KEY)
+    if sent is None or len(sent) != 1 or sent[0].strip(" \t") != method:
+        problem = mirror_problem(headers, HEADER_METHOD, method, "the method")
+        if problem:
+            return problem
     # Rung 4: name header, then parameter headers (each called only for the methods it
     # judges: it has nothing to say about the others).
     routed = NAME_ROUTED_PARAMS.get(method)
     if routed is not None:
         # The usual Mcp-Name: one plain value (printable ASCII, not the sentinel), equal to
         # the routed param. name_header_problem's (and decode_header_value's) answer for it
-        # is None; anything else goes to them. A copy kept for speed, tied to its source by
-        # tests/core/test_name_header_tie.py.
+        # is None; anything else goes to them.
         params = message.get("params")
         body_value = params.get(routed) if isinstance(params, dict) else None
-        sent = headers.by_name().get(_NAME_KEY)
+        sent = by_name.get(_NAME_KEY)
         plain = sent[0].strip(" \t") if sent is not None and len(sent) == 1 else None
         if (
             plain is None
@@ -365,7 +373,7 @@ def _legacy(
         return make_verdict(
             c, ERA_LEGACY, version, (finding("request.envelope", c.problem, WHERE),)
         )
-    # (A request's method is a string: kind_of made sure of it.)
+    # (A request's method is a string: classify made sure of it.)
     if kind is KIND_REQUEST and message["method"] == "initialize":
         params = message.get("params")
         offered = params.get("protocolVersion") if isinstance(params, dict) else None
@@ -414,7 +422,7 @@ def _legacy(
         )
     if kind is KIND_REQUEST:
         schema_version = version if version in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
-        # (A request's method is a string: kind_of made sure of it.)
+        # (A request's method is a string: classify made sure of it.)
         problem = schema.request_problem(message["method"], schema_version, message.get("params"))
         if problem:
             return make_verdict(

@@ -137,7 +137,10 @@ def check_message(
         owed = owed_answer(verdict, None, status, where)
         return [finding("response.envelope", envelope, where), *owed]
     found: list[Finding] = []
-    expected_id = verdict.id
+    classified = verdict.classified
+    request = classified.kind is KIND_REQUEST
+    # A request's message is an object with an id (classify made sure of it).
+    expected_id = classified.message["id"] if request else None
     # Most requests were not rejected (no finding at all): then no answer is owed and
     # owed_answer is skipped.
     rejected = bool(verdict.findings) and verdict.rejection is not None
@@ -185,7 +188,7 @@ def check_message(
         return found + owed_answer(verdict, None, status, where, id_ok=id_ok,
                                    modern_result=modern)
     result_found = result_findings(
-        verdict.method,
+        classified.message["method"] if request else classified.method,
         message["result"],
         ctx.era,
         ctx.capabilities,
@@ -197,7 +200,7 @@ def check_message(
     )
     if not result_found and (
         ctx.output_schema is not None
-        or (verdict.kind is KIND_REQUEST and verdict.method == "tasks/get")
+        or (request and classified.message["method"] == "tasks/get")
     ):
         result_found = _learnt_rules(verdict, message["result"], ctx, where)
     if found:

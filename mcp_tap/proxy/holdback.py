@@ -5,7 +5,8 @@ When the forwarder outruns its recording process, captures pile up in the hand-o
 stops *reading* from every client connection of the hops using the hand-off (new ones start
 held too), so requests wait in the kernel's socket buffers instead of being forwarded and
 then lost from the evidence. Nothing is refused or rewritten: only when bytes are read
-changes. Exchanges already in flight go on; their answers are written as usual.
+changes. Exchanges already in flight go on: a request whose body is still coming is read
+to its end (and a tunnel's bytes keep flowing), their answers are written as usual.
 
 The pause is bounded: the recording process's report that it caught up (below a low-water
 mark) ends it, and so does ``max_wait_s``, whatever happens to the recording process. A pause

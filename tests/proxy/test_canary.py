@@ -14,6 +14,8 @@ import asyncio
 import contextlib
 import copy
 import re
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -282,6 +284,41 @@ class TestEndpoint:
                 status, body = answer.status, await answer.json()
         assert status == 503
         assert "health.min_samples" in body["error"] and "Traceback" not in body["error"]
+
+    @pytest.mark.parametrize("command", ["proxy", "gate-server"])
+    @pytest.mark.parametrize(("policy_text", "rollback_text", "says"), [
+        (None, None, "cannot read policy"),
+        ("[health]\nmin_samples = 'many'\n", None, "health.min_samples"),
+        ("", "not json", "is not valid JSON"),
+    ])
+    def test_a_bad_decision_file_stops_the_start(
+        self, tmp_path: Path, command: str, policy_text: str | None,
+        rollback_text: str | None, says: str,
+    ) -> None:
+        """A policy or rollback file that cannot be read is one line and exit 2 at start,
+        before anything listens (a later change to it is the 503 above)."""
+        policy, rollback = tmp_path / "policy.toml", tmp_path / "rollback.json"
+        if policy_text is not None:
+            policy.write_text(policy_text)
+        rollback_args: list[str] = []
+        if rollback_text is not None:
+            rollback.write_text(rollback_text)
+            rollback_args = ["--rollback", str(rollback)]
+        if command == "proxy":
+            config = tmp_path / "tap.toml"
+            gate = f'policy = "{policy}"\n' + (f'rollback = "{rollback}"\n' if rollback_args
+                                              else "")
+            config.write_text('[[hop]]\nlisten = "127.0.0.1:0"\nupstream = "http://127.0.0.1:9"'
+                              f'\n[evidence]\ndir = "{tmp_path / "ev"}"\n[gate]\n{gate}')
+            argv = ["proxy", "--config", str(config), "--admin", "127.0.0.1:0"]
+        else:
+            argv = ["gate-server", "--listen", "127.0.0.1:0", "--evidence", str(tmp_path),
+                    "--policy", str(policy), *rollback_args]
+        done = subprocess.run([sys.executable, "-m", "mcp_tap", *argv], capture_output=True,
+                              text=True, timeout=120, check=False)
+        assert done.returncode == 2, done.stderr
+        assert done.stdout == "" and "Traceback" not in done.stderr
+        assert len(done.stderr.splitlines()) == 1 and says in done.stderr
 
     async def test_no_policy_no_route(self, tmp_path: Path, origin_base: str) -> None:
         """Without a gate policy the admin listener has no /gate route."""

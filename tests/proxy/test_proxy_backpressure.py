@@ -359,3 +359,51 @@ async def test_a_held_request_is_not_taken_for_a_slow_head(
     assert still_open == _CLIENTS
     assert load.statuses == [200] * total
     assert tap.hops[0].counts["head_timeout"] == 0
+
+
+async def _read_answer(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """One HTTP/1.1 answer with a Content-Length: its status and body."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    length = next(int(line.split(":", 1)[1]) for line in lines
+                  if line.lower().startswith("content-length:"))
+    return int(lines[0].split()[1]), await reader.readexactly(length)
+
+
+async def test_a_request_half_read_when_the_hold_begins_is_read_to_its_end(
+    tmp_path: Path, origin_base: str
+) -> None:
+    """The hold stops reading *new* requests: a request whose head was read and whose body
+    is still coming is in flight, and its body is read to its end while the clients are
+    held, so its exchange ends (answered and recorded) instead of waiting out the bound.
+    The request after it, on the same connection, waits in the kernel's buffer."""
+    headers, body = raw_modern_request("tools/list", request_id=7)
+    payload = json.dumps(body).encode()
+    async with running_tap(_options(tmp_path, origin_base, max_wait_ms=60_000)) as tap:
+        recorder = _recorder(tap)
+        host, port = tap.addresses[next(iter(tap.addresses))]
+        reader, writer = await asyncio.open_connection(host, port)
+        fields = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        head = (f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\n{fields}"
+                f"Content-Length: {len(payload)}\r\n\r\n").encode()
+        writer.write(head + payload[:5])  # the head and the body's first bytes
+        await _until(lambda: any(c.exchange is not None for h in tap.hops
+                                 for c in h.connections))
+        with _stopped(recorder):  # no report that it caught up ends the hold
+            assert recorder.holdback.hold(asyncio.get_running_loop())
+            writer.write(payload[5:])  # the rest of the body, sent while held
+            async with asyncio.timeout(_TIMEOUT):  # a hang guard, not a timing assertion
+                status, answer = await _read_answer(reader)
+            still_held = recorder.holdback.held  # answered within the hold, not at the bound
+            # The next request on the connection is not read while held.
+            writer.write(head + payload)
+            await _until(lambda: _waiting_unread(tap) == 1)
+            recorder.holdback.release()
+        async with asyncio.timeout(_TIMEOUT):
+            second, _ = await _read_answer(reader)
+        writer.close()
+    recs = records(tap)
+
+    assert (status, still_held, second) == (200, True, 200)
+    assert json.loads(answer)["id"] == 7
+    assert [r["kind"] for r in recs] == ["exchange", "exchange"]

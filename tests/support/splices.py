@@ -1,7 +1,8 @@
 """One hop's client connection and a pooled upstream connection in-process, on transports
 that keep what is written (no socket): the forwarding core driven with bytes, sans-IO.
 
-Used by the splice tests in ``tests/proxy/`` (writes, accepted heads, the state machine).
+Used by the splice tests in ``tests/proxy/`` (writes, accepted heads, the state machine)
+and by ``bench/micro.py --splice``.
 """
 
 from __future__ import annotations

@@ -133,8 +133,12 @@ class ClientConnection(RequestSide, ResponseSide, UpstreamSide, Endings):
 
     def hold_reading(self) -> None:
         """Stop reading the client while the recording hand-off is behind (see
-        :mod:`~mcp_tap.proxy.holdback`)."""
-        self._pause(HELD)
+        :mod:`~mcp_tap.proxy.holdback`). A request whose body is still coming is in
+        flight: it is read to its end first (``_request_ended`` holds then), as is a tunnel's
+        traffic, or the exchange would wait out the bound instead of ending."""
+        ex = self.exchange
+        if ex is None or not (ex.phase in REQUEST_OPEN or ex.phase is TUNNEL):
+            self._pause(HELD)
 
     def release_reading(self) -> None:
         """Read the client again (unless paused for another reason)."""

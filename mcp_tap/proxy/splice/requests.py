@@ -12,6 +12,7 @@ from __future__ import annotations
 import structlog
 
 from mcp_tap.proxy.capture import RawBody, RawExchange
+from mcp_tap.proxy.holdback import REASON as HELD
 from mcp_tap.proxy.splice.base import ConnectionBase
 from mcp_tap.proxy.splice.exchange import HIGH_WATER, REPLAY_MAX, Exchange, parser_reason
 from mcp_tap.proxy.splice.framing import ParserError, RequestMessage
@@ -241,6 +242,8 @@ class RequestSide(ConnectionBase):
         ex.to(REQUEST_ENDED)
         if body_ended:
             ex.raw.request.ended = True
+        if self.hop.held:  # held while the request came: the next one waits in the kernel
+            self._pause(HELD)
 
     def _tunnel_up(self, ex: Exchange, data: bytes) -> None:
         """Bytes after an Upgrade request's head: forwarded untouched, a copy captured."""
