@@ -57,6 +57,7 @@ from typing import Any
 import orjson
 
 from mcp_tap.errors import BundleFormatError, EvidenceLimitError
+from mcp_tap.evidence.checked_view import is_schema_checked
 from mcp_tap.evidence.closing import _text, check_closed
 from mcp_tap.evidence.format import (
     DIGEST_MEMBER,
@@ -461,7 +462,8 @@ class _Verifier:
         if decode is not None:
             if block_utf8 or valid_utf8(line):
                 record = decode(line)
-                if record is not None and line_problem(line) is not None:
+                if (record is not None and not is_schema_checked(record)
+                        and line_problem(line) is not None):
                     record = None  # the full parse (self.line) reports the value
                 if record is not None:  # its chain fields are typed
                     seq, prev, digest, kind = record.seq, record.prev, record.digest, record.kind
