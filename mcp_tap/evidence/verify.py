@@ -57,7 +57,6 @@ from typing import Any
 import orjson
 
 from mcp_tap.errors import BundleFormatError, EvidenceLimitError
-from mcp_tap.evidence.checked_view import is_schema_checked
 from mcp_tap.evidence.closing import _text, check_closed
 from mcp_tap.evidence.format import (
     DIGEST_MEMBER,
@@ -95,6 +94,7 @@ from mcp_tap.evidence.schema import line_problem, manifest_problem, record_probl
 from mcp_tap.evidence.screen import ORJSON_DEPTH, nesting_bounded, suspect_lines
 from mcp_tap.evidence.sealed import SealedConsumer, take_sealed
 from mcp_tap.evidence.signing import signature_valid
+from mcp_tap.evidence.view import is_schema_checked
 
 __all__ = ["LOSS_KINDS", "Problem", "RecordConsumer", "VerifyReport", "verify_bundle",
            "verify_bundles"]

@@ -37,15 +37,18 @@ from typing import Final
 import msgspec
 from msgspec import Raw
 
-from mcp_tap.evidence.checked_view import (
+from mcp_tap.evidence.head import DECODE_ERRORS, valid_utf8
+from mcp_tap.evidence.known import KnownValues
+from mcp_tap.evidence.view import (
     CheckedEvent,
     CheckedOrigin,
     CheckedRecordView,
+    RawAnswer,
+    RawEvent,
+    RawOrigin,
+    RawRecordView,
     check_findings,
 )
-from mcp_tap.evidence.head import DECODE_ERRORS, valid_utf8
-from mcp_tap.evidence.known import KnownValues
-from mcp_tap.evidence.view import RawAnswer, RawEvent, RawOrigin, RawRecordView
 
 _decode: Final = msgspec.json.Decoder(RawRecordView).decode
 _decode_checked: Final = msgspec.json.Decoder(CheckedRecordView).decode
@@ -73,7 +76,7 @@ def decode_view(line: bytes | memoryview) -> RawRecordView | None:
 
 def decode_checked(line: bytes | memoryview) -> RawRecordView | None:
     """:func:`decode_view` of a line that also passes the evidence schema's check, in one
-    decode (:class:`~mcp_tap.evidence.checked_view.CheckedRecordView`): verify calls it
+    decode (:class:`~mcp_tap.evidence.view.CheckedRecordView`): verify calls it
     for each block of lines whose UTF-8 it checked, and checks no schema again for a line
     it decodes; None (the full parse judges the line, schema and all) for any other."""
     try:

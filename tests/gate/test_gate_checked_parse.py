@@ -1,5 +1,5 @@
 """The gate's parse with the evidence schema's check in the same decode
-(:func:`mcp_tap.gate.fields.decode_checked`, :mod:`mcp_tap.evidence.checked_view`): a line
+(:func:`mcp_tap.gate.fields.decode_checked`, :mod:`mcp_tap.evidence.view`): a line
 decodes exactly when the view's decode and the schema's check (``line_problem``) both pass
 it, and then holds what the view's decode holds (the headers aside: decoded, not raw)."""
 
@@ -13,9 +13,9 @@ import msgspec
 import orjson
 from gate_bundles import exchange
 
-from mcp_tap.evidence.checked_view import is_schema_checked
 from mcp_tap.evidence.known import KnownJson
 from mcp_tap.evidence.schema import MAX_TIME, line_problem
+from mcp_tap.evidence.view import is_schema_checked
 from mcp_tap.gate.fields import decode_checked, decode_view
 
 # Values each place the schema (or the view) constrains may be given: in and out of range,
