@@ -283,9 +283,9 @@ class CheckedRecordView(RawRecordView, kw_only=True, gc=False):
     egress: CheckedEgress | None = None
 
 
-# For isinstance: the checked view first, then the raw view. A Struct's class has its own metaclass, so isinstance
-# of a subclass's instance against the base looks up __instancecheck__, while a tuple
-# starting with the exact class answers at its first entry.
+# For isinstance: the checked view first, then the raw view. A Struct's class has its own
+# metaclass, so isinstance of a subclass's instance against the base looks up
+# __instancecheck__, while a tuple starting with the exact class answers at its first entry.
 ANSWERS: Final = (RawAnswer, Answer)
 EVENTS: Final = (CheckedEvent, RawEvent, Event)
 INGRESSES: Final = (CheckedIngress, RawIngress, Ingress)

@@ -80,9 +80,18 @@ def decode_checked(line: bytes | memoryview) -> RawRecordView | None:
     for each block of lines whose UTF-8 it checked, and checks no schema again for a line
     it decodes; None (the full parse judges the line, schema and all) for any other."""
     try:
-        record: RawRecordView = _decode_checked(line)
+        record: CheckedRecordView = _decode_checked(line)
     except DECODE_ERRORS:
         return None
+    # The heads only the schema reads are checked and let go at once: held until the read's
+    # batch is tallied (thousands of records' lists), they cost more CPU than their check.
+    origin, egress, ingress = record.origin, record.egress, record.ingress
+    if origin is not None:
+        origin.headers = None
+    if egress is not None:
+        egress.headers = None
+    if ingress is not None:
+        ingress.forwardedHeaders = None
     return _known(record, True)
 
 
