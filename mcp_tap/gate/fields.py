@@ -20,6 +20,11 @@ way (``[]``, the common case, is read as none; the tallies remember the summarie
 distinct text). The request's headers are needed only for a legacy request's revision:
 they stay raw (``msgspec.Raw``) until the SDK differential decodes them.
 
+verify hands its lines to :func:`decode_checked`: the same view, decoded as a
+:class:`~mcp_tap.evidence.view.CheckedRecordView`, whose decode is also the evidence
+schema's check of the line (one decode of every byte instead of two); the recording
+process's tallies, which read the lines their own writer wrote, use :func:`decode_view`.
+
 Like verify's head (:mod:`mcp_tap.evidence.head`) it cannot see a number too large for a
 double in a skipped member: verify calls it only for a line of a bundle whose
 ``bundle.json`` verifies under a trusted key (every byte covered by the signed manifests)
