@@ -37,6 +37,7 @@ import pytest
 from mcp_tap.errors import TapError
 from mcp_tap.evidence import find_bundles, iter_records
 from mcp_tap.gate.policy import ConformancePolicy, load_policy
+from mcp_tap.outputs.printable import printable
 
 if TYPE_CHECKING:
     from mcp_tap.mock import MockServer
@@ -59,11 +60,12 @@ class TappedFinding:
     exchange_id: str
 
     def line(self) -> str:
-        """The finding as one line of a failure message."""
+        """The finding as one line of a failure message, control characters escaped (the
+        method and the message may carry what a client or server sent)."""
         code = "" if self.code is None else f" ({self.code})"
         where = f" at {self.where}" if self.where else ""
-        return (f"{self.rule}{code}{where}: {self.message} "
-                f"[{self.method or 'no method'}, exchange {self.exchange_id or '?'}]")
+        return printable(f"{self.rule}{code}{where}: {self.message} "
+                         f"[{self.method or 'no method'}, exchange {self.exchange_id or '?'}]")
 
 
 class _Loop:

@@ -80,7 +80,6 @@ _SEP = "sep-2243-http-standardization.md"
 # docs/rules.md (rendered by render_markdown below). The older spelling "product.md § ..."
 # is still read as that section (mcp_tap.core.citations).
 _TOOL = "docs/rules.md § The tool's own rules"
-_PRODUCT = "product.md"
 
 
 def _c(page: str, *sections: str) -> str:

@@ -184,8 +184,6 @@ class Judgement:
         return self.request.kind if self.request else None
 
 
-_NO_FINDINGS: tuple[Finding, ...] = ()
-_VERSION_KEY = HEADER_PROTOCOL_VERSION.lower()
 
 
 def decode_body(body: bytes) -> tuple[Any, str | None]:
@@ -218,13 +216,8 @@ def client_capabilities(message: Any) -> dict[str, Any] | None:
 def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
     """Judge one exchange: request rules on ingress, response rules at ``where``."""
     headers = exchange.request_headers
-    by_name = headers.by_name()  # the names judged here, looked up without a call each
-    origin_found: Sequence[Finding]
-    if "origin" in by_name:
-        origin_found, refused = check_origin(headers, exchange.response_status, where,
-                                             exchange.allowed_origins, exchange.negotiated_version)
-    else:  # no Origin: nothing to refuse (check_origin's answer, without its calls)
-        origin_found, refused = _NO_FINDINGS, False
+    origin_found, refused = check_origin(headers, exchange.response_status, where,
+                                         exchange.allowed_origins, exchange.negotiated_version)
     if exchange.http_method != "POST" and exchange.http_method.upper() != "POST":
         return _judge_non_post(exchange, where, origin_found, refused)
     message: Any = None
@@ -235,10 +228,8 @@ def judge(exchange: Exchange, *, where: str = "origin") -> Judgement:
         meta = body_meta(message)  # once for the era, the request ladder and capabilities
     given = exchange.era
     if given is None:
-        versions = by_name.get(_VERSION_KEY)  # headers.get(HEADER_PROTOCOL_VERSION)
-        era = era_of(
-            message, meta, versions[0] if versions else None, exchange.legacy_session
-        )
+        era = era_of(message, meta, headers.get(HEADER_PROTOCOL_VERSION),
+                     exchange.legacy_session)
     else:
         era = given
     if exchange.request_truncated:

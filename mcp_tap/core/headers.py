@@ -123,13 +123,7 @@ class HeaderMap:
 
     def content_type(self) -> str:
         """The media type of ``Content-Type`` without parameters, lowercased ("" if absent)."""
-        # media_type(self.get("content-type") or ""), its remembered case without the calls
-        index = self._index if self._index is not None else self._indexed()
-        values = index.get("content-type")
-        if not values:
-            return ""
-        known = _MEDIA_TYPES.get(values[0])
-        return known if known is not None else media_type(values[0])
+        return media_type(self.get("content-type") or "")
 
     def without(self, names: Iterable[str]) -> HeaderMap:
         """A copy without any header whose name (case-insensitively) is in ``names``."""

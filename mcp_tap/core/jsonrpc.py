@@ -129,9 +129,6 @@ def kind_of(message: Any) -> tuple[Kind, str]:
             return KIND_INVALID, "a request must not carry result or error"
         if "id" not in message:
             return KIND_NOTIFICATION, ""
-        id_type = type(message["id"])
-        if id_type is str or id_type is int:  # is_valid_id's usual case, without the call
-            return KIND_REQUEST, ""
         if not is_valid_id(message["id"]):
             return (
                 KIND_INVALID,

@@ -94,9 +94,6 @@ MISSING = " header is missing"
 
 def mirror_problem(headers: HeaderMap, name: str, body_value: Any, what: str) -> Finding | None:
     """Header ``name`` against the body value it mirrors: missing, mismatched, or ``None``."""
-    raw = headers.values_of(name)
-    if len(raw) == 1 and raw[0].strip(" \t") == body_value:
-        return None  # the usual request: one value, equal (single_value's case, no call)
     value, problem = single_value(headers, name)
     if problem:
         return problem

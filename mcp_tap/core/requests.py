@@ -56,7 +56,6 @@ from mcp_tap.core.jsonrpc import (
     Kind,
     classify,
     json_type,
-    kind_of,
     make_classified,
 )
 
@@ -221,8 +220,8 @@ def request_verdict(
         return _legacy(headers, message, meta, negotiated_version)
     # The modern ladder: the envelope here, the routing rungs in _routing_problem, support
     # here. Each return builds the verdict itself (a closure made per request cost more).
-    kind, why = kind_of(message)  # classify(message), without the call
-    c = make_classified(kind, message, why)
+    c = classify(message)
+    kind, why = c.kind, c.problem
     raw_version = meta.get(META_PROTOCOL_VERSION) if meta is not None else None
     version = raw_version if isinstance(raw_version, str) else None
     if kind is KIND_INVALID:
@@ -243,7 +242,7 @@ def request_verdict(
     problem = _routing_problem(headers, message, meta, version, tool_schemas)
     if problem is not None:
         return make_verdict(c, ERA_MODERN, version, (problem,))
-    # A request: kind_of made sure of a non-empty string method (c.method, without the call).
+    # A request: classify made sure its method is a non-empty string.
     method: str = message["method"]
     # Rung 5: support.
     if version not in supported_versions:
@@ -294,7 +293,8 @@ def _routing_problem(
         if meta_problem:
             return finding("request.meta.missing", meta_problem, WHERE)
     # Rung 2: version header. Rung 3: method header. The usual request has one value of
-    # each, equal to the body's: mirror_problem's first case, tested here without its calls.
+    # each, equal to the body's: mirror_problem's first case, tested here
+    # (a specialisation: tests/core/test_core_routing_fast_path.py ties it to its source).
     by_name = headers.by_name()
     sent = by_name.get(_VERSION_KEY)
     if sent is None or len(sent) != 1 or sent[0].strip(" \t") != version:
@@ -303,7 +303,7 @@ def _routing_problem(
         )
         if problem:
             return problem
-    # A request: kind_of made sure of a non-empty string method (c.method, without the call).
+    # A request: classify made sure its method is a non-empty string.
     method: str = message["method"]
     sent = by_name.get(_METHOD_KEY)
     if sent is None or len(sent) != 1 or sent[0].strip(" \t") != method:
@@ -367,13 +367,13 @@ def _legacy(
     # version: the negotiated version (None when unknown), then the one initialize offers.
     if isinstance(message, list):
         return _batch(headers, message, version)
-    kind, why = kind_of(message)  # classify(message), without the call
-    c = make_classified(kind, message, why)
+    c = classify(message)
+    kind = c.kind
     if kind is KIND_INVALID:
         return make_verdict(
             c, ERA_LEGACY, version, (finding("request.envelope", c.problem, WHERE),)
         )
-    # (A request's method is a string: message["method"] is c.method without the call.)
+    # (A request's method is a string: classify made sure of it.)
     if kind is KIND_REQUEST and message["method"] == "initialize":
         params = message.get("params")
         offered = params.get("protocolVersion") if isinstance(params, dict) else None
@@ -392,14 +392,7 @@ def _legacy(
                 ),
             ),
         )
-    # single_value(headers, HEADER_PROTOCOL_VERSION), its usual cases without the call.
-    sent = headers.by_name().get(_VERSION_KEY)
-    if sent is None:
-        header: str | None = None
-    elif len(sent) == 1:
-        header = sent[0].strip(" \t")
-    else:
-        header, _ = single_value(headers, HEADER_PROTOCOL_VERSION)
+    header, _ = single_value(headers, HEADER_PROTOCOL_VERSION)
     if header in MODERN_VERSIONS:  # is_modern_version(header): header is a string or None
         return make_verdict(
             c,
@@ -429,7 +422,7 @@ def _legacy(
         )
     if kind is KIND_REQUEST:
         schema_version = version if version in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
-        # (A request's method is a string: c.method without the call.)
+        # (A request's method is a string: classify made sure of it.)
         problem = schema.request_problem(message["method"], schema_version, message.get("params"))
         if problem:
             return make_verdict(

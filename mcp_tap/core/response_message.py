@@ -24,7 +24,7 @@ from mcp_tap.core.deepjson import WrittenJson
 from mcp_tap.core.eras import ERA_MODERN, HEADER_PROTOCOL_VERSION, TASKS_EXTENSION, Era
 from mcp_tap.core.fastinit import fast_init, new_twin
 from mcp_tap.core.findings import Finding
-from mcp_tap.core.jsonrpc import KIND_REQUEST, json_type
+from mcp_tap.core.jsonrpc import KIND_REQUEST, json_type, same_id
 from mcp_tap.core.mirrored import MISSING
 from mcp_tap.core.requests import RequestVerdict
 from mcp_tap.core.results import result_findings, task_input_capabilities
@@ -139,18 +139,12 @@ def check_message(
     found: list[Finding] = []
     classified = verdict.classified
     request = classified.kind is KIND_REQUEST
-    # verdict.id and classified.method without the property calls: a request's message is an
-    # object with an id and a string method.
+    # A request's message is an object with an id (classify made sure of it).
     expected_id = classified.message["id"] if request else None
     # Most requests were not rejected (no finding at all): then no answer is owed and
     # owed_answer is skipped.
     rejected = bool(verdict.findings) and verdict.rejection is not None
-    # same_id(message["id"], expected_id), without the call.
-    id_ok = expected_id is None or (
-        "id" in message
-        and type(message["id"]) is type(expected_id)
-        and message["id"] == expected_id
-    )
+    id_ok = expected_id is None or ("id" in message and same_id(message["id"], expected_id))
     if not id_ok and not in_stream and _idless_allowed(verdict, message, ctx, status, rejected):
         id_ok = True
     if not id_ok:

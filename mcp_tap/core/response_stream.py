@@ -125,7 +125,7 @@ def check_sse_stream(
             answered = not pending
         else:
             answered = True
-            at = f"{where} sse[{index}]"  # _at(where, index), without the call: every stream's
+            at = _at(where, index)
             response_found = check_message(
                 verdict, message, ctx, status=status, where=at, in_stream=True
             )
@@ -269,7 +269,7 @@ def _progress(
     token = meta.get("progressToken")
     if token is None:
         problem = "progress on a request that gave no progressToken"
-    elif not (type(sent) is type(token) and sent == token):  # same_id, without the call
+    elif not same_id(sent, token):
         problem = f"progress for token {sent!r}, not this request's {token!r}"
     else:
         return found

@@ -19,8 +19,8 @@ import orjson
 from mcp_tap.core.catalog import finding
 from mcp_tap.core.eras import ERA_LEGACY
 from mcp_tap.core.findings import Finding
-from mcp_tap.core.headers import HeaderMap, media_type
-from mcp_tap.core.jsonrpc import KIND_NOTIFICATION, KIND_REQUEST, KIND_RESPONSE, parse_json
+from mcp_tap.core.headers import HeaderMap
+from mcp_tap.core.jsonrpc import KIND_NOTIFICATION, KIND_RESPONSE, parse_json
 from mcp_tap.core.requests import RequestVerdict
 from mcp_tap.core.response_message import (
     DEFINED_RESERVED_CODES,
@@ -88,14 +88,10 @@ def check_response(
         return _notification(status, body, where), []
     if kind is KIND_RESPONSE:
         return [], []  # request.envelope already: the modern spec names no answer to it.
-    # headers.content_type() and verdict.method, without the calls.
-    content_types = headers.by_name().get("content-type")
-    ctype = media_type(content_types[0] if content_types else "")
+    ctype = headers.content_type()
     found: list[Finding] = []
-    if verdict.era is ERA_LEGACY:
-        c = verdict.classified
-        if (c.message["method"] if c.kind is KIND_REQUEST else c.method) == "initialize":
-            found += session_id_problem(headers, where)
+    if verdict.era is ERA_LEGACY and verdict.method == "initialize":
+        found += session_id_problem(headers, where)
     if status == 401:
         found += challenge(status, headers, where)  # whatever its body
     if status >= 400 and http_only(status, body) and ctype != "text/event-stream":

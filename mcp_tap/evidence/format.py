@@ -69,7 +69,7 @@ from typing import Any, Final
 
 import orjson
 
-from mcp_tap.core.hashing import canonical_json, digest
+from mcp_tap.core.hashing import canonical_json, digest, sha256_hex
 from mcp_tap.core.jsonrpc import Kind, classify
 from mcp_tap.errors import BundleFormatError
 
@@ -106,7 +106,6 @@ _STR_KEYS_OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLA
 DIGEST_MEMBER: Final = b',"digest":"'
 DIGEST_TAIL: Final = len(DIGEST_MEMBER) + 64 + 2
 _LINE_END: Final = b'"}\n'  # the digest's closing quote, the record's brace, the newline
-_sha256: Final = hashlib.sha256
 
 _SEGMENT_RE: Final = re.compile(r"^segment-(\d{6,})\.jsonl$")
 _MANIFEST_RE: Final = re.compile(r"^segment-(\d{6,})\.manifest\.json$")
@@ -159,7 +158,7 @@ def encode_record_into(record: Mapping[str, Any], out: list[bytes | memoryview])
         body = orjson.dumps(record, option=_STR_KEYS_OPTIONS)
     except TypeError:  # a key that is no str (or no JSON at all: raised again below)
         body = orjson.dumps(record, option=_LINE_OPTIONS)
-    record_hash = _sha256(body).hexdigest()  # sha256_hex, without the call
+    record_hash = sha256_hex(body)
     if body == b"{}":
         out += (b'{"digest":"', record_hash.encode(), _LINE_END)
     else:

@@ -31,6 +31,7 @@ class VerifyState(Protocol):
     public_key: bytes | None
     signatures_ok: bool
     out_of_order: bool
+    unread: bool
 
     def problem(self, kind: ProblemKind, message: str, *, segment: str | None = None,
                 seq: int | None = None, severity: Severity = "error") -> None:

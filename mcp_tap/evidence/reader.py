@@ -186,21 +186,40 @@ class SegmentScan:
     """
 
     def __init__(self, path: Path, *, max_line: int | None = None,
-                 max_bytes: int | None = None) -> None:
+                 max_bytes: int | None = None, defer: bool = False) -> None:
         """Prepare to read ``path``; nothing is read before :meth:`spans` or :meth:`lines`.
-        ``max_line`` defaults to :func:`max_record_bytes`."""
+        ``max_line`` defaults to :func:`max_record_bytes`. ``defer``: a read stopped at its
+        bound ends the iteration quietly and leaves the error in :attr:`stopped` (for a
+        caller that keeps running counts in the loop: verify)."""
         self.path = path
+        self.defer = defer
+        self.stopped: EvidenceLimitError | None = None
         self.size = 0
         self._hash = hashlib.sha256()
         self.max_line = max_record_bytes() if max_line is None else max_line
         self.max_bytes = max_bytes
+        # Set when the file turns out larger than max_bytes: its size, if stat tells it.
+        self.grown = False
+        self.found: int | None = None
 
-    def _over(self, pending: list[bytes]) -> None:
-        """Stop the read if the line in progress is past its bound."""
-        if pending and sum(map(len, pending)) > self.max_line:
+    def _found_size(self) -> int | None:
+        """The file's whole size (a store object's from its listing), for the message of
+        a file larger than its manifest states; None if ``stat`` does not tell."""
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return None
+
+    def _over(self, pending: list[bytes], end: int | None = None, newline: int = 0) -> None:
+        """Stop the read if the line in progress is past its bound: ``pending`` are its
+        pieces, ending at byte ``end`` of the file (default: all read so far), the last
+        ``newline`` bytes of them its newline."""
+        held = sum(map(len, pending))
+        if held - newline > self.max_line:
+            start = (self.size if end is None else end) - held
             raise EvidenceLimitError(
-                f"{self.path}: a line past byte {self.size - sum(map(len, pending))} is "
-                f"longer than {self.max_line} bytes (the record limit); read no further")
+                f"{self.path}: the line at byte {start} is longer than {self.max_line} "
+                "bytes (the record limit); read no further")
 
     @property
     def sha256(self) -> str:
@@ -208,6 +227,15 @@ class SegmentScan:
         return self._hash.hexdigest()
 
     def spans(self) -> Iterator[tuple[bytes, int, int]]:
+        """:meth:`_spans`, a stop at a bound left in :attr:`stopped` when deferred."""
+        try:
+            yield from self._spans()
+        except EvidenceLimitError as exc:
+            if not self.defer:
+                raise
+            self.stopped = exc
+
+    def _spans(self) -> Iterator[tuple[bytes, int, int]]:
         """Yield the file in order as ``(buffer, start, stop)``: ``buffer[start:stop]`` is
         whole lines, each ending in a newline, except a last span that is a line without
         one (a cut-short segment).
@@ -222,10 +250,13 @@ class SegmentScan:
         pending: list[bytes] = []  # the start of a line that crosses reads
         limit = self.max_bytes
         grown = False  # the file goes on past the size its manifest states
+        # A read no longer than the record limit (and its newline): a line past the limit
+        # always crosses reads, where _over measures it.
+        chunk_size = min(_CHUNK, self.max_line + 1)
         try:
             while not grown:
                 # With a stated size, one byte past it is read (to tell that it goes on).
-                want = _CHUNK if limit is None else min(_CHUNK, limit - self.size + 1)
+                want = chunk_size if limit is None else min(chunk_size, limit - self.size + 1)
                 try:
                     chunk = handle.read(want)
                 except OSError as exc:
@@ -246,6 +277,7 @@ class SegmentScan:
                         self._over(pending)
                         continue
                     pending.append(chunk[:start])
+                    self._over(pending, self.size - len(chunk) + start, 1)
                     joined = b"".join(pending)
                     pending = []
                     yield joined, 0, len(joined)
@@ -258,9 +290,14 @@ class SegmentScan:
         finally:
             handle.close()
         if grown:
+            assert limit is not None  # only a stated size can be outgrown
+            self.grown = True
+            size = self._found_size()
+            self.found = size if size is not None and size > limit else None
+            found = f"{self.found} found" if self.found is not None else "more found"
             raise EvidenceLimitError(
-                f"{self.path}: larger than its manifest says ({limit} bytes); "
-                "read no further")
+                f"{self.path}: larger than its manifest states ({limit} bytes expected, "
+                f"{found}); nothing past byte {limit} is read")
         if pending:
             joined = b"".join(pending)
             yield joined, 0, len(joined)

@@ -140,6 +140,8 @@ def _segment_facts(bundle: Path, fmt: int, meta: dict[str, Any], files: SegmentF
         "link": link[1] if link is not None else None,
         "chainHeadAfter": verifier.previous_chain_head,
         "signaturesOk": verifier.signatures_ok,
+        # Its read stopped at a line past the record limit (what follows was not read).
+        **({"unread": True} if verifier.unread else {}),
         "problems": [p.to_json() for p in verifier.problems + verifier.order_problems],
     }
 
@@ -277,7 +279,9 @@ def _cross(v: _Verifier, name: str, segment: Mapping[str, Any]) -> None:
     v.exchanges += segment["exchanges"]
     v.gap_lost += segment["gapLost"]
     v.segment_files += segment["files"]
-    if segment["count"]:
+    unread = segment.get("unread") is True
+    v.unread = v.unread or unread
+    if segment["count"] or unread:  # unread: the sequence goes on from its manifest
         v.max_seq, v.head = segment["maxSeq"], segment["head"]
     if not segment["signaturesOk"]:
         v.signatures_ok = False

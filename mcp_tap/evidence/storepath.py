@@ -221,6 +221,10 @@ class StorePath(PosixPath):
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "error")
             if code in ("NoSuchKey", "404", "NotFound"):
+                # A key prefix in an object's place (a "directory" named like a segment):
+                # the words a directory in a bundle on disk gives.
+                if self._has_children():
+                    raise IsADirectoryError(errno.EISDIR, "Is a directory", str(self)) from None
                 raise FileNotFoundError(errno.ENOENT, "no such object", str(self)) from None
             raise OSError(errno.EIO, f"the store answered {code}", str(self)) from None
         except BotoCoreError as exc:

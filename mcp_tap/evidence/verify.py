@@ -56,7 +56,7 @@ from typing import Any
 
 import orjson
 
-from mcp_tap.errors import BundleFormatError, EvidenceLimitError
+from mcp_tap.errors import BundleFormatError
 from mcp_tap.evidence.closing import _text, check_closed
 from mcp_tap.evidence.format import (
     DIGEST_MEMBER,
@@ -189,6 +189,9 @@ class _Verifier:
         self.signatures_ok = True
         # bundle.json verifies under a trusted key: see records_of for what that saves.
         self.trusted_signer = False
+        # A segment's read stopped at a line past the record limit: records after it were
+        # not read (check_closed does not report them missing).
+        self.unread = False
         self.segment_count = 0  # records of the segment just read ...
         self.segment_last: Stored | None = None  # ... and its last one
 
@@ -270,18 +273,12 @@ class _Verifier:
         path = files.path
         if files.manifest_path is None and self.open and not is_last:
             files = _late_manifest(files, path)
-        scan = SegmentScan(path, max_bytes=_manifest_size(files))
+        scan = SegmentScan(path, max_bytes=_manifest_size(files), defer=True)
         # The segment an open bundle's writer is appending to: its unfinished line is skipped.
         writing = self.open and is_last and files.manifest_path is None
-        try:
-            first = self.records_of(name, scan, writing=writing,
-                                    covered=files.manifest_path is not None)
-        except EvidenceLimitError as exc:
-            # The read stopped at its bound: one problem, nothing past it read or checked.
-            grown = scan.max_bytes is not None and scan.size >= scan.max_bytes
-            self.problem("manifest" if grown else "format",
-                         f"{name}: {str(exc).removeprefix(f'{path}: ')}", segment=name)
-            self.previous_chain_head = None
+        first = self.records_of(name, scan, writing=writing,
+                                covered=files.manifest_path is not None)
+        if scan.stopped is not None and not self.stopped_at_bound(files, scan):
             return
         if writing:
             self.previous_chain_head = None
@@ -300,6 +297,38 @@ class _Verifier:
             self.previous_chain_head = None
             return
         self.check_manifest(files, name, scan, first)
+
+    def stopped_at_bound(self, files: SegmentFiles, scan: SegmentScan) -> bool:
+        """A segment's read stopped at its bound: one problem; nothing past it is read.
+        Whether its manifest is still to be checked (True for a file larger than its
+        manifest states: every byte the manifest covers was read, so its size, hash,
+        count, chain head and signature are checked as usual; a file that only grew at its
+        end gives this one problem).
+
+        A line past the record limit stops the read early: the records after it are not
+        read, neither deleted nor reordered, so the sequence goes on from the last record
+        its manifest states (the next segment is not reported as a hole) and the closing
+        summary's last record is not reported as missing (``unread``).
+        """
+        name = files.name
+        assert scan.stopped is not None  # the caller checked
+        message = str(scan.stopped).removeprefix(f"{scan.path}: ")
+        if self.public_key is not None:
+            message = message.replace("than its manifest", "than its signed manifest", 1)
+        self.problem("manifest" if scan.grown else "format", f"{name}: {message}",
+                     segment=name)
+        if scan.grown and files.manifest_path is not None:
+            return True
+        self.unread = True
+        self.previous_chain_head = None
+        try:
+            manifest = read_manifest(files.manifest_path) if files.manifest_path else {}
+        except BundleFormatError:
+            manifest = {}
+        last, head = manifest.get("lastSeq"), manifest.get("chainHead")
+        if type(last) is int and last >= self.max_seq and isinstance(head, str):
+            self.max_seq, self.head = last, head
+        return False
 
     # The hot loop of verify: one SHA-256 per record over the line as stored, and its
     # chain fields. Those come from mcp_tap.evidence.head.decode_head (the line's syntax

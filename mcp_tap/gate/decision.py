@@ -417,6 +417,25 @@ class BundleCheck:
     lost: int = 0
     exchanges: int = 0
     end: str | None = "closed"
+    # The pod and release its bundle.json names (a fleet's shipped bundle), else None.
+    pod: str | None = None
+    release: str | None = None
+
+    def place(self, index: int) -> str:
+        """``"bundle I"``, with the pod (and release) it names: ``"bundle I (pod P, release
+        R)"``, how a reason about this bundle starts."""
+        if self.pod is None:
+            return f"bundle {index}"
+        release = f", release {self.release}" if self.release is not None else ""
+        return f"bundle {index} (pod {self.pod}{release})"
+
+    def where(self, index: int) -> dict[str, Any]:
+        """The ``details`` a reason about this bundle carries: its index and role, and the
+        pod and release it names (only when it names a pod)."""
+        where: dict[str, Any] = {"bundle": index, "role": self.role}
+        if self.pod is not None:
+            where.update(pod=self.pod, release=self.release)
+        return where
 
     @property
     def lost_records(self) -> int:
@@ -447,7 +466,8 @@ def integrity_source(
     if not bundles:
         reasons.append(Reason("gate.integrity", "no evidence bundle was given"))
     for index, bundle in enumerate(bundles):
-        where = {"bundle": index, "role": bundle.role}
+        where = bundle.where(index)
+        place = bundle.place(index)
         losing = bundle.loss_ratio > policy.max_loss_ratio
         # `ok` is the verifier's verdict; the problems of a bundle it passed are notes. A
         # stated loss within the policy's ratio is not a reason on its own.
@@ -455,34 +475,34 @@ def integrity_source(
         failing = not bundle.ok and any(severity == "error" for _, severity, _ in counted)
         for kind, severity, message in counted if failing else ():
             reasons.append(Reason(
-                "gate.integrity", f"bundle {index}: {kind}: {message}",
+                "gate.integrity", f"{place}: {kind}: {message}",
                 details={**where, "kind": kind, "severity": severity},
             ))
         if not bundle.ok and not bundle.problems:
-            reasons.append(Reason("gate.integrity", f"bundle {index} failed verification",
+            reasons.append(Reason("gate.integrity", f"{place} failed verification",
                                   details=where))
         # The verifier reports gap records itself; these are only counted again when it
         # did not, so one lost stretch gives one reason.
         reported_gaps = any(kind == "gap" for kind, _, _ in bundle.problems)
         for lost, why in () if reported_gaps or not losing else bundle.gaps:
             reasons.append(Reason(
-                "gate.integrity", f"bundle {index}: {lost} record(s) lost ({why})",
+                "gate.integrity", f"{place}: {lost} record(s) lost ({why})",
                 details={**where, "kind": "gap", "lost": lost},
             ))
         if losing and policy.max_loss_ratio:
             reasons.append(Reason(
                 "gate.integrity",
-                f"bundle {index}: {bundle.lost_records} record(s) lost, "
+                f"{place}: {bundle.lost_records} record(s) lost, "
                 f"{bundle.loss_ratio:.4%} of its exchanges, above evidence.max_loss_ratio "
                 f"{policy.max_loss_ratio:g}",
                 details={**where, "kind": "loss", "lost": bundle.lost_records},
             ))
-        reasons += _signature_reasons(index, bundle, policy, trusted, where)
+        reasons += _signature_reasons(place, bundle, policy, trusted, where)
     summary = {
         "bundles": [
             {"role": b.role, "ok": b.ok, "records": b.records, "head": b.head,
              "problems": len(b.problems), "lost": b.lost_records, "signer": b.signer,
-             "end": b.end}
+             "end": b.end, **({"pod": b.pod, "release": b.release} if b.pod else {})}
             for b in bundles
         ],
         "maxLossRatio": policy.max_loss_ratio,
@@ -492,21 +512,21 @@ def integrity_source(
 
 
 def _signature_reasons(
-    index: int, bundle: BundleCheck, policy: EvidencePolicy, trusted: set[str],
+    place: str, bundle: BundleCheck, policy: EvidencePolicy, trusted: set[str],
     where: dict[str, Any],
 ) -> list[Reason]:
     reasons: list[Reason] = []
     if (policy.require_signed or trusted) and bundle.signer is None:
         reasons.append(Reason(
-            "gate.integrity", f"bundle {index}: not signed (or a signature does not verify); "
+            "gate.integrity", f"{place}: not signed (or a signature does not verify); "
             "the policy requires signed evidence", details={**where, "kind": "signature"}))
     elif trusted and bundle.signer not in trusted:
         reasons.append(Reason(
-            "gate.integrity", f"bundle {index}: signed by key {bundle.signer}, which is not "
+            "gate.integrity", f"{place}: signed by key {bundle.signer}, which is not "
             "in evidence.trusted_keys", details={**where, "kind": "signature"}))
     if (policy.require_signed or trusted) and bundle.end is None:
         reasons.append(Reason(
-            "gate.integrity", f"bundle {index}: no closing summary, so nothing proves the "
+            "gate.integrity", f"{place}: no closing summary, so nothing proves the "
             "bundle is complete", details={**where, "kind": "unclosed"}))
     return reasons
 

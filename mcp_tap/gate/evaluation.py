@@ -50,6 +50,7 @@ from mcp_tap.gate.decision import (
 from mcp_tap.gate.fields import decode_checked
 from mcp_tap.gate.health import HealthWindow, WindowTally, evaluate_health
 from mcp_tap.gate.merging import Reading, SealedFeed, undecided
+from mcp_tap.gate.pods import PlacedCounts, fleet_of, name_pods
 from mcp_tap.gate.policy import Policy, load_policy
 from mcp_tap.gate.rollback import check_rollback, missing_rollback, resolve_trust
 from mcp_tap.gate.segments import MergedTallies
@@ -294,7 +295,7 @@ def _scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool, full:
 
     candidate = role == "candidate"
     # An unknown format version raises BundleFormatError here: bad input, exit 2.
-    bundle_format, _meta = read_bundle_meta(path)
+    bundle_format, meta = read_bundle_meta(path)
     feed: _Feed | None = None
     sealed: SealedFeed | None = None
     if bundle_format == FORMAT_VERSION:
@@ -314,8 +315,10 @@ def _scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool, full:
     ok = bool(report.ok)
     # What verification established about the whole bundle (signature, loss, end), carried
     # into the check whether or not its records can be read.
+    pod, release = fleet_of(meta)
     stated: dict[str, Any] = {"signer": report.signer, "lost": report.lost,
-                              "exchanges": report.exchanges, "end": report.end}
+                              "exchanges": report.exchanges, "end": report.end,
+                              "pod": pod, "release": release}
     if feed is not None and ok:
         scan = feed.finish(report, role, ok, problems, stated)
         return _sealed_scan(scan, feed, sealed, report) if sealed is not None else scan
@@ -447,6 +450,7 @@ def evaluate(request: GateRequest, *, workers: int | None = None, full: bool = F
     jobs = [(p, "candidate", request.is_open(p)) for p in request.evidence] + [
         (p, "baseline", request.is_open(p)) for p in request.baseline]
     scans = _scan_all(jobs, policy, workers, full)
+    names = [path.name for path, _, _ in jobs]
     candidates = [s for s in scans if s.check.role == "candidate"]
     baselines = [s for s in scans if s.check.role == "baseline"]
     reading = Reading(bundles=len(scans), records_read=sum(
@@ -460,7 +464,7 @@ def evaluate(request: GateRequest, *, workers: int | None = None, full: bool = F
         window = tallies.window.window()
         baseline_window = (_merge_scans(baselines, policy).window.window()
                            if request.baseline else None)
-        return _decide(request, scans, tallies, window, baseline_window, reading)
+        return _decide(request, scans, names, tallies, window, baseline_window, reading)
     tallies, base = _merge_sealed(candidates, policy), _merge_sealed(baselines, policy)
     window = tallies.health_window()
     baseline_window = base.health_window() if request.baseline else None
@@ -473,7 +477,22 @@ def evaluate(request: GateRequest, *, workers: int | None = None, full: bool = F
         assert decision.reading is not None
         return replace(decision, reading=replace(
             decision.reading, fallback=f"read every record: {why}"))
-    return _decide(request, scans, tallies, window, baseline_window, reading)
+    return _decide(request, scans, names, tallies, window, baseline_window, reading)
+
+
+def _placed(scans: Sequence[BundleScan], names: Sequence[str]) -> list[PlacedCounts]:
+    """Each candidate bundle's findings counted by rule and by ``(rule, box)``, with the
+    pod it names (:func:`~mcp_tap.gate.pods.name_pods`)."""
+    placed = []
+    for index, (scan, name) in enumerate(zip(scans, names, strict=True)):
+        counted = scan.merged if scan.merged is not None else scan
+        if scan.check.role != "candidate" or counted.conformance is None or counted.hop is None:
+            continue
+        placed.append(PlacedCounts(
+            index, scan.check.pod, scan.check.release, name,
+            {rule: t.count for rule, t in counted.conformance.rules.items()},
+            {key: t.count for key, t in counted.hop.boxes.items()}))
+    return placed
 
 
 def _merge_scans(scans: Sequence[BundleScan], policy: Policy) -> MergedTallies:
@@ -500,18 +519,19 @@ def _merge_sealed(scans: Sequence[BundleScan], policy: Policy) -> MergedTallies:
     return merged
 
 
-def _decide(request: GateRequest, scans: Sequence[BundleScan], tallies: MergedTallies,
-            window: HealthWindow, baseline_window: HealthWindow | None, reading: Reading
-            ) -> Decision:
+def _decide(request: GateRequest, scans: Sequence[BundleScan], names: Sequence[str],
+            tallies: MergedTallies, window: HealthWindow, baseline_window: HealthWindow | None,
+            reading: Reading) -> Decision:
     policy = request.policy
     sdk = tallies.sdk
     allowlist = _sdk_allowlist(policy)
+    placed = _placed(scans, names)
     inputs = GateInputs(
-        conformance=judge_conformance(tallies.conformance, policy.conformance,
-                                      request.reports),
+        conformance=name_pods(judge_conformance(tallies.conformance, policy.conformance,
+                                                request.reports), placed),
         sdk=(sdk_source(None, allowlist, unavailable=sdk.unavailable) if sdk.unavailable
              else sdk_source(sdk, allowlist)),
-        hop=judge_hop(tallies.hop, policy.hop),
+        hop=name_pods(judge_hop(tallies.hop, policy.hop), placed),
         integrity=integrity_source([s.check for s in scans], policy.evidence),
         health=evaluate_health(window, policy.health, baseline_window),
         rollback=_rollback(request),

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp_tap.report.markup import e, rule_link
+from mcp_tap.core.catalog import CATALOG
+from mcp_tap.report.markup import e, party_of, rule_link
 from mcp_tap.report.model import ReportData
 from mcp_tap.report.records import number, obj, text
 
@@ -37,6 +38,13 @@ def _source(rule: str) -> str:
         if rule == prefix or rule.startswith(prefix + "."):
             return source
     return "other"
+
+
+def _caused_by(rule: str) -> str:
+    """Who a rule's findings are caused by (the catalog's boundary), so a client's own
+    malformed request is never read as the server failing."""
+    entry = CATALOG.get(rule)
+    return party_of(str(entry.boundary)) if entry is not None else "unknown"
 
 
 def _num(value: Any, fmt: str = "g") -> str:
@@ -103,7 +111,7 @@ def changes(decision: Mapping[str, Any]) -> list[Change]:
             hops = obj(details.get("hops"))
             split = (" (" + ", ".join(f"{e(h or '?')} {e(n)}" for h, n in hops.items()) + ")"
                      if hops else "")
-            measured = f"{count} finding(s){split}"
+            measured = f"{count} finding(s){split}, caused by {e(_caused_by(finding))}"
             threshold = "0 findings (the policy blocks the rule)"
             change = f"{rule_link(finding)} stops failing, or the policy allows it"
         elif rule == "gate.hop" and finding:

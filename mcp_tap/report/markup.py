@@ -12,13 +12,19 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Final
 
+from mcp_tap.outputs.printable import printable_text
 from mcp_tap.report.model import ExchangeRef
 from mcp_tap.report.records import rule_anchor, text
 
 
 def e(value: Any) -> str:
-    """Escape any value for HTML element content and quoted attributes."""
-    return html.escape(text(value), quote=True)
+    """Escape any value for HTML element content and quoted attributes.
+
+    Control characters, bidi overrides and separators from the evidence become visible
+    escapes (``\\x1b``, ``\\u202e``; newlines kept for bodies): a browser would not obey
+    ESC, but a right-to-left override reorders the text around it, and the page may be read
+    in a terminal too."""
+    return html.escape(printable_text(text(value)), quote=True)
 
 
 def ms(value: float | None) -> str:

@@ -325,7 +325,8 @@ def evidence(case: Case, redactor: Redactor) -> dict[str, Any]:
         "responseBody": redactor.redact_json(case.response_body),
         "expectedErrorCode": case.expected_code,
         "expectedRule": case.expected_rule,
-        # Judgement inputs beyond product.md's keys: a change to them changes the verdict,
+        # Judgement inputs beyond the fixture's base keys (docs/transcripts.md marks them
+        # *extension*): a change to them changes the verdict,
         # so it must change the digest too.
         "toolSchemas": redactor.redact_json(case.tool_schemas),
         **({"outputSchemas": redactor.redact_json(case.output_schemas)}

@@ -82,6 +82,26 @@ class TestCredentialsInMessages:
                       "upstream error: http://***@127.0.0.1:")
         assert "hunter2" not in err
 
+    @pytest.mark.parametrize("fmt", ["text", "json", "junit", "sarif", "markdown"])
+    def test_probe_hides_query_values(self, origin_url: str, fmt: str,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+        """A token in the target's query (``?token=``) is a credential too: the real SDK
+        server is probed with it, and no output format shows it."""
+        code, out, err = cli(["probe", "--target", f"{origin_url}?token=q-77aa-secret",
+                              "--era", "modern", "--format", fmt], capsys)
+        assert code == 0, err
+        assert "q-77aa-secret" not in out + err
+        if fmt in ("text", "json"):
+            assert f"{origin_url}?token=***" in out
+
+    def test_replay_hides_query_values(
+        self, bundle: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """replay's upstream error shows the query's values as ***."""
+        url = f"http://127.0.0.1:{free_port()}/mcp?api_key=q-77aa-secret"
+        err = refused(["replay", str(bundle), "--target", url], capsys, "/mcp?api_key=***")
+        assert "q-77aa-secret" not in err
+
     def test_probe_report_target_hides_userinfo(self) -> None:
         """The report's target field is the printable form of the URL."""
         import httpx

@@ -51,6 +51,11 @@ COMMANDS = [
     ["report", "{ev}", "--out", "{tmp}/r.html"],
     ["diff", "{ev}", "{ev}"],
     ["export", "{ev}", "--format", "jsonl", "--out", "{tmp}/x.jsonl"],
+    ["sdk-diff", "{ev}"],
+    ["redact", "{ev}/b1", "--policy", "{repo}/examples/strict.toml", "--out", "{tmp}/derived"],
+    # Nothing listens on port 9: the evidence is read (and refused) before any request.
+    ["replay", "{ev}", "--target", "http://127.0.0.1:9/mcp"],
+    ["serve", "{ev}", "--listen", "127.0.0.1:0"],
 ]
 
 
@@ -65,7 +70,8 @@ def test_unreadable_evidence(tmp_path: Path, evidence: Path, argv: list[str], ho
         bundle.chmod(0o300)  # may be entered, not listed
     else:
         next(bundle.glob("segment-*.jsonl")).chmod(0o000)
-    values = {"ev": str(evidence), "policy": str(write_policy(tmp_path)), "tmp": str(tmp_path)}
+    values = {"ev": str(evidence), "policy": str(write_policy(tmp_path)), "tmp": str(tmp_path),
+              "repo": str(REPO)}
     done = as_user([word.format(**values) for word in argv])
     assert "Traceback" not in done.stderr
     assert done.returncode == 2, done.stderr

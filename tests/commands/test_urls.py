@@ -44,5 +44,13 @@ class TestShownUrl:
         assert shown_url("http://u:p@[::1/x") == "http://***@[::1/x"
 
     def test_plain_url_is_unchanged(self) -> None:
-        """A URL without userinfo is returned as is."""
-        assert shown_url("https://h:1/x?q=1") == "https://h:1/x?q=1"
+        """A URL without userinfo or query is returned as is."""
+        assert shown_url("https://h:1/x") == "https://h:1/x"
+        assert shown_url("https://h:1/x#frag") == "https://h:1/x#frag"
+
+    def test_query_values_are_hidden(self) -> None:
+        """A query's values may be credentials (``?token=...``, ``?api_key=...``): each is
+        shown as ``***``, its name kept; an item without a name is a value too."""
+        assert (shown_url("https://u:p@h:1/mcp?token=q-SECRET&api_key=k&v=1&q-SECRET2")
+                == "https://***@h:1/mcp?token=***&api_key=***&v=***&***")
+        assert shown_url("http://h/mcp?") == "http://h/mcp"

@@ -95,7 +95,7 @@ CASES: dict[str, tuple[dict[str, Any], Any, str]] = {
     # name: (record fields, damage, fragment of the line that names the problem)
     "fifo": ({}, _fifo, "a FIFO, not a regular file"),
     "dev-zero": ({}, _dev_zero, "a symlink out of"),
-    "sparse-20g": ({}, _sparse, "larger than its manifest says"),
+    "sparse-20g": ({}, _sparse, f"bytes expected, {_SPARSE} found); nothing past byte "),
     "sparse-20g-unclosed": ({}, _sparse_unclosed, "(the record limit); read no further"),
     "bogus-boundary": ({"findings": [{"rule": "x", "code": None, "boundary": "bogus",
                                       "message": "m", "where": "", "strength": "must"}]},

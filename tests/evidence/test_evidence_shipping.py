@@ -3,6 +3,8 @@ Object Lock, a frozen or missing store, the bounded spool and a restart's resump
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -10,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 from seaweed import SECRET_KEY, SeaweedStore, seaweed_store
+from structlog.testing import capture_logs
+from threaded_server import serve_in_thread
 
 from mcp_tap.errors import InputError, StoreError
 from mcp_tap.evidence import EvidenceWriter, verify_bundle
@@ -230,3 +235,68 @@ def test_the_store_secret_is_nowhere_in_the_bundle(tmp_path: Path, store: Seawee
     for path in (tmp_path / "run-1").iterdir():
         if path.is_file():
             assert SECRET_KEY.encode() not in path.read_bytes()
+
+
+def test_each_put_carries_the_sha256_the_store_checks_and_no_payload_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shipper's client hashes no body: SigV4 signs ``UNSIGNED-PAYLOAD`` and the
+    ``x-amz-checksum-sha256`` header, which is the manifest's digest for a segment (a real
+    server on loopback records what the client sends)."""
+    puts: list[tuple[str, dict[str, str], bytes]] = []
+
+    async def put(request: web.Request) -> web.Response:
+        puts.append((request.path, dict(request.headers), await request.read()))
+        return web.Response(headers={"ETag": '"0"'})
+
+    app = web.Application()
+    app.router.add_put("/{key:.*}", put)
+    with serve_in_thread(app, "recording-store") as url:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+        shipper = Shipper(_options("sums"))
+        shipper.start()
+        writer = _write(tmp_path / "run-1", shipper, 20)
+        writer.close()
+        assert shipper.close(TIMEOUT)
+    local = _files(tmp_path / "run-1")
+    shipped = {path.rsplit("/", 1)[1]: body for path, _, body in puts}
+    assert shipped == local and len(puts) >= 7  # bundle.json twice, >= 3 segments
+    for path, headers, body in puts:
+        assert headers["X-Amz-Content-SHA256"] == "UNSIGNED-PAYLOAD"
+        signed = headers["Authorization"].split("SignedHeaders=")[1].split(",")[0]
+        assert "x-amz-checksum-sha256" in signed.split(";")
+        digest = base64.b64decode(headers["x-amz-checksum-sha256"])
+        assert digest == hashlib.sha256(body).digest()
+        assert not [h for h in headers if h.lower().startswith("x-amz-checksum-")
+                    and h.lower() != "x-amz-checksum-sha256"]
+        name = path.rsplit("/", 1)[1]
+        if name.endswith(".jsonl"):
+            manifest = json.loads(local[name.replace(".jsonl", ".manifest.json")])
+            assert digest.hex() == manifest["fileSha256"]
+
+
+def test_a_segment_changed_after_sealing_goes_as_it_is(
+    tmp_path: Path, store: SeaweedStore
+) -> None:
+    """The manifest's digest no longer matches the file: the store refuses it and the
+    shipper puts the file as it is (with its own digest); a file of another size than its
+    manifest says is hashed at once. The readers find both do not match their manifests."""
+    root = tmp_path / "evidence"
+    first = Shipper(_options("changed"), client=_unreachable)
+    first.start()
+    writer = _write(root / "run-1", first, 30)
+    writer.close()
+    assert not first.close(1.0)
+    one, two = root / "run-1" / "segment-000001.jsonl", root / "run-1" / "segment-000002.jsonl"
+    one.write_bytes(one.read_bytes().replace(b'"pad":"xx', b'"pad":"yy', 1))  # same size
+    two.write_bytes(two.read_bytes()[:-1])  # a byte cut
+    second = Shipper(_options("changed"))
+    assert second.resume(root, root / "run-2") == 1
+    with capture_logs() as logs:
+        second.start()
+        assert second.close(TIMEOUT)
+    assert _stored(store, "ship", "changed/v2/pod-a/run-1/") == _files(root / "run-1")
+    changed = [entry["file"] for entry in logs if entry["event"] == "shipping.segment_changed"]
+    assert changed == ["segment-000001.jsonl"]
+    assert second.counters()["ship_failures"] == 0
+    assert not verify_bundle(root / "run-1").ok

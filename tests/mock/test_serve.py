@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -243,6 +244,47 @@ class TestCommand:
         stopped = json.loads(out.splitlines()[-1])
         assert stopped["event"] == "stopped" and stopped["answered"] == 3  # init, list, call
         assert err == ""
+
+
+    def test_hostile_requests_to_the_process(self, live: Recorded) -> None:
+        """The process as a user runs it: arguments nested deeper than any parser takes
+        (100,000 levels) and at the edge of it, and ids past 64 bits; each gets one JSON-RPC
+        answer, a big id comes back as the same integer, and nothing reaches stderr."""
+        port = free_port()
+        env = {**os.environ, "PYTHONPATH": str(_REPO)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mcp_tap", "serve", str(live.bundle), "--listen",
+             f"127.0.0.1:{port}", "--json", "--pacing", "none"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        answers: list[tuple[int, Any, int | None]] = []
+        try:
+            assert proc.stdout is not None
+            url = json.loads(proc.stdout.readline())["url"]
+            headers, body = raw_modern_request("tools/call", {"name": "add", "arguments": {}},
+                                               request_id=9)
+            with httpx.Client(timeout=30) as client:
+                for depth in (1000, 100_000):
+                    raw = json.dumps(body).replace('"arguments": {}', '"arguments": {"a": '
+                                                   + "[" * depth + "]" * depth + "}")
+                    answer = client.post(url, content=raw, headers=headers)
+                    answers.append((answer.status_code, answer.json()["id"],
+                                    answer.json()["error"]["code"]))
+                list_headers, list_body = raw_modern_request("tools/list", request_id=1)
+                for big in (2**70 + 1, -(2**64)):
+                    answer = client.post(url, content=json.dumps({**list_body, "id": big}),
+                                         headers=list_headers)
+                    parsed = json.loads(answer.text)  # the stdlib keeps big integers exact
+                    assert type(parsed["id"]) is int and "tools" in parsed["result"]
+                    answers.append((answer.status_code, parsed["id"], None))
+            proc.send_signal(signal.SIGTERM)
+            _out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+        assert answers == [(400, 9, -32602), (400, None, -32700),
+                           (200, 2**70 + 1, None), (200, -(2**64), None)]
+        assert proc.returncode == 0 and err == "", err
 
 
 class TestBadInput:

@@ -11,12 +11,17 @@ allows it) holds no element the server wrote; JSON holds no raw C1 or bidi chara
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
+import orjson
 import pytest
 from ci_outputs import junit, sarif
 from cli_runs import cli
-from gate_bundles import exchange, write_bundle
+from gate_bundles import exchange, write_bundle, write_policy
 from hostile_server import FORGED, HOSTILE, run_hostile
 from markdown_it import MarkdownIt
 
@@ -85,3 +90,54 @@ def test_printable() -> None:
     assert printable("a\x1b[2Jb\r\nc\td\x7fe\x9bf") == "a\\x1b[2Jb\\r\\nc\\td\\x7fe\\x9bf"
     assert printable("x\u202ey\u2028z\ud800") == "x\\u202ey\\u2028z\\ud800"
     assert printable_text("one\x1b\ntwo\n") == "one\\x1b\ntwo\n"
+
+
+# A raw C0 control (LF aside), DEL, a C1 control in UTF-8, a line/paragraph separator or a
+# bidi override, as bytes on the pipe.
+RAW_BYTES = re.compile(rb"[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\xa8-\xae]")
+
+
+def test_the_processes_write_no_raw_byte(hostile: str, tmp_path: Path) -> None:
+    """``mcp-tap probe`` and ``mcp-tap diff`` as a terminal runs them (their own process,
+    their logging included): no ESC, OSC, CR or other raw control byte on stdout or stderr,
+    in any format; the hostile text is there, escaped."""
+    baseline = write_bundle(tmp_path / "baseline", [_tools_list(n, HOSTILE) for n in range(3)])
+    candidate = write_bundle(tmp_path / "candidate", [_tools_list(n, "echo") for n in range(3)])
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    runs = {"probe": ["probe", "--target", hostile], "diff": ["diff", str(baseline),
+                                                              str(candidate)]}
+    for name, argv in runs.items():
+        for fmt in FORMATS:
+            done = subprocess.run([sys.executable, "-m", "mcp_tap", *argv, "--format", fmt],
+                                  capture_output=True, env=env, timeout=120, check=False)
+            assert done.returncode == 1, (name, fmt, done.stderr)
+            for stream in (done.stdout, done.stderr):
+                assert RAW_BYTES.search(stream) is None, (name, fmt, stream[:400])
+            if name == "diff" or fmt in ("text", "json", "junit"):  # where it is quoted
+                assert b"FAKE LINE" in done.stdout, (name, fmt)
+            if fmt == "text":
+                assert b"\\x1b]8;;" in done.stdout and b"\\r\\nFAKE LINE" in done.stdout
+
+
+@pytest.mark.parametrize("target,field", [("segment-000001.manifest.json", "fileSha256"),
+                                          ("bundle.json", "bundleId")])
+def test_verify_and_gate_quote_hostile_evidence_escaped(tmp_path: Path, target: str,
+                                                        field: str) -> None:
+    """A bundle whose manifest or bundle.json holds the hostile text where a digest or an
+    id belongs: ``verify`` and ``gate`` (own processes, every format) quote it in their
+    problems, escaped, and write no raw control byte."""
+    bundle = write_bundle(tmp_path / "evidence" / "b", [_tools_list(n, "echo") for n in range(3)])
+    data = orjson.loads((bundle / target).read_bytes())
+    data[field] = HOSTILE
+    (bundle / target).write_bytes(orjson.dumps(data))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    policy = str(write_policy(tmp_path))
+    for argv in (["verify", str(bundle)], ["gate", str(bundle), "--policy", policy]):
+        for fmt in FORMATS:
+            done = subprocess.run([sys.executable, "-m", "mcp_tap", *argv, "--format", fmt],
+                                  capture_output=True, env=env, timeout=120, check=False)
+            assert done.returncode in (1, 3), (argv[0], fmt, done.stderr)
+            for stream in (done.stdout, done.stderr):
+                assert RAW_BYTES.search(stream) is None, (argv[0], fmt, stream[:400])
+            if fmt == "text":
+                assert b"\\x1b]8;;https://x.invalid/" in done.stdout, (argv[0], done.stdout)

@@ -178,6 +178,31 @@ import pytest
         result.assert_outcomes(passed=1)
 
 
+    def test_failure_shows_control_characters_escaped(self, pytester: pytest.Pytester) -> None:
+        """A method and an error message carrying ESC, OSC 8, CR/LF and a bidi override (the
+        real hostile server of tests/support): the failure names them, escaped, and no raw
+        control character reaches the terminal."""
+        _suite(pytester, '''
+import pytest
+from hostile_server import HOSTILE, run_hostile
+
+@pytest.mark.mcp_tap_conformant
+def test_list(mcp_tap):
+    with run_hostile() as url:
+        tapped = mcp_tap.tap(url.removesuffix("/mcp"))
+        headers, body = raw_modern_request("tools/list", request_id=2)
+        httpx.post(tapped, json={**body, "method": HOSTILE}, headers=headers, timeout=30)
+''')
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+        result.assert_outcomes(failed=1)
+        out = "\n".join(result.outlines + result.errlines)
+        raw = [ch for ch in out if ch != "\n" and not ch.isprintable()]
+        assert raw == [], raw[:5]
+        assert "blocking finding(s) in this test's traffic:" in out
+        assert "[evil\\x1b]8;;https://x.invalid/\\x07link" in out
+        assert "\\r\\nFAKE LINE: every source passed\\u202egnp.exe" in out
+
+
 class TestServeFixture:
     """The fixture serves a capture as a mock."""
 
@@ -213,3 +238,16 @@ def test_readme_example_fails_as_shown(pytester: pytest.Pytester) -> None:
         "mcp-tap: 1 blocking finding(s) in this test's traffic:",
         "  response.http-status (-32600) at origin: a success result must be HTTP 200, "
         "got 201 [[]tools/list, exchange *[]]"])
+
+
+def test_readme_shows_the_example_as_it_is() -> None:
+    """The README's code of the example (the server's handler and the test) is the file's,
+    verbatim: what a reader copies is what runs."""
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    example = (root / "examples" / "pytest" / "test_tools.py").read_text(encoding="utf-8")
+    section = readme.split("### pytest plugin", 1)[1]
+    shown = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "async def answer(" in shown and "def test_lists_tools(" in shown
+    for block in shown.split("\n\n\n"):
+        assert block.strip() in example, block

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,6 +20,7 @@ from peers import free_port, run_origin
 from threaded_server import serve_in_thread
 
 from mcp_tap.cli import main
+from mcp_tap.commands.probe import outcome
 from mcp_tap.core.eras import Era
 from mcp_tap.core.headers import HeaderMap
 from mcp_tap.errors import InputError, UpstreamError
@@ -290,6 +292,19 @@ class TestProbeRealSdk:
         assert sum(r.passed for r in modern.values()) >= 40
         assert legacy["golden-legacy-initialize"].passed
         assert legacy["golden-legacy-initialized-notification"].http_status == 202
+
+    def test_readme_shows_the_real_figures(self, sdk_report: ProbeReport) -> None:
+        """The README's probe figures are this probe's (they went stale once, 69/71 and 127
+        where the corpus had grown): its shown summary line and the prose."""
+        readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+        summary = outcome(sdk_report).text.splitlines()[-1]
+        shown = [line for line in readme.splitlines() if "probed cases passed, " in line]
+        assert shown == [summary]
+        probed = sdk_report.probed
+        skipped = len(sdk_report.results) - len(probed)
+        prose = (f"passes {sum(r.passed for r in probed)} of {len(probed)} probed cases in "
+                 f"both eras ({skipped} skipped")
+        assert prose in " ".join(readme.split())
 
     def test_header_mismatch_answered_400_32020(self, sdk_report: ProbeReport) -> None:
         """A header/body mismatch is reported with its rule, the status and the exact body."""

@@ -32,10 +32,13 @@ HALF_LINE = b'{"kind":"exchange","hop":"edge","exchangeId":"x9'
 
 def pod(path: Path, records: list[dict[str, Any]], *, still_writing: bool = False) -> Path:
     """One pod's bundle as its tap writes it (signed, tallies in the manifests, small
-    segments); ``still_writing``: a copy taken mid-write, with half a line at its end."""
+    segments, its release and pod named in bundle.json as the shipper names them: the
+    directory ``.../<release>/<pod>``); ``still_writing``: a copy taken mid-write, with half
+    a line at its end."""
     live = path.parents[2] / "live" / path.name if still_writing else path
+    fleet = {"fleet": {"release": path.parent.name, "pod": path.name}}
     writer = EvidenceWriter(live, signing_key=SEED, tallies=SegmentTally,
-                            max_segment_bytes=30_000)
+                            max_segment_bytes=30_000, meta=fleet)
     writer.start()
     for record in records:
         assert writer.submit(record)
@@ -108,7 +111,16 @@ async def test_one_decision_for_the_fleet(fleet: FleetOptions,
     assert broken["action"] == "rollback"
     reasons = [r for r in broken["reasons"] if r["rule"] == "gate.conformance"]
     assert [(r["findings"], r["details"]["count"]) for r in reasons] == [(["response.id"], 12)]
+    # ... naming the pod whose bundle holds the findings (bundles are in pod order).
+    (reason,) = reasons
+    assert reason["message"] == ("response.id: 12 finding(s) in pod pod-1 of release v3 "
+                                 "(12 in bundle 1 pod-1)")
+    assert reason["details"]["pods"] == [{"pod": "pod-1", "release": "v3", "bundle": 1,
+                                          "name": "pod-1", "count": 12}]
+    assert [b["pod"] for b in broken["sources"]["integrity"]["bundles"]] == [
+        "pod-0", "pod-1", "pod-2"]
     assert flagger["action"] == "rollback" and "response.id" in flagger["reason"]
+    assert "in pod pod-1 of release v3" in flagger["reason"]
     # The same evaluation as the gate command on the same (closed) evidence.
     command = _gate_command(str(Path(fleet.root) / "v3"), fleet, capsys)
     assert command["evidenceDigest"] == broken["evidenceDigest"]

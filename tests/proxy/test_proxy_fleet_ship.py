@@ -259,6 +259,11 @@ async def test_a_fleet_ships_through_a_frozen_store_and_a_killed_pod(
     # The decision's examples are record digests: each is a record of pod-b's bundle.
     (conformance,) = reasons
     assert conformance["details"]["count"] == pods[1].answered
+    # The decision names the pod whose evidence drives it, as its signed bundle.json does.
+    assert f" in pod pod-b of release {RELEASE} (" in conformance["message"]
+    assert {(p["pod"], p["release"]) for p in conformance["details"]["pods"]} == {
+        ("pod-b", RELEASE)}
+    assert sum(p["count"] for p in conformance["details"]["pods"]) == pods[1].answered
     for digest in conformance["details"]["examples"]:
         needle = b'"digest":"%s"' % digest.encode()
         holders = {p.parent.parent.name for p in copy.rglob("segment-*.jsonl")
@@ -267,6 +272,8 @@ async def test_a_fleet_ships_through_a_frozen_store_and_a_killed_pod(
     # The killed run's bundle is named as the one without a closing summary.
     (unclosed,) = [r for r in decision["reasons"] if r["rule"] == "gate.integrity"]
     assert unclosed["details"]["kind"] == "unclosed"
+    assert unclosed["details"]["pod"] == "pod-c"
+    assert f"(pod pod-c, release {RELEASE}): " in unclosed["message"]
     bundles = decision["sources"]["integrity"]["bundles"]
     assert bundles[unclosed["details"]["bundle"]]["end"] is None
 

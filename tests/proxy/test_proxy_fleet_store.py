@@ -57,6 +57,10 @@ async def test_one_decision_for_the_fleet_from_the_store(shipped: FleetOptions) 
     assert broken["action"] == "rollback"
     reasons = [r for r in broken["reasons"] if r["rule"] == "gate.conformance"]
     assert [(r["findings"], r["details"]["count"]) for r in reasons] == [(["response.id"], 12)]
+    # The pod is named as its signed bundle.json names it; the bundle by its key prefix.
+    assert reasons[0]["message"].endswith(" in pod pod-1 of release v3 (12 in bundle 1 run-1)")
+    assert [(p["pod"], p["release"], p["bundle"]) for p in reasons[0]["details"]["pods"]] == [
+        ("pod-1", "v3", 1)]
 
 
 async def test_readyz_says_the_store_does_not_answer(

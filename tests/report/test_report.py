@@ -467,6 +467,8 @@ class TestDecisionCard:
         mismatch = next(r for r in changes(gated.decision)
                         if "request.header.mismatch" in r.change)
         assert mismatch.measured.startswith("4 finding(s)") and "edge 2" in mismatch.measured
+        # Who caused it: the header mismatch is the client's request, not the server's doing.
+        assert mismatch.measured.endswith(", caused by the client")
         # The rule in "to change it" links to its group, which the page holds.
         page = parse(render_report(gated))
         assert "#rule-request.header.mismatch" in page.hrefs()
@@ -703,6 +705,27 @@ class TestRenderReport:
         assert "img" not in tags and "script" not in tags
         assert evil not in page
         assert all(h.startswith("#") for h in parse(page).hrefs())
+
+    def test_control_characters_shown_not_obeyed(self) -> None:
+        """Terminal escapes, CR/LF and a bidi override in names, messages and bodies reach
+        the page as visible escapes: a reader (or ``cat``) sees what was sent, and a
+        right-to-left override cannot reorder the text around it."""
+        evil = "evil\x1b]8;;https://x.invalid/\x07\x1b[2J\r\nFAKE LINE\u202egnp.exe\x9b31m"
+        exchange = {"kind": "exchange", "exchangeId": "x1", "hop": "edge", "era": "modern",
+                    "method": "tools/call", "rpcId": 1, "ingress": {
+                        "receivedAt": 1.0, "headers": [["Mcp-Name", evil]],
+                        "body": {"method": "tools/call", "params": {"name": evil}}},
+                    "origin": {"status": 200, "body": {"error": {"message": evil}},
+                               "sse": [{"at": 1.2, "event": "message", "data": evil}],
+                               "headers": [], "endAt": 1.5},
+                    "egress": {"endAt": 1.5}, "findings": [
+                        {"rule": "response.id", "boundary": "response", "message": evil}]}
+        summary = BundleSummary(path="b", ok=False, records=1, exchanges=1, errors=1,
+                                problems=(evil,))
+        page = render_report(collect([(summary, [exchange])]))
+        unsafe = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+        assert unsafe.search(page) is None, unsafe.findall(page)[:5]
+        assert "evil\\x1b]8;;" in page and "\\u202egnp.exe" in page
 
     def test_self_contained(self, data: ReportData) -> None:
         """No external asset: no src, no link outside the page, no script; a strict CSP."""

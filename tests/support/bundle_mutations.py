@@ -228,6 +228,14 @@ def check(root: Path, files: dict[str, bytes],
         if on_disk.get(name) != data:
             _make(bundle / name, data)
             on_disk[name] = data
+    return check_bundle(bundle, files, original)
+
+
+def check_bundle(bundle: Path, files: dict[str, bytes],
+                 original: dict[str, bytes] | None = None) -> str | None:
+    """Run every reader on the bundle at ``bundle`` (a directory, or a
+    :class:`~mcp_tap.evidence.storepath.StorePath` whose objects hold ``files``); None if
+    all is well (see :func:`check`)."""
     trusted = [bytes.fromhex(_public_hex())]
     calls = [
         ("verify", lambda: verify_bundle(bundle)),

@@ -1,2 +1,3 @@
 """The official JSON Schemas of each revision, copied from the published specification
-(``shared/spec/<revision>/schema.json``) and shipped as package data."""
+(``schema/<revision>/schema.json`` of
+https://github.com/modelcontextprotocol/modelcontextprotocol) and shipped as package data."""

@@ -80,8 +80,7 @@ class UpstreamSide(ConnectionBase):
         ex.replay = waiting if conn.reused and ex.waiting_size <= REPLAY_MAX else None
         ex.waiting = []
         ex.waiting_size = 0
-        if conn.transport is not None and not conn.closed:  # (conn.write, without the call)
-            conn.transport.write(data)
+        conn.write(data)
         if self._paused:
             self._resume("connecting")
         ex.idle = self.idle_timer

@@ -82,7 +82,7 @@ class Endings(ConnectionBase):
         ex.to(FINISH)
         raw = ex.raw
         if ex.idle is not None:
-            ex.idle.active = False  # (Timer.stop, without the call)
+            ex.idle.stop()
         if ex.connecting is not None:
             ex.connecting.cancel()
             ex.connecting = None

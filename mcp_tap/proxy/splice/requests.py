@@ -88,7 +88,7 @@ class RequestSide(ConnectionBase):
                 else:
                     self.buffer += data  # a head in pieces: wait for the rest
                 return
-        self.head_timer.active = False  # (Timer.stop, without the call)
+        self.head_timer.stop()
         self._start_exchange(data, end + _HEAD_END_SIZE)
 
     def _start_exchange(self, data: bytes, cut: int) -> None:

@@ -33,8 +33,7 @@ class Timer:
         self.fire = fire
         self.deadline = 0.0
         self.active = False
-        # The loop timer, while one is set. When it is, (re)starting is two stores (the
-        # forwarder does that without a call, once per request, for the head and idle timers).
+        # The loop timer, while one is set. When it is, (re)starting is two stores.
         self.handle: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
