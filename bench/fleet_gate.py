@@ -204,11 +204,11 @@ def measure(code_root: Path, argv: list[str]) -> dict[str, Any]:
     return result
 
 
-def before_tree(work: Path) -> Path:
-    tree = work / "before"
+def before_tree(work: Path, commit: str = BEFORE) -> Path:
+    tree = work / ("before" if commit == BEFORE else f"before-{commit}")
     if not tree.exists():
         tree.mkdir(parents=True)
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", BEFORE], check=True,
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], check=True,
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     return tree
@@ -307,9 +307,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         results["gate --full fleet"] = _gate_summary(
             measure(ROOT, [*gate, "--full", str(fleet)]), total)
     if not args.no_before:
-        before = before_tree(work)
-        results["before: gate pod 0"] = _gate_summary(measure(before, [*gate, str(pods[0])]),
-                                                      one)
+        before = before_tree(work, args.before)
+        full = ["--full"] if args.before_full else []
+        results["before: gate pod 0" + (" --full" if full else "")] = _gate_summary(
+            measure(before, [*gate, *full, str(pods[0])]), one)
         results["before: verify pod 0"] = _gate_summary(
             measure(before, ["verify", str(pods[0]), "--format", "json"]), one)
     if args.legacy:
@@ -322,7 +323,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             measure(ROOT, ["verify", str(legacy), "--format", "json"]), args.legacy)
         if not args.no_before:
             results["before: verify legacy"] = _gate_summary(
-                measure(before_tree(work), ["verify", str(legacy), "--format", "json"]),
+                measure(before_tree(work, args.before), ["verify", str(legacy), "--format",
+                                                         "json"]),
                 args.legacy)
     return results
 
@@ -346,6 +348,10 @@ def main() -> None:
     parser.add_argument("--full-fleet", action="store_true",
                         help="also run gate --full on the whole fleet")
     parser.add_argument("--no-before", action="store_true", help="skip the `before` runs")
+    parser.add_argument("--before", default=BEFORE,
+                        help=f"the commit `before` is (default {BEFORE})")
+    parser.add_argument("--before-full", action="store_true",
+                        help="run `before` with gate --full (a `before` that reads tallies)")
     parser.add_argument("--store", action="store_true",
                         help="also gate the fleet from a real SeaweedFS store (s3://); use "
                         "a small fleet (--pods 4 --per-pod 100000): every pod is uploaded")

@@ -94,6 +94,7 @@ from mcp_tap.evidence.schema import line_problem, manifest_problem, record_probl
 from mcp_tap.evidence.screen import ORJSON_DEPTH, nesting_bounded, suspect_lines
 from mcp_tap.evidence.sealed import SealedConsumer, take_sealed
 from mcp_tap.evidence.signing import signature_valid
+from mcp_tap.evidence.view import is_schema_checked
 
 __all__ = ["LOSS_KINDS", "Problem", "RecordConsumer", "VerifyReport", "verify_bundle",
            "verify_bundles"]
@@ -490,7 +491,8 @@ class _Verifier:
         if decode is not None:
             if block_utf8 or valid_utf8(line):
                 record = decode(line)
-                if record is not None and line_problem(line) is not None:
+                if (record is not None and not is_schema_checked(record)
+                        and line_problem(line) is not None):
                     record = None  # the full parse (self.line) reports the value
                 if record is not None:  # its chain fields are typed
                     seq, prev, digest, kind = record.seq, record.prev, record.digest, record.kind

@@ -32,6 +32,7 @@ import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
 from mcp_tap.core.hashing import digest as canonical_digest
+from mcp_tap.evidence.schema import MAX_TIME, CheckedRecord
 
 # Any JSON value but an object (an object is decoded as the view the member declares).
 _Json = list[Any] | str | int | float | bool | None
@@ -210,14 +211,86 @@ class RawRecordView(RecordView, kw_only=True, gc=False):
     egress: RawEgress | _Json = None
 
 
-# For isinstance: the raw view first. A Struct's class has its own metaclass, so isinstance
-# of a subclass's instance against the base looks up __instancecheck__, while a tuple
-# starting with the exact class answers at its first entry.
+# The gate's view with the evidence schema's check in the same decode.
+#
+# The gate's view of a record line and the evidence schema's check of it, in one decode.
+#
+# verify hands each line of a trusted (or screened) bundle to the gate's parse
+# (:class:`~mcp_tap.evidence.view.RawRecordView`) and checks the same line against the
+# evidence schema (:class:`~mcp_tap.evidence.schema.CheckedRecord`): two msgspec decodes of
+# every byte. :class:`CheckedRecordView` is the view whose members the schema constrains are
+# typed as both declare them -- each member's type the intersection of the view's and the
+# schema's -- so a line decodes into it exactly when it decodes into the view and passes the
+# schema, and holds what the view holds (an integer time stays an integer). verify does not
+# check a line again that decoded into it (:func:`is_schema_checked`).
+#
+# The view keeps a record's findings raw; the schema's check of them is the caller's
+# (:data:`check_findings`, on the raw bytes), as is the view's own handling of the raw members
+# (:mod:`mcp_tap.gate.fields`). tests/gate/test_gate_checked_parse.py ties these types to the
+# schema's and the view's (the same lines pass, the same values come out).
+
+# The schema's time (a float in [0, MAX_TIME]; an integer is a time too), as the view keeps
+# it: an integer as an integer. Only an integer within those bounds fits either branch, as
+# only such a one passes the schema's float.
+_Time = (Annotated[int, msgspec.Meta(ge=0, le=int(MAX_TIME))]
+         | Annotated[float, msgspec.Meta(ge=0.0, le=MAX_TIME)] | None)
+_Status = Annotated[int, msgspec.Meta(ge=0, le=999)] | None
+_Headers = list[tuple[str, str]] | None
+
+
+class CheckedEvent(RawEvent, kw_only=True, gc=False):
+    """:class:`~mcp_tap.evidence.view.RawEvent` with the schema's event time."""
+
+    at: _Time = None
+
+
+class CheckedIngress(RawIngress, kw_only=True, gc=False):
+    """:class:`~mcp_tap.evidence.view.RawIngress` with the schema's times and heads (the
+    request's head decoded: the SDK differential reads a legacy request's revision in it)."""
+
+    receivedAt: _Time = None
+    forwardedAt: _Time = None
+    headers: _Headers | UnsetType = UNSET  # type: ignore[assignment]
+    forwardedHeaders: _Headers = None
+
+
+class CheckedOrigin(RawOrigin, kw_only=True, gc=False):
+    """:class:`~mcp_tap.evidence.view.RawOrigin` with the schema's status, times, events
+    and head."""
+
+    status: _Status = None
+    firstByteAt: _Time = None
+    endAt: _Time = None
+    sse: list[CheckedEvent] | None = None  # type: ignore[assignment]
+    headers: _Headers = None
+
+
+class CheckedEgress(RawEgress, kw_only=True, gc=False):
+    """:class:`~mcp_tap.evidence.view.RawEgress` with the schema's status, times and head."""
+
+    status: _Status = None
+    sentAt: _Time = None
+    endAt: _Time = None
+    headers: _Headers = None
+
+
+class CheckedRecordView(RawRecordView, kw_only=True, gc=False):
+    """:class:`~mcp_tap.evidence.view.RawRecordView` whose members the schema constrains
+    are checked in its decode (its findings, raw, by :data:`check_findings`)."""
+
+    ingress: CheckedIngress | None = None
+    origin: CheckedOrigin | None = None
+    egress: CheckedEgress | None = None
+
+
+# For isinstance: the checked view first, then the raw view. A Struct's class has its own
+# metaclass, so isinstance of a subclass's instance against the base looks up
+# __instancecheck__, while a tuple starting with the exact class answers at its first entry.
 ANSWERS: Final = (RawAnswer, Answer)
-EVENTS: Final = (RawEvent, Event)
-INGRESSES: Final = (RawIngress, Ingress)
-ORIGINS: Final = (RawOrigin, Origin)
-EGRESSES: Final = (RawEgress, Egress)
+EVENTS: Final = (CheckedEvent, RawEvent, Event)
+INGRESSES: Final = (CheckedIngress, RawIngress, Ingress)
+ORIGINS: Final = (CheckedOrigin, RawOrigin, Origin)
+EGRESSES: Final = (CheckedEgress, RawEgress, Egress)
 
 _convert: Final = msgspec.convert
 
@@ -272,6 +345,19 @@ def answer_whole(origin: Origin) -> bool:
         isinstance(e, EVENTS) and is_response(e.data) for e in events)
 
 
+# The schema's own type of a record's findings (the view keeps them raw).
+_FINDINGS: Final = {f.name: f.type for f in msgspec.structs.fields(CheckedRecord)}["findings"]
+check_findings: Final = msgspec.json.Decoder(_FINDINGS).decode
+"""Decode a record's raw findings as the schema types them: raises
+:class:`msgspec.ValidationError` where the schema check of the line would fail there."""
+
+
+def is_schema_checked(record: Any) -> bool:
+    """Whether ``record`` (a consumer's parse of a line) was checked against the evidence
+    schema in its decode: a :class:`CheckedRecordView`."""
+    return type(record) is CheckedRecordView
+
+
 __all__ = [
     "ANSWERS",
     "EGRESSES",
@@ -280,6 +366,11 @@ __all__ = [
     "ORIGINS",
     "PROTOCOL_VERSION_KEY",
     "Answer",
+    "CheckedEgress",
+    "CheckedEvent",
+    "CheckedIngress",
+    "CheckedOrigin",
+    "CheckedRecordView",
     "Egress",
     "Event",
     "Ingress",
@@ -295,7 +386,9 @@ __all__ = [
     "RecordView",
     "Request",
     "answer_whole",
+    "check_findings",
     "evidence_digest",
     "is_response",
+    "is_schema_checked",
     "view_of",
 ]

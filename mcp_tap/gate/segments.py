@@ -2,7 +2,7 @@
 manifest by the recording process, so the gate merges tallies instead of reading records.
 
 :class:`SegmentTally` counts one segment's record lines as the gate's full read counts them
-(the same parse, :func:`~mcp_tap.gate.fields.decode_checked`, and the same tallies:
+(the same parse, :func:`~mcp_tap.gate.fields.decode_view`, and the same tallies:
 :class:`~mcp_tap.gate.health.WindowTally`, :class:`~mcp_tap.gate.tally.ConformanceTally`,
 :class:`~mcp_tap.gate.tally.HopTally`, :class:`~mcp_tap.sdkdiff.SdkDiffTally`), and
 :meth:`SegmentTally.seal` turns them into the manifest's ``tallies`` member. Whatever
@@ -33,7 +33,7 @@ import orjson
 
 from mcp_tap.evidence.format import TALLY_VERSION
 from mcp_tap.evidence.view import RecordView, view_of
-from mcp_tap.gate.fields import decode_checked
+from mcp_tap.gate.fields import decode_view
 from mcp_tap.gate.health import HealthWindow, WindowTally, errors_of
 from mcp_tap.gate.hopchanges import BoxChanges, HopChanges
 from mcp_tap.gate.policy import ErrorCounting, Policy
@@ -80,7 +80,7 @@ class SegmentTally:
                 end = size
             line = view[pos:end]
             pos = end + 1
-            decoded = decode_checked(line)
+            decoded = decode_view(line)
             views.append(decoded if decoded is not None else view_of(orjson.loads(line)))
         self.add_views(views)
 

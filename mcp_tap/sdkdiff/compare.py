@@ -12,6 +12,7 @@ from mcp_tap.core.catalog import finding
 from mcp_tap.core.findings import Finding
 from mcp_tap.evidence.known import KnownJson
 from mcp_tap.sdkdiff.sdk import (
+    _DUMP_OPTIONS,
     _INDEX,
     _PLAIN_KEY,
     DEFAULT_ALLOWLIST,
@@ -127,8 +128,44 @@ def differences(
     """
     model, removed = _parse(method, sdk_version(era, version), result)
     out: list[Difference] = []
-    _walk(result, _full_view(model, removed), "result", "result", out)
+    if removed:
+        _walk(result, _full_view(model, removed), "result", "result", out)
+        return out
+    shown: dict[str, Any] = model.model_dump(exclude_none=True, **_DUMP_OPTIONS)
+    same = [name for name, value in result.items()
+            if name in shown and _same_tree(value, shown[name])]
+    if len(same) == len(result) == len(shown):
+        return out  # the common case: the view is the wire result, Nones aside
+    # Only the members that may differ are walked; a skipped one holds no difference, and
+    # both sides lose it, so the walk's order and paths are the full walk's.
+    view = _full_view(model, removed)
+    if same:
+        skip = frozenset(same)
+        result = {name: value for name, value in result.items() if name not in skip}
+        view = {name: value for name, value in view.items() if name not in skip}
+    _walk(result, view, "result", "result", out)
     return out
+
+
+def _same_tree(wire: Any, shown: Any) -> bool:
+    """Whether the full walk of ``wire`` against the view's member finds no difference,
+    judged from ``shown``, the member in the view dumped without None fields.
+
+    ``shown`` is the view's member less its None-valued fields (nothing else differs
+    between the two dumps), and the walk passes over a None field the wire lacks. So equal
+    JSON -- the same members, lengths, scalar types and values, which the sorted orjson
+    texts of the two state exactly -- means an empty walk. Anything else (a wire ``null``
+    the view drops, a member either side lacks) is not equal, and is walked.
+    """
+    if type(wire) is dict or type(wire) is list:
+        if type(shown) is not type(wire):
+            return False
+        try:
+            return bool(orjson.dumps(wire, option=orjson.OPT_SORT_KEYS)
+                        == orjson.dumps(shown, option=orjson.OPT_SORT_KEYS))
+        except orjson.JSONEncodeError:  # past orjson's reach: walked
+            return False
+    return type(shown) is not dict and type(shown) is not list and _same_json(wire, shown)
 
 
 def is_allowed(difference: Difference, allowlist: Iterable[str]) -> bool:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -14,7 +13,6 @@ from types import UnionType
 from typing import Any, Final, get_args
 
 import mcp_types as sdk_types
-import orjson
 from mcp_types import methods as sdk_methods
 from mcp_types import version as sdk_versions
 from pydantic import TypeAdapter, ValidationError
@@ -164,10 +162,13 @@ def _later_revision_fields(method: str, version: str) -> frozenset[str]:
     return frozenset(later) - _wire_fields(current)
 
 
-def _clamp_inbound_ttl(raw: dict[str, Any]) -> None:
+def _clamp_inbound_ttl(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` as the SDK client reads it: a negative ``ttlMs`` clamped to 0, in a shallow
+    copy (the caller's result may be shared and is never changed)."""
     ttl = raw.get("ttlMs")
     if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
-        raw["ttlMs"] = 0
+        return {**raw, "ttlMs": 0}
+    return raw
 
 
 def _describe(exc: ValidationError, method: str, version: str) -> str:
@@ -180,26 +181,16 @@ def _describe(exc: ValidationError, method: str, version: str) -> str:
     return f"the SDK rejects the {method} result at {version}: " + "; ".join(parts) + tail
 
 
-def _copy(result: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy of a JSON object (the parse changes its copy; the caller's result may be
-    shared): through orjson, several times cheaper than ``copy.deepcopy`` and the same for
-    every value JSON holds; anything orjson refuses (an integer past 64 bits, a lone
-    surrogate, nesting past its limit) is copied by ``copy.deepcopy``."""
-    try:
-        copied: dict[str, Any] = orjson.loads(orjson.dumps(result))
-    except orjson.JSONEncodeError:
-        return copy.deepcopy(result)
-    return copied
-
-
 def _parse(method: str, version: str, result: Any) -> tuple[Any, dict[int, str]]:
     """Run the SDK client's receive path; return the typed model and the removed tools."""
     if method not in TYPED_METHODS:
         raise ValueError(f"{method!r} is not a method the SDK types (see TYPED_METHODS)")
     if not isinstance(result, dict):
         raise SdkParseError(f"the {method} result is not a JSON object")
-    raw: dict[str, Any] = _copy(result)
-    _clamp_inbound_ttl(raw)
+    # Pydantic's validation reads its input without changing it, and the clamp (the one
+    # change the client makes) copies: the result itself is validated, not a deep copy
+    # (an orjson round trip was an eighth of a distinct result's differential).
+    raw: dict[str, Any] = _clamp_inbound_ttl(result)
     removed: dict[int, str] = {}
     try:
         if method == "server/discover":
