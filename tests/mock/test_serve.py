@@ -9,12 +9,13 @@ no finding.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -215,18 +216,30 @@ class TestHostileRequests:
         assert not [r for r in caplog.records if r.levelno >= 40]
 
 
+@contextlib.contextmanager
+def _serving(bundle: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """``mcp-tap serve BUNDLE`` as a process on a free loopback port (killed if the block
+    leaves it running)."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(_REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcp_tap", "serve", str(bundle), "--listen",
+         f"127.0.0.1:{port}", "--json", "--pacing", "none"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        yield proc, port
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
 class TestCommand:
     """``mcp-tap serve`` as a process."""
 
     def test_serves_until_sigterm(self, live: Recorded) -> None:
         """The ready line names the URL; SIGTERM stops it with exit 0 and the counts."""
-        port = free_port()
-        env = {**os.environ, "PYTHONPATH": str(_REPO)}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mcp_tap", "serve", str(live.bundle), "--listen",
-             f"127.0.0.1:{port}", "--json", "--pacing", "none"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        try:
+        with _serving(live.bundle) as (proc, port):
             assert proc.stdout is not None
             ready = json.loads(proc.stdout.readline())
             assert ready == {"event": "ready", "url": f"http://127.0.0.1:{port}/mcp",
@@ -236,10 +249,6 @@ class TestCommand:
             assert result["structuredContent"] == {"result": 3}
             proc.send_signal(signal.SIGTERM)
             out, err = proc.communicate(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
         assert proc.returncode == 0, err
         stopped = json.loads(out.splitlines()[-1])
         assert stopped["event"] == "stopped" and stopped["answered"] == 3  # init, list, call
@@ -250,14 +259,8 @@ class TestCommand:
         """The process as a user runs it: arguments nested deeper than any parser takes
         (100,000 levels) and at the edge of it, and ids past 64 bits; each gets one JSON-RPC
         answer, a big id comes back as the same integer, and nothing reaches stderr."""
-        port = free_port()
-        env = {**os.environ, "PYTHONPATH": str(_REPO)}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mcp_tap", "serve", str(live.bundle), "--listen",
-             f"127.0.0.1:{port}", "--json", "--pacing", "none"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         answers: list[tuple[int, Any, int | None]] = []
-        try:
+        with _serving(live.bundle) as (proc, _port):
             assert proc.stdout is not None
             url = json.loads(proc.stdout.readline())["url"]
             headers, body = raw_modern_request("tools/call", {"name": "add", "arguments": {}},
@@ -278,10 +281,6 @@ class TestCommand:
                     answers.append((answer.status_code, parsed["id"], None))
             proc.send_signal(signal.SIGTERM)
             _out, err = proc.communicate(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
         assert answers == [(400, 9, -32602), (400, None, -32700),
                            (200, 2**70 + 1, None), (200, -(2**64), None)]
         assert proc.returncode == 0 and err == "", err
