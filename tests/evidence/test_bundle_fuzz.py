@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,19 +13,10 @@ from bundle_mutations import (
     apply,
     check,
     random_mutations,
-    seed_bundle,
+    seed_files,
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-_SEEDS: dict[bool, dict[str, bytes]] = {}
-
-
-def _seed(signed: bool) -> dict[str, bytes]:
-    if signed not in _SEEDS:
-        with tempfile.TemporaryDirectory() as root:
-            _SEEDS[signed] = seed_bundle(Path(root), signed=signed)
-    return _SEEDS[signed]
 
 
 class TestBundleFuzz:
@@ -37,7 +27,7 @@ class TestBundleFuzz:
                                            signed: bool) -> None:
         """Every mutated bundle gives a report or a one-line error, and under --trust a
         changed segment of a signed bundle never verifies."""
-        original = _seed(signed)
+        original = seed_files(signed)
         files = apply(original, random_mutations(random.Random(seed), original))
         assert check(tmp_path, files, original if signed else None) is None
 
@@ -52,7 +42,7 @@ class TestBundleFuzz:
                                         signed: bool) -> None:
         """A FIFO, a /dev/zero link, a link out of the bundle, a directory or a 20 GB sparse
         file in any place of a bundle: a problem or a one-line error, never a hang."""
-        original = _seed(signed)
+        original = seed_files(signed)
         files = apply(original, [("special", name, kind)])
         assert check(tmp_path, files, original if signed else None) is None
 
@@ -64,7 +54,7 @@ class TestBundleFuzz:
                                value: object, signed: bool) -> None:
         """An impossible value at any path a consumer reads is a problem with its place
         (verify) or a one-line error (the strict reader), never an exception deeper in."""
-        original = _seed(signed)
+        original = seed_files(signed)
         for name in ("segment-000001.jsonl", "segment-000002.jsonl"):
             files = apply(original, [("record-path", name, line, path, value)])
             assert check(tmp_path, files, original if signed else None) is None
@@ -73,7 +63,7 @@ class TestBundleFuzz:
         """verify names the segment, the line and the field of an impossible value."""
         from mcp_tap.evidence import verify_bundle
 
-        files = apply(_seed(False), [("record-path", "segment-000001.jsonl", 0,
+        files = apply(seed_files(False), [("record-path", "segment-000001.jsonl", 0,
                                       ("ingress", "receivedAt"), 1e20)])
         assert check(tmp_path, files) is None
         report = verify_bundle(tmp_path / "bundle")
@@ -85,12 +75,12 @@ class TestBundleFuzz:
 
     def test_seed_bundle_is_intact(self, tmp_path: Path) -> None:
         """The unmutated seed passes the checks (so the fuzzer starts from valid evidence)."""
-        assert check(tmp_path, _seed(True), _seed(True)) is None
+        assert check(tmp_path, seed_files(True), seed_files(True)) is None
 
     @pytest.mark.parametrize("depth", [254, 256, 1100])
     def test_deep_record_line(self, tmp_path: Path, depth: int) -> None:
         """A record line nested past orjson's limits is a problem, never a crash."""
-        files = dict(_seed(False))
+        files = dict(seed_files(False))
         deep = b"[" * depth + b"]" * depth
         line = b'{"kind":"exchange","prev":"","seq":0,"body":' + deep + b',"digest":"x"}'
         files["segment-000001.jsonl"] = line + b"\n"
@@ -103,7 +93,7 @@ class TestBundleFuzz:
 
         from mcp_tap.evidence import verify_bundle
 
-        files = dict(_seed(False))
+        files = dict(seed_files(False))
         lines = files["segment-000001.jsonl"].split(b"\n")
         record = orjson.loads(lines[1])
         record["seq"] = 2**62

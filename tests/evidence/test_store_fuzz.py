@@ -9,10 +9,8 @@ one is a round of uploads."""
 from __future__ import annotations
 
 import random
-import tempfile
 from collections.abc import Iterator
 from itertools import count
-from pathlib import Path
 
 import pytest
 from bundle_mutations import (
@@ -21,7 +19,7 @@ from bundle_mutations import (
     apply,
     check_bundle,
     random_mutations,
-    seed_bundle,
+    seed_files,
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -30,15 +28,9 @@ from seaweed import SeaweedStore, seaweed_store
 from mcp_tap.evidence.reader import bundle_path
 
 BUCKET = "fuzz"
-_SEEDS: dict[bool, dict[str, bytes]] = {}
 _PREFIXES = count()
 
 
-def _seed(signed: bool) -> dict[str, bytes]:
-    if signed not in _SEEDS:
-        with tempfile.TemporaryDirectory() as root:
-            _SEEDS[signed] = seed_bundle(Path(root), signed=signed)
-    return _SEEDS[signed]
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +62,7 @@ class TestStoreFuzz:
     def test_malformed_objects_never_crash(self, store: SeaweedStore, seed: int,
                                            signed: bool) -> None:
         """Mutated objects: a report or a one-line error, never a traceback."""
-        original = _seed(signed)
+        original = seed_files(signed)
         files = apply(original, random_mutations(random.Random(seed), original))
         assert _check_in_store(store, files, original if signed else None) is None
 
@@ -82,7 +74,7 @@ class TestStoreFuzz:
                                path: tuple[str, ...], value: object, signed: bool) -> None:
         """An impossible value at any path a consumer reads, in an object: a problem with
         its place or a one-line error."""
-        original = _seed(signed)
+        original = seed_files(signed)
         files = apply(original, [("record-path", "segment-000001.jsonl", line, path, value)])
         assert _check_in_store(store, files, original if signed else None) is None
 
@@ -91,7 +83,7 @@ class TestStoreFuzz:
         evidence that verifies there but for its stated loss); a flipped byte is an error."""
         from mcp_tap.evidence import verify_bundle
 
-        original = _seed(True)
+        original = seed_files(True)
         assert _check_in_store(store, original, original) is None
         seeded = bundle_path(f"s3://{BUCKET}/release/pod/run-{next(_PREFIXES) - 1}")
         intact = verify_bundle(seeded)  # the seed states a loss on purpose: its only problem

@@ -20,6 +20,7 @@ import json
 import os
 import random
 import shutil
+import tempfile
 import traceback
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,17 @@ IMPOSSIBLE = ("bogus", 1e20, -1, -1e-9, 2**70, 1e308, True, [], {},
 _WRITTEN: dict[Path, dict[str, bytes]] = {}  # what check() last wrote, per bundle directory
 # Deterministic, non-secret fuzzing key (a raw Ed25519 seed).
 FUZZ_KEY = bytes(range(50, 82))
+
+
+_SEEDS: dict[bool, dict[str, bytes]] = {}
+
+
+def seed_files(signed: bool) -> dict[str, bytes]:
+    """:func:`seed_bundle`'s files, made once per process for each of signed and unsigned."""
+    if signed not in _SEEDS:
+        with tempfile.TemporaryDirectory() as root:
+            _SEEDS[signed] = seed_bundle(Path(root), signed=signed)
+    return _SEEDS[signed]
 
 
 def seed_bundle(root: Path, *, signed: bool) -> dict[str, bytes]:
