@@ -56,6 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="read every record, even of segments whose signed manifests "
                         "carry tallies (without it the gate merges those tallies: its cost "
                         "grows with segments, not exchanges; same decision)")
+    parser.add_argument("--rerun-sdk", action="store_true",
+                        help="run the SDK differential on every exchange read, even where a "
+                        "signed manifest's tallies hold the outcome the recording process "
+                        "found with the same SDK (the default takes that outcome)")
     add_format_option(parser)
 
 
@@ -179,6 +183,6 @@ def run(args: argparse.Namespace) -> int:
     """Run ``gate``; return 0 (promote), 1 (rollback), 3 (hold) or 2 via InputError."""
     request = load_request(args.evidence, args.policy, args.rollback,
                            baseline=args.baseline, reports=args.report)
-    decision = evaluate_request(request, full=args.full)
+    decision = evaluate_request(request, full=args.full, rerun_sdk=args.rerun_sdk)
     emit(outcome(decision, request.evidence), args)
     return EXIT_CODES[decision.action]

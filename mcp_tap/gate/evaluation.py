@@ -31,6 +31,7 @@ import orjson
 from mcp_tap.core.hashing import sha256_hex
 from mcp_tap.errors import BundleFormatError, InputError
 from mcp_tap.evidence.reader import bundle_path
+from mcp_tap.evidence.sealed import SealedConsumer
 from mcp_tap.evidence.view import RecordView, evidence_digest, view_of
 from mcp_tap.files import read_file
 from mcp_tap.gate.decision import (
@@ -53,7 +54,13 @@ from mcp_tap.gate.merging import Reading, SealedFeed, undecided
 from mcp_tap.gate.pods import PlacedCounts, fleet_of, name_pods
 from mcp_tap.gate.policy import Policy, load_policy
 from mcp_tap.gate.rollback import check_rollback, missing_rollback, resolve_trust
-from mcp_tap.gate.segments import MergedTallies
+from mcp_tap.gate.segments import (
+    MergedTallies,
+    TallyError,
+    sdk_part,
+    sdk_unusable,
+    unknown_tallies,
+)
 from mcp_tap.gate.tally import ConformanceTally, HopTally, SdkTally
 
 
@@ -102,6 +109,11 @@ class BundleScan:
     sealed_segments: int = 0
     read_because: dict[str, int] = field(default_factory=dict)
     records_read: int = 0
+    # Of the records read: the segments whose signed tallies gave their SDK differential,
+    # the exchanges the SDK ran on here, and why other segments' tallies could not say.
+    sdk_segments: int = 0
+    sdk_exchanges: int = 0
+    sdk_rerun_because: dict[str, int] = field(default_factory=dict)
 
 
 def parse_report(raw: bytes, source: str) -> Report:
@@ -199,6 +211,47 @@ class _Feed:
         self.unreadable = False
         # A candidate feeds every tally; a baseline only the health window.
         self.candidate = scan.conformance is not None and scan.hop is not None
+        # Records still to come whose SDK differential a signed manifest gave (take_sdk).
+        self.sdk_covered = 0
+        self.sdk_segments = 0  # segments whose SDK differential their tallies gave
+        self.sdk_exchanges = 0  # exchanges the SDK ran on here
+        self.sdk_rerun_because: dict[str, int] = {}
+
+    def take_sdk(self, _name: str, tallies: Mapping[str, Any] | None) -> bool:
+        """verify's sealed consumer for a segment whose records are read: they are handed
+        on all the same (False), but when its signed manifest's tallies carry an SDK
+        differential this policy can read, that stands for running the SDK on them.
+
+        The recording process ran the same SDK (same provenance) on the same records (the
+        manifest's signature covers the tallies with the chain head of those records), as it
+        judged their conformance findings, which the gate also reads and does not recompute.
+        """
+        why = unknown_tallies(tallies)
+        if not why:
+            assert tallies is not None
+            why = sdk_unusable(tallies, self.policy)
+        part = None
+        if not why:
+            assert tallies is not None
+            try:
+                part = sdk_part(tallies["sdk"])
+            except TallyError as exc:
+                why = str(exc)
+        if part is None or self.scan.sdk is None:
+            self.sdk_rerun_because[why] = self.sdk_rerun_because.get(why, 0) + 1
+            return False
+        assert tallies is not None
+        self.flush_sdk()  # the records read before this segment go first
+        self.scan.sdk.merge(part)
+        self.sdk_covered = tallies["records"]  # take_sealed checked: the manifest's count
+        self.sdk_segments += 1
+        return False
+
+    def flush_sdk(self) -> None:
+        """Fold the SDK differential of the records read so far into the scan's tally."""
+        if self.sdk and self.scan.sdk is not None:
+            self.scan.sdk.add_report(self.sdk.report())
+        self.sdk = None
 
     def batch(self, views: list[RecordView]) -> None:
         """Count records' views, in order: verify's consumer (the stored records of a
@@ -229,19 +282,29 @@ class _Feed:
             scan.conformance.add_views(picked)
         scan.hop.add_views(list(compress(views, map(_findings, views))) if every
                            else [v for v in views if v.findings or v.kind != "exchange"])
+        covered = self.sdk_covered
+        if covered:
+            # A batch holds one read of one segment; a verified bundle hands on each of a
+            # covered segment's records, so the count ends with the segment.
+            self.sdk_covered = max(0, covered - len(views))
+            if covered >= len(views):
+                return
+            picked = [v for v in views[covered:] if v.kind == "exchange"]
         if picked:
             sdk = self.sdk
             if sdk is None:
                 sdk = self.sdk = _sdk_tally(scan, self.policy)
             if sdk is not False:
                 sdk.add_views(picked)
+                self.sdk_exchanges += len(picked)
 
     def finish(self, report: Any, role: str, ok: bool, problems: tuple[tuple[str, str, str], ...],
                stated: Mapping[str, Any]) -> BundleScan:
         """Fold in the SDK differential and return the scan with its integrity check."""
-        if self.sdk and self.scan.sdk is not None:
-            self.scan.sdk.add_report(self.sdk.report())
-            self.sdk = None
+        self.flush_sdk()
+        scan = self.scan
+        scan.sdk_segments, scan.sdk_exchanges = self.sdk_segments, self.sdk_exchanges
+        scan.sdk_rerun_because = self.sdk_rerun_because
         last = self.last
         head = report.chain_head or (evidence_digest(last) if last is not None else "")
         self.scan.check = BundleCheck(role=role, ok=ok, problems=problems, records=self.records,
@@ -259,11 +322,12 @@ def _gap(view: RecordView) -> tuple[int, str]:
 
 
 def scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool = False,
-                full: bool = False) -> BundleScan:
+                full: bool = False, rerun_sdk: bool = False) -> BundleScan:
     """Verify one bundle and stream its records into the tallies its role needs (see
     :func:`_scan_bundle`), with the cyclic garbage collector paused. ``open_bundle``: its
     writer is still writing it (see :class:`GateRequest`); ``full``: read every record, even
-    of segments whose signed manifests carry tallies.
+    of segments whose signed manifests carry tallies; ``rerun_sdk``: run the SDK on every
+    exchange read, even where a signed manifest's tallies give its outcome.
 
     Records are acyclic JSON trees, freed by reference counting as soon as the tallies drop
     them; each parsed record is hundreds of containers that would trigger and be walked by
@@ -272,20 +336,22 @@ def scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool = False
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _scan_bundle(path, role, policy, open_bundle, full)
+        return _scan_bundle(path, role, policy, open_bundle, full, rerun_sdk)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool, full: bool = False
-                 ) -> BundleScan:
+def _scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool, full: bool = False,
+                 rerun_sdk: bool = False) -> BundleScan:
     """Verify one bundle and stream its records into the tallies its role needs.
 
     A ``candidate`` feeds every source; a ``baseline`` only the health window and the
     integrity check. A bundle of the current format is read once: verify hands each record
     it parsed to the tallies, and (unless ``full``) the tallies of each segment whose signed
-    manifest carries them (:mod:`mcp_tap.gate.merging`). If it fails verification (or is of
+    manifest carries them (:mod:`mcp_tap.gate.merging`); of the segments whose records are
+    read, the SDK differential their signed tallies carry (:meth:`_Feed.take_sdk`, unless
+    ``rerun_sdk``). If it fails verification (or is of
     an older format) its records are read again, leniently, after the check; a bundle that
     cannot be read at all counts no record and says why in its problems.
     """
@@ -301,6 +367,7 @@ def _scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool, full:
     if bundle_format == FORMAT_VERSION:
         feed = _Feed(_empty_scan(role, True, (), policy, candidate, {}), policy)
         sealed = None if full else SealedFeed(policy, candidate, _drain(feed, role, policy))
+        take = _sealed_consumer(sealed, None if rerun_sdk or not candidate else feed)
         # Lines are read with the gate's cheaper parse (mcp_tap.gate.fields), after verify's
         # number screen unless the bundle is signed by a key the policy trusts; whether its
         # signer is acceptable is judged later, by the integrity source, exactly as for any
@@ -308,7 +375,7 @@ def _scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool, full:
         report = verify_bundle(path, consumer=feed.batch, prepare=view_of,
                                fast_keys=policy.evidence.trusted_keys, decode=decode_checked,
                                open_bundle=open_bundle,
-                               sealed=sealed.take if sealed is not None else None)
+                               sealed=take)
     else:
         report = verify_bundle(path, open_bundle=open_bundle)
     problems = tuple((str(p.kind), str(p.severity), str(p.message)) for p in report.problems)
@@ -319,17 +386,14 @@ def _scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool, full:
     stated: dict[str, Any] = {"signer": report.signer, "lost": report.lost,
                               "exchanges": report.exchanges, "end": report.end,
                               "pod": pod, "release": release}
-    if feed is not None and ok:
+    if feed is not None and (ok or {p[0] for p in problems} <= _STATED):
+        # Verified, or only losses the evidence states (or its end): every record was
+        # handed on.
         scan = feed.finish(report, role, ok, problems, stated)
         return _sealed_scan(scan, feed, sealed, report) if sealed is not None else scan
-    if (feed is not None and sealed is not None and sealed.segments
-            and {p[0] for p in problems} <= _STATED):
-        # Only losses the evidence states (or its end): every record was handed on.
-        return _sealed_scan(feed.finish(report, role, ok, problems, stated), feed, sealed,
-                            report)
     if sealed is not None and sealed.segments:
         # Failed verification: its problems, and the records, as the full read finds them.
-        return _scan_bundle(path, role, policy, open_bundle, full=True)
+        return _scan_bundle(path, role, policy, open_bundle, True, rerun_sdk)
     feed = _Feed(_empty_scan(role, ok, problems, policy, candidate, stated), policy)
     try:
         pending: list[RecordView] = []
@@ -353,6 +417,21 @@ def _scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool, full:
     return scan
 
 
+def _sealed_consumer(sealed: SealedFeed | None, feed: _Feed | None) -> SealedConsumer | None:
+    """verify's sealed consumer: the sealed segments' tallies (unless a full read), else the
+    SDK differential of those read (unless the SDK is to run on every exchange)."""
+    if feed is None:
+        return sealed.take if sealed is not None else None
+    if sealed is None:
+        return feed.take_sdk
+    take, take_sdk = sealed.take, feed.take_sdk
+
+    def either(name: str, tallies: Mapping[str, Any] | None) -> bool:
+        return take(name, tallies) or take_sdk(name, tallies)
+
+    return either
+
+
 def _drain(feed: _Feed, role: str, policy: Policy) -> Callable[[MergedTallies, list[Any]], None]:
     """What a :class:`SealedFeed` calls before it merges a sealed segment: the records read
     so far (their tallies and gaps) go first, and the feed starts afresh."""
@@ -362,10 +441,8 @@ def _drain(feed: _Feed, role: str, policy: Policy) -> Callable[[MergedTallies, l
         if feed.records == drained[0]:
             return
         drained[0] = feed.records
+        feed.flush_sdk()
         scan = feed.scan
-        if feed.sdk and scan.sdk is not None:
-            scan.sdk.add_report(feed.sdk.report())
-        feed.sdk = None
         merged.add_counted(scan.window, scan.conformance, scan.hop, scan.sdk)
         gaps.extend(feed.gaps)
         feed.gaps.clear()
@@ -386,7 +463,9 @@ def _sealed_scan(scan: BundleScan, feed: _Feed, sealed: SealedFeed, report: Any
     empty = _empty_scan(check.role, True, (), sealed.policy, scan.conformance is not None, {})
     return replace(empty, check=replace(check, records=report.records, gaps=tuple(sealed.gaps)),
                    merged=sealed.merged, sealed_segments=sealed.segments,
-                   read_because=scan.read_because, records_read=feed.records)
+                   read_because=scan.read_because, records_read=feed.records,
+                   sdk_segments=scan.sdk_segments, sdk_exchanges=scan.sdk_exchanges,
+                   sdk_rerun_because=scan.sdk_rerun_because)
 
 
 def _empty_scan(
@@ -415,16 +494,17 @@ def _sdk_tally(scan: BundleScan, policy: Policy) -> Any:
 
 
 def _scan_all(jobs: Sequence[tuple[Path, str, bool]], policy: Policy, workers: int | None,
-              full: bool = False) -> list[BundleScan]:
+              full: bool = False, rerun_sdk: bool = False) -> list[BundleScan]:
     count = min(len(jobs), workers if workers is not None else (os.cpu_count() or 1))
     if count <= 1:
-        return [scan_bundle(path, role, policy, live, full) for path, role, live in jobs]
+        return [scan_bundle(path, role, policy, live, full, rerun_sdk)
+                for path, role, live in jobs]
     # Forking a process that runs threads can copy a held lock; spawn is safe there.
     method = "fork" if threading.active_count() == 1 else "spawn"
     with ProcessPoolExecutor(count, mp_context=multiprocessing.get_context(method)) as pool:
         paths, roles, live = zip(*jobs, strict=True)
         return list(pool.map(scan_bundle, paths, roles, [policy] * len(jobs), live,
-                             [full] * len(jobs)))
+                             [full] * len(jobs), [rerun_sdk] * len(jobs)))
 
 
 def _rollback(request: GateRequest) -> RollbackResult:
@@ -434,22 +514,24 @@ def _rollback(request: GateRequest) -> RollbackResult:
     return check_rollback(request.rollback, resolve_trust(request.policy.rollback, environ))
 
 
-def evaluate(request: GateRequest, *, workers: int | None = None, full: bool = False
-             ) -> Decision:
+def evaluate(request: GateRequest, *, workers: int | None = None, full: bool = False,
+             rerun_sdk: bool = False) -> Decision:
     """Evaluate ``request`` and return the gate's decision.
 
     ``workers`` bounds the processes that scan bundles in parallel (``None``: one per CPU;
     ``1``: everything in this process). ``full``: read every record; otherwise a signed
     segment's manifest tallies stand for its records (:mod:`mcp_tap.gate.merging`), and
     the decision is the one the full read gives (where a sketched percentile is too near a
-    threshold to be sure, every record is read). The decision's ``reading`` says which.
+    threshold to be sure, every record is read). Of the records read, a signed segment's
+    tallies give the SDK differential the recording process found, unless ``rerun_sdk``:
+    then the SDK runs on every exchange read. The decision's ``reading`` says which.
     Raises InputError for bad input found in the evidence (an unknown bundle format,
     several hops and no ``health.hop``).
     """
     policy = request.policy
     jobs = [(p, "candidate", request.is_open(p)) for p in request.evidence] + [
         (p, "baseline", request.is_open(p)) for p in request.baseline]
-    scans = _scan_all(jobs, policy, workers, full)
+    scans = _scan_all(jobs, policy, workers, full, rerun_sdk)
     names = [path.name for path, _, _ in jobs]
     candidates = [s for s in scans if s.check.role == "candidate"]
     baselines = [s for s in scans if s.check.role == "baseline"]
@@ -459,6 +541,10 @@ def evaluate(request: GateRequest, *, workers: int | None = None, full: bool = F
     for scan in scans:
         for why, n in scan.read_because.items():
             reading.read_because[why] = reading.read_because.get(why, 0) + n
+        reading.sdk_segments += scan.sdk_segments
+        reading.sdk_exchanges += scan.sdk_exchanges
+        for why, n in scan.sdk_rerun_because.items():
+            reading.sdk_run_because[why] = reading.sdk_run_because.get(why, 0) + n
     if not any(s.merged is not None for s in scans):
         tallies = _merge_scans(candidates, policy)
         window = tallies.window.window()
@@ -473,7 +559,7 @@ def evaluate(request: GateRequest, *, workers: int | None = None, full: bool = F
     reading.sketched = tallies.sketched()
     why = undecided(window, policy.health, baseline_window, reading.sketched, base.sketched())
     if why:
-        decision = evaluate(request, workers=workers, full=True)
+        decision = evaluate(request, workers=workers, full=True, rerun_sdk=rerun_sdk)
         assert decision.reading is not None
         return replace(decision, reading=replace(
             decision.reading, fallback=f"read every record: {why}"))

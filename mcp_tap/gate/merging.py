@@ -77,6 +77,12 @@ class Reading:
     read_because: dict[str, int] = field(default_factory=dict)
     sketched: list[str] = field(default_factory=list)
     fallback: str = ""  # why the tallies' decision was replaced by a full read
+    # Of the records read: segments whose SDK differential came from their signed tallies,
+    # the exchanges the SDK ran on in the gate, and why other segments' tallies could not
+    # give it (a segment without a signed manifest gives no reason: it has no tallies).
+    sdk_segments: int = 0
+    sdk_exchanges: int = 0
+    sdk_run_because: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The reading as the gate's output states it."""
@@ -95,6 +101,10 @@ class Reading:
             data["relativeError"] = RELATIVE_ACCURACY
         if self.read_because:
             data["segmentsReadBecause"] = dict(sorted(self.read_because.items()))
+        data["sdk"] = {"segmentsFromTallies": self.sdk_segments,
+                       "exchangesRun": self.sdk_exchanges}
+        if self.sdk_run_because:
+            data["sdk"]["segmentsRunBecause"] = dict(sorted(self.sdk_run_because.items()))
         if self.fallback:
             data["fullReadBecause"] = self.fallback
         return data
@@ -112,6 +122,10 @@ class Reading:
         if self.sketched:
             line += (f"; sketched (within {RELATIVE_ACCURACY:.0%}): "
                      f"{', '.join(self.sketched)}")
+        if self.sdk_segments:
+            line += (f"; SDK differential: the recording process's outcome from the signed "
+                     f"tallies of {self.sdk_segments} segment(s), run here on "
+                     f"{self.sdk_exchanges} exchange(s)")
         if self.fallback:
             line += f"; {self.fallback}"
         return line

@@ -199,14 +199,29 @@ class TallyError(ValueError):
 def usable(tallies: object, policy: Policy) -> str:
     """Why ``tallies`` cannot stand for a segment's records under ``policy`` ("" if they
     can)."""
-    if not isinstance(tallies, dict):
-        return "the manifest holds no tallies"
-    if tallies.get("version") != TALLY_VERSION:
-        return f"tallies of version {tallies.get('version')!r}"
+    if not isinstance(tallies, dict) or tallies.get("version") != TALLY_VERSION:
+        return unknown_tallies(tallies)
     if tallies.get("irregular"):
         return "a gap record the writer does not write"
     if policy.conformance.examples > EXAMPLES_KEPT:
         return f"the policy asks for more than {EXAMPLES_KEPT} examples"
+    return sdk_unusable(tallies, policy)
+
+
+def unknown_tallies(tallies: object) -> str:
+    """Why this reader cannot read ``tallies`` at all ("" if it is of its version)."""
+    if not isinstance(tallies, dict):
+        return "the manifest holds no tallies"
+    if tallies.get("version") != TALLY_VERSION:
+        return f"tallies of version {tallies.get('version')!r}"
+    return ""
+
+
+def sdk_unusable(tallies: Mapping[str, Any], policy: Policy) -> str:
+    """Why the SDK differential of a segment's ``tallies`` (of a known version) cannot stand
+    for running the SDK on its records under ``policy`` ("" if it can): the recording
+    process ran the SDK this gate would run, on the same records, with the default
+    allowlist."""
     if policy.sdk.allow_fields:
         return "the policy allows SDK fields the tallies did not"
     sdk = tallies.get("sdk")
@@ -217,6 +232,23 @@ def usable(tallies: object, policy: Policy) -> str:
     if sdk["provenance"] != sdk_provenance():
         return "the SDK differential ran with another SDK"
     return ""
+
+
+def sdk_part(data: Mapping[str, Any]) -> SdkTally:
+    """The SDK differential of one segment's tallies (their ``sdk`` member), as the gate
+    counts it (TallyError if malformed)."""
+    from mcp_tap.core.rulecounts import RuleCount
+
+    try:
+        part = SdkTally(compared=_int(data["compared"]), rejected=_int(data["rejected"]))
+        for rule, counted in data["byRule"].items():
+            part.by_rule[_str(rule)] = RuleCount(
+                count=_int(counted["count"]), exchanges=_int(counted["exchanges"]),
+                where=[_str(w) for w in counted["where"]],
+                more_where=bool(counted["moreWhere"]))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise TallyError(f"malformed tallies: {exc}") from exc
+    return part
 
 
 class MergedTallies:
@@ -262,7 +294,7 @@ class MergedTallies:
                          {(_str(r), _str(b)): _tally(t) for r, b, t in hop["boxes"]},
                          _changes(hop["changes"]))
         self.hop.merge(boxes)
-        self._sdk(tallies["sdk"])
+        self.sdk.merge(sdk_part(tallies["sdk"]))
 
     def _window(self, data: Mapping[str, Any]) -> None:
         window = self.window
@@ -280,17 +312,6 @@ class MergedTallies:
                 setattr(window, bound, value if current is None else pick(current, value))
         for key, _attribute in _MEASURES:
             self.measures[key].merge(Measure.from_json(data[key]))
-
-    def _sdk(self, data: Mapping[str, Any]) -> None:
-        from mcp_tap.core.rulecounts import RuleCount
-
-        part = SdkTally(compared=_int(data["compared"]), rejected=_int(data["rejected"]))
-        for rule, counted in data["byRule"].items():
-            part.by_rule[_str(rule)] = RuleCount(
-                count=_int(counted["count"]), exchanges=_int(counted["exchanges"]),
-                where=[_str(w) for w in counted["where"]],
-                more_where=bool(counted["moreWhere"]))
-        self.sdk.merge(part)
 
     def add_counted(self, window: WindowTally, conformance: ConformanceTally | None,
                     hop: HopTally | None, sdk: SdkTally | None) -> None:
@@ -367,4 +388,4 @@ def _str(value: object) -> str:
 
 
 __all__ = ["EXAMPLES_KEPT", "TALLY_VERSION", "MergedTallies", "SegmentTally", "TallyError",
-           "usable"]
+           "sdk_part", "sdk_unusable", "unknown_tallies", "usable"]

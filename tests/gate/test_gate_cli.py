@@ -90,6 +90,35 @@ class TestGateCommand:
                                     "--rollback", str(attested)], capsys)
         assert (code, decision["action"], reason_rules(decision)) == (0, "promote", [])
 
+    def test_full_read_takes_the_sdk_outcome_or_reruns_it(
+            self, tmp_path: Path, attested: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """`gate --full` takes a signed segment's SDK outcome from its tallies, `--rerun-sdk`
+        runs the SDK on every exchange: the same decision (the dropped field blocks both)."""
+        from mcp_tap.evidence import EvidenceWriter
+        from mcp_tap.gate.segments import SegmentTally
+
+        tool = {"name": "echo", "description": "Echo", "inputSchema": {"type": "object"},
+                "futureHint": {"mode": "new"}}
+        bundle = tmp_path / "candidate"
+        with EvidenceWriter(bundle, signing_key=bytes(range(32)), tallies=SegmentTally,
+                            max_segment_bytes=16_384) as writer:
+            for n in range(120):
+                assert writer.submit(exchange(n, tool=tool))
+        argv = [str(bundle), "--policy", str(write_policy(tmp_path)), "--rollback",
+                str(attested), "--full"]
+        decisions = [gate_json(argv + extra, capsys) for extra in ([], ["--rerun-sdk"])]
+        for code, decision in decisions:
+            assert (code, decision["action"], reason_rules(decision)) == (
+                1, "rollback", ["gate.sdk"])
+            assert decision["reasons"][0]["findings"] == ["sdk.dropped"]
+            assert decision["reasons"][0]["details"]["count"] == 120
+        (_, taken), (_, rerun) = decisions
+        assert taken["evidenceDigest"] == rerun["evidenceDigest"]
+        segments = len(list(bundle.glob("*.manifest.json")))
+        assert segments > 2
+        assert taken["reading"]["sdk"] == {"segmentsFromTallies": segments, "exchangesRun": 0}
+        assert rerun["reading"]["sdk"] == {"segmentsFromTallies": 0, "exchangesRun": 120}
+
     def test_missing_rollback_holds(self, tmp_path: Path,
                                     capsys: pytest.CaptureFixture[str]) -> None:
         """Without rollback evidence the gate holds even on good evidence."""

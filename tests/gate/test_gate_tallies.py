@@ -142,3 +142,92 @@ def test_every_counting_reads_the_same_window(tmp_path: Path, monkeypatch: pytes
     assert merged.to_json() == full.to_json()
     window = full.to_json()["sources"]["health"]["window"]
     assert window["errorCounts"]["tap"] == 1 and window["errorCounts"]["unanswered"] == 1
+
+
+def _sdk_reasons(decision: Any) -> list[dict[str, Any]]:
+    return [r.to_json() for r in decision.reasons if r.rule == "gate.sdk"]
+
+
+@pytest.mark.parametrize("policy", [Policy(), TRUSTED])
+def test_the_full_read_takes_the_sdk_outcome_from_signed_tallies(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy: Policy) -> None:
+    """gate --full reads every record, and of a signed segment whose tallies hold the SDK
+    differential the recording process ran with this SDK, takes that outcome instead of
+    running the SDK again: the same decision, SDK differences and rejections included."""
+    _tallying(monkeypatch, 20_000)
+    records = test_gate_golden._records()
+    signed = test_gate_fields._bundle(tmp_path / "signed", records)
+    request = GateRequest(evidence=(signed,), policy=policy)
+    taken = evaluate(request, workers=1, full=True)
+    rerun = evaluate(request, workers=1, full=True, rerun_sdk=True)
+    assert taken.to_json() == rerun.to_json()
+    assert {r["details"].get("rejected", 0) > 0 for r in _sdk_reasons(rerun)} == {True, False}
+    manifests = len(list(signed.glob("*.manifest.json")))
+    exchanges = sum(r.get("kind", "exchange") == "exchange" for r in records)
+    assert manifests > 4
+    assert taken.reading.to_json()["sdk"] == {"segmentsFromTallies": manifests,
+                                              "exchangesRun": 0}
+    assert rerun.reading.to_json()["sdk"] == {"segmentsFromTallies": 0,
+                                              "exchangesRun": exchanges}
+    assert taken.reading.records_read == rerun.reading.records_read == len(records)
+    assert (f"SDK differential: the recording process's outcome from the signed tallies of "
+            f"{manifests} segment(s), run here on 0 exchange(s)") in taken.reading.text()
+
+
+def test_sdk_tallies_the_policy_cannot_read_run_the_sdk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A policy allowing more SDK fields than the recording process did runs the SDK on
+    every exchange read, and says why."""
+    from mcp_tap.gate.policy import SdkPolicy
+
+    _tallying(monkeypatch, 20_000)
+    signed = test_gate_fields._bundle(tmp_path / "signed", test_gate_golden._records())
+    policy = Policy(sdk=SdkPolicy(allow_fields=frozenset({"structuredContent"})))
+    decision = evaluate(GateRequest(evidence=(signed,), policy=policy), workers=1, full=True)
+    sdk = decision.reading.to_json()["sdk"]
+    assert sdk["segmentsFromTallies"] == 0 and sdk["exchangesRun"] > 0
+    assert sdk["segmentsRunBecause"] == {
+        "the policy allows SDK fields the tallies did not":
+            len(list(signed.glob("*.manifest.json")))}
+
+
+def test_sdk_tallies_of_another_sdk_run_the_sdk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tallies sealed by a recording process with another SDK are not this gate's outcome:
+    it runs its own SDK, which gives the decision a re-run gives."""
+    import mcp_tap.sdkdiff
+
+    _tallying(monkeypatch, 20_000)
+    records = test_gate_golden._records()
+    own = mcp_tap.sdkdiff.sdk_provenance()
+    with monkeypatch.context() as patched:
+        patched.setattr(mcp_tap.sdkdiff, "sdk_provenance", lambda: {**own, "mcp": "0.0.1"})
+        signed = test_gate_fields._bundle(tmp_path / "signed", records)
+    manifest = orjson.loads((signed / "segment-000001.manifest.json").read_bytes())
+    assert manifest["tallies"]["sdk"]["provenance"]["mcp"] == "0.0.1"
+    request = GateRequest(evidence=(signed,), policy=Policy())
+    decision = evaluate(request, workers=1, full=True)
+    sdk = decision.reading.to_json()["sdk"]
+    assert sdk["segmentsFromTallies"] == 0
+    assert sdk["segmentsRunBecause"] == {
+        "the SDK differential ran with another SDK": len(list(signed.glob("*.manifest.json")))}
+    assert decision.to_json() == evaluate(request, workers=1, full=True,
+                                          rerun_sdk=True).to_json()
+    assert _sdk_reasons(decision)
+
+
+def test_a_damaged_bundle_runs_the_sdk_on_what_it_reads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bundle that fails verification is read again leniently: no segment's tallies stand
+    for its records there, the SDK runs on every exchange read."""
+    _tallying(monkeypatch, 20_000)
+    signed = test_gate_fields._bundle(tmp_path / "signed", test_gate_golden._records())
+    segment = signed / "segment-000002.jsonl"
+    data = bytearray(segment.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    segment.write_bytes(bytes(data))
+    request = GateRequest(evidence=(signed,), policy=TRUSTED)
+    decision = evaluate(request, workers=1, full=True)
+    assert decision.reading.to_json()["sdk"]["segmentsFromTallies"] == 0
+    assert decision.to_json() == evaluate(request, workers=1, full=True,
+                                          rerun_sdk=True).to_json()
