@@ -19,8 +19,9 @@ How the fleet is built (nothing generated):
    ``--write-every-pod`` writes every pod as step 2 instead (slower, same figures).
 
 Measured, each in a fresh interpreter (CPU = user + system of the process and its worker
-processes; peak RSS of the process): ``gate`` on the fleet (tallies), ``gate --full`` and
-``verify`` on pod 0, the same with ``before``; and ``verify`` of a ``--legacy``-exchange
+processes; peak RSS of the process): ``gate`` on the fleet (tallies), ``gate --full``,
+``gate --full --rerun-sdk`` and ``verify`` on pod 0, the same with ``before`` (the full
+reads alternating for ``--rounds`` rounds); and ``verify`` of a ``--legacy``-exchange
 unsigned bundle of the capture's records (legacy sessions: the number screen's case).
 
     .venv/bin/python bench/fleet_gate.py --work /tmp/fleet               # 20 x 500,000
@@ -285,6 +286,35 @@ def store_runs(fleet: Path, pods: list[Path], gate: list[str], total: int) -> di
     return results
 
 
+def full_reads(work: Path, args: argparse.Namespace, gate: list[str], pod: Path
+               ) -> dict[str, Any]:
+    """``gate --full`` (the SDK outcome of signed segments from their tallies), ``gate --full
+    --rerun-sdk`` and ``verify`` on one pod, with ``before``'s, alternating for ``--rounds``
+    rounds: each one's median round (by CPU), with the rounds' CPU seconds beside it."""
+    arms: dict[str, tuple[Path, list[str]]] = {
+        "gate --full pod 0": (ROOT, [*gate, "--full", str(pod)]),
+        "gate --full --rerun-sdk pod 0": (ROOT, [*gate, "--full", "--rerun-sdk", str(pod)]),
+        "verify pod 0": (ROOT, ["verify", str(pod), "--format", "json"]),
+    }
+    if not args.no_before:
+        before = before_tree(work, args.before)
+        full = ["--full"] if args.before_full else []
+        arms["before: gate pod 0" + (" --full" if full else "")] = (
+            before, [*gate, *full, str(pod)])
+        arms["before: verify pod 0"] = (before, ["verify", str(pod), "--format", "json"])
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in arms}
+    for _ in range(args.rounds):
+        for name, (root, argv) in arms.items():
+            runs[name].append(measure(root, argv))
+    results = {}
+    for name, done in runs.items():
+        done.sort(key=lambda r: r["cpuSeconds"])
+        summary = _gate_summary(done[len(done) // 2], args.per_pod)
+        summary["roundsCpuSeconds"] = [r["cpuSeconds"] for r in done]
+        results[name] = summary
+    return results
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
@@ -297,22 +327,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     results["gate fleet (tallies)"] = _gate_summary(measure(ROOT, [*gate, str(fleet)]), total)
     one = args.per_pod
     results["gate pod 0 (tallies)"] = _gate_summary(measure(ROOT, [*gate, str(pods[0])]), one)
-    results["gate --full pod 0"] = _gate_summary(
-        measure(ROOT, [*gate, "--full", str(pods[0])]), one)
-    results["verify pod 0"] = _gate_summary(
-        measure(ROOT, ["verify", str(pods[0]), "--format", "json"]), one)
+    results.update(full_reads(work, args, gate, pods[0]))
     if args.store:
         results.update(store_runs(fleet, pods, gate, total))
     if args.full_fleet:
         results["gate --full fleet"] = _gate_summary(
             measure(ROOT, [*gate, "--full", str(fleet)]), total)
-    if not args.no_before:
-        before = before_tree(work, args.before)
-        full = ["--full"] if args.before_full else []
-        results["before: gate pod 0" + (" --full" if full else "")] = _gate_summary(
-            measure(before, [*gate, *full, str(pods[0])]), one)
-        results["before: verify pod 0"] = _gate_summary(
-            measure(before, ["verify", str(pods[0]), "--format", "json"]), one)
     if args.legacy:
         legacy = work / f"legacy-{args.legacy}"
         if not legacy.exists():
@@ -348,6 +368,8 @@ def main() -> None:
     parser.add_argument("--full-fleet", action="store_true",
                         help="also run gate --full on the whole fleet")
     parser.add_argument("--no-before", action="store_true", help="skip the `before` runs")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="alternating rounds of the full reads of pod 0 (median reported)")
     parser.add_argument("--before", default=BEFORE,
                         help=f"the commit `before` is (default {BEFORE})")
     parser.add_argument("--before-full", action="store_true",

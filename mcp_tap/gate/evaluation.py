@@ -62,6 +62,7 @@ from mcp_tap.gate.segments import (
     unknown_tallies,
 )
 from mcp_tap.gate.tally import ConformanceTally, HopTally, SdkTally
+from mcp_tap.sdkversion import DEFAULT_ALLOWLIST
 
 
 @dataclass(frozen=True, slots=True)
@@ -638,10 +639,6 @@ def _drift(request: GateRequest) -> SourceResult | None:
 
 
 def _sdk_allowlist(policy: Policy) -> frozenset[str]:
-    try:
-        from mcp_tap.sdkdiff import DEFAULT_ALLOWLIST
-    except ImportError:
-        return policy.sdk.allow_fields
     return DEFAULT_ALLOWLIST | policy.sdk.allow_fields
 
 

@@ -39,6 +39,7 @@ from mcp_tap.gate.hopchanges import BoxChanges, HopChanges
 from mcp_tap.gate.policy import ErrorCounting, Policy
 from mcp_tap.gate.sketch import Measure
 from mcp_tap.gate.tally import ConformanceTally, HopTally, SdkTally, Tally
+from mcp_tap.sdkversion import sdk_provenance
 
 EXAMPLES_KEPT: Final = 10
 """Example digests a segment keeps per rule (and per hop box)."""
@@ -161,8 +162,6 @@ class SegmentTally:
     def _sdk_json(self) -> dict[str, Any]:
         if self.sdk is False:
             return {"unavailable": self.sdk_unavailable}
-        from mcp_tap.sdkdiff import sdk_provenance
-
         report = self.sdk.report() if self.sdk is not None else None
         return {
             "provenance": sdk_provenance(),
@@ -227,8 +226,6 @@ def sdk_unusable(tallies: Mapping[str, Any], policy: Policy) -> str:
     sdk = tallies.get("sdk")
     if not isinstance(sdk, dict) or "provenance" not in sdk:
         return "the SDK differential did not run"
-    from mcp_tap.sdkdiff import sdk_provenance
-
     if sdk["provenance"] != sdk_provenance():
         return "the SDK differential ran with another SDK"
     return ""

@@ -15,7 +15,6 @@ from mcp_tap.sdkdiff.sdk import (
     _DUMP_OPTIONS,
     _INDEX,
     _PLAIN_KEY,
-    DEFAULT_ALLOWLIST,
     Difference,
     SdkParseError,
     _full_view,
@@ -23,6 +22,7 @@ from mcp_tap.sdkdiff.sdk import (
     _Removed,
     sdk_version,
 )
+from mcp_tap.sdkversion import DEFAULT_ALLOWLIST
 
 # --- the recursive diff ----------------------------------------------------------------------
 

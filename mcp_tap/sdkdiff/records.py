@@ -37,13 +37,12 @@ from mcp_tap.evidence.view import (
 from mcp_tap.sdkdiff.compare import split_findings
 from mcp_tap.sdkdiff.sdk import (
     _PRE_HANDSHAKE_VERSION,
-    DEFAULT_ALLOWLIST,
     ERAS,
     TYPED_METHODS,
     SdkParseError,
-    sdk_provenance,
     sdk_version,
 )
+from mcp_tap.sdkversion import DEFAULT_ALLOWLIST, sdk_provenance
 
 # --- records and the report ------------------------------------------------------------------
 

@@ -8,7 +8,6 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from importlib import metadata
 from types import UnionType
 from typing import Any, Final, get_args
 
@@ -18,9 +17,17 @@ from mcp_types import version as sdk_versions
 from pydantic import TypeAdapter, ValidationError
 
 from mcp_tap.errors import TapError
+from mcp_tap.sdkversion import package_version
 
-DEFAULT_ALLOWLIST: Final[frozenset[str]] = frozenset({"resultType", "_meta", "ttlMs", "cacheScope"})
-"""Bookkeeping fields whose loss, default or rewrite in the SDK view is not semantic."""
+_x_mcp_header_checker: Callable[[Any], str | None] | None = None
+"""The SDK client's own ``x-mcp-header`` validator, or None when ``mcp`` is not installed
+(:func:`~mcp_tap.sdkversion.sdk_provenance` says which from the package metadata alone)."""
+if package_version("mcp") is not None:
+    # An installed mcp without it is an SDK client this module does not know: the import
+    # fails here, where the differential's users report the SDK as unavailable.
+    from mcp.shared.inbound import find_invalid_x_mcp_header
+
+    _x_mcp_header_checker = find_invalid_x_mcp_header
 
 TYPED_METHODS: Final[frozenset[str]] = frozenset(
     {
@@ -101,32 +108,8 @@ def _is_modern(version: str) -> bool:
     return version in tuple(sdk_versions.MODERN_PROTOCOL_VERSIONS)
 
 
-@cache
-def _x_mcp_header_checker() -> Callable[[Any], str | None] | None:
-    """The SDK client's own ``x-mcp-header`` validator, or None when ``mcp`` is not installed."""
-    try:
-        from mcp.shared.inbound import find_invalid_x_mcp_header
-    except ImportError:
-        return None
-    checker: Callable[[Any], str | None] = find_invalid_x_mcp_header
-    return checker
 
 
-@cache  # installed versions do not change under a running process; the gate asks per chunk
-def _package_version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def sdk_provenance() -> dict[str, Any]:
-    """Say which SDK produced the typed view: package versions and the tool-listing filter."""
-    return {
-        "mcpTypes": _package_version("mcp-types"),
-        "mcp": _package_version("mcp"),
-        "toolHeaderFilter": _x_mcp_header_checker() is not None,
-    }
 
 
 @cache
@@ -214,7 +197,7 @@ def _parse(method: str, version: str, result: Any) -> tuple[Any, dict[int, str]]
                 f"{model.protocol_version!r}"
             )
     if method == "tools/list" and _is_modern(version):
-        checker = _x_mcp_header_checker()
+        checker = _x_mcp_header_checker
         if checker is not None:
             for index, tool in enumerate(model.tools):
                 reason = checker(tool.input_schema)

@@ -195,13 +195,13 @@ def test_sdk_tallies_of_another_sdk_run_the_sdk(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tallies sealed by a recording process with another SDK are not this gate's outcome:
     it runs its own SDK, which gives the decision a re-run gives."""
-    import mcp_tap.sdkdiff
+    from mcp_tap.gate import segments
 
     _tallying(monkeypatch, 20_000)
     records = test_gate_golden._records()
-    own = mcp_tap.sdkdiff.sdk_provenance()
-    with monkeypatch.context() as patched:
-        patched.setattr(mcp_tap.sdkdiff, "sdk_provenance", lambda: {**own, "mcp": "0.0.1"})
+    own = segments.sdk_provenance()
+    with monkeypatch.context() as patched:  # the recording process's SDK, another mcp
+        patched.setattr(segments, "sdk_provenance", lambda: {**own, "mcp": "0.0.1"})
         signed = test_gate_fields._bundle(tmp_path / "signed", records)
     manifest = orjson.loads((signed / "segment-000001.manifest.json").read_bytes())
     assert manifest["tallies"]["sdk"]["provenance"]["mcp"] == "0.0.1"
