@@ -132,32 +132,69 @@ class _Counts:
 
 @dataclass(slots=True)
 class _Ledger:
-    """What of one bundle has reached the store (``.ship.json``)."""
+    """What of one bundle has reached the store (``.ship.json``).
+
+    The file is JSON lines, each folded into the ones before (:meth:`load`): the first
+    names the location, each later one what an upload job shipped. It grows by a line per
+    job: rewritten whole, it grew with the bundle, and with small segments the rewrites
+    came to more bytes than the evidence. Earlier versions wrote one object, no newline:
+    that is read as a first line, and the next save writes the file anew.
+    """
 
     location: str
     # file name -> what of it went: bundle.json's SHA-256, a sealed file's size
     shipped: dict[str, str] = field(default_factory=dict)
     done: bool = False
+    unsaved: dict[str, str] = field(default_factory=dict)  # shipped since the last save
+    appendable: bool = False  # the file holds this ledger's lines so far, newline-ended
+
+    def ship(self, name: str, mark: str) -> None:
+        """Note that ``name`` reached the store in the form ``mark``."""
+        self.shipped[name] = self.unsaved[name] = mark
 
     @classmethod
     def load(cls, directory: Path) -> _Ledger | None:
+        """The ledger of ``directory`` (None: none, or no readable first line). A later
+        line that does not parse (the end of one cut short by a crash) is skipped: the
+        next run uploads such a file again, the same key and bytes, and skips none."""
         try:
-            data = orjson.loads((directory / LEDGER_FILE).read_bytes())
-            return cls(str(data["location"]), dict(data["shipped"]), bool(data["done"]))
-        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            raw = (directory / LEDGER_FILE).read_bytes()
+        except OSError:
             return None
+        ledger: _Ledger | None = None
+        for line in raw.splitlines():
+            try:
+                data = orjson.loads(line)
+                if ledger is None:
+                    ledger = cls(str(data["location"]))
+                ledger.shipped.update({str(k): str(v) for k, v in data["shipped"].items()})
+                ledger.done = bool(data["done"])
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+                if ledger is None:
+                    return None
+        if ledger is not None:
+            ledger.appendable = raw.endswith(b"\n")
+        return ledger
 
     def save(self, directory: Path) -> None:
-        # Replaced whole, but not fsynced: a ledger lost in a crash makes the next run
-        # upload a file again (the same key, the same bytes), never skip one (a file enters
-        # the ledger only after the store took it). Two fsyncs per segment were the
-        # shipper's largest cost after the upload itself.
+        """Write what is unsaved: the whole ledger as a new file the first time, then a
+        line per call."""
+        # Not fsynced: a ledger lost in a crash makes the next run upload a file again
+        # (the same key, the same bytes), never skip one (a file enters the ledger only
+        # after the store took it). Two fsyncs per segment were the shipper's largest cost
+        # after the upload itself.
         path = directory / LEDGER_FILE
-        tmp = path.with_name(path.name + ".tmp")
-        with open_private(tmp) as out:
-            out.write(orjson.dumps({"location": self.location, "shipped": self.shipped,
-                                    "done": self.done}))
-        os.replace(tmp, path)
+        if not self.appendable:
+            tmp = path.with_name(path.name + ".tmp")
+            with open_private(tmp) as out:
+                out.write(orjson.dumps({"location": self.location, "shipped": self.shipped,
+                                        "done": self.done}) + b"\n")
+            os.replace(tmp, path)
+            self.appendable = True
+        else:
+            with path.open("ab") as out:
+                out.write(orjson.dumps({"shipped": self.unsaved, "done": self.done}) + b"\n")
+        self.unsaved = {}
 
 
 class Shipper:
@@ -455,7 +492,7 @@ class Shipper:
                 log.warning("shipping.segment_changed", file=path.name)
                 body.seek(0)
                 self._put(client, where, path.name, body, _file_sha256(body))
-            ledger.shipped[path.name] = mark
+            ledger.ship(path.name, mark)
 
     def _put_small(self, client: Any, where: StoreLocation, ledger: _Ledger, name: str,
                    data: bytes) -> bool:
@@ -471,7 +508,7 @@ class Shipper:
         # which it sends behind ``Expect: 100-continue`` (a round trip and ~0.1 ms of CPU
         # per put, measured); a bytearray goes as it is, in one send.
         self._put(client, where, name, bytearray(data), digest)
-        ledger.shipped[name] = mark
+        ledger.ship(name, mark)
         return True
 
     def _put(self, client: Any, where: StoreLocation, name: str, body: Any, sha256: bytes,

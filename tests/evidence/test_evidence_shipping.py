@@ -108,8 +108,13 @@ def test_every_sealed_segment_its_manifest_and_the_closing_bundle_reach_the_stor
     segments = len([n for n in local if n.endswith(".jsonl")])
     assert (counters["ship_segments"], counters["ship_dropped_segments"]) == (segments, 0)
     assert counters["ship_spool_bytes"] == 0
-    ledger = json.loads((tmp_path / "run-1" / LEDGER_FILE).read_bytes())
+    ledger = _ledger(tmp_path / "run-1")
     assert ledger["done"] is True and set(ledger["shipped"]) == set(local)
+    lines = (tmp_path / "run-1" / LEDGER_FILE).read_bytes().splitlines()
+    # A line per upload job after the first (a segment and its manifest, a bundle.json),
+    # none repeating what an earlier one holds.
+    assert len(lines) - 1 <= segments + 2
+    assert all(len(json.loads(line)["shipped"]) <= 2 for line in lines[1:])
     assert verify_bundle(tmp_path / "run-1").ok
 
 
@@ -183,8 +188,54 @@ def test_a_restart_ships_what_the_last_run_still_owed(tmp_path: Path, store: Sea
     second.start()
     assert second.close(TIMEOUT)
     assert _stored(store, "ship", "resume/v2/pod-a/run-1/") == _files(root / "run-1")
-    assert json.loads((root / "run-1" / LEDGER_FILE).read_bytes())["done"] is True
+    assert _ledger(root / "run-1")["done"] is True
     assert Shipper(_options("resume")).resume(root, root / "run-3") == 0
+
+
+def _ledger(directory: Path) -> dict[str, Any]:
+    """The ledger's lines folded as the shipper reads them (each adds to the ones before)."""
+    folded: dict[str, Any] = {"shipped": {}}
+    for line in (directory / LEDGER_FILE).read_bytes().splitlines():
+        data = json.loads(line)
+        folded["shipped"].update(data.pop("shipped"))
+        folded.update(data)
+    return folded
+
+
+def test_a_restart_reads_an_earlier_versions_ledger_and_a_cut_line(
+        tmp_path: Path, store: SeaweedStore) -> None:
+    """A ledger written whole by an earlier version (one object, no newline) is resumed,
+    and rewritten as lines; a last line cut short by a crash only means that file goes
+    again: nothing it names is skipped, nothing already shipped is lost."""
+    root = tmp_path / "evidence"
+    first = Shipper(_options("old"), client=_unreachable)
+    first.start()
+    _write(root / "run-1", first, 30).close()
+    assert not first.close(1.0)
+    names = sorted(_files(root / "run-1"))
+    segment = next(n for n in names if n.endswith(".jsonl"))
+    ledger = root / "run-1" / LEDGER_FILE
+    location = json.loads(ledger.read_bytes().splitlines()[0])["location"]
+    # What the earlier version wrote: one object; the first segment and its manifest
+    # already shipped (marks as the shipper makes them).
+    manifest = segment.replace(".jsonl", ".manifest.json")
+    marks = {name: f"{(root / 'run-1' / name).stat().st_size} bytes"
+             for name in (segment, manifest)}
+    ledger.write_bytes(json.dumps({"location": location, "shipped": marks,
+                                   "done": False}).encode())
+    second = Shipper(_options("old"))
+    assert second.resume(root, root / "run-2") == 1
+    second.start()
+    assert second.close(TIMEOUT)
+    stored = _stored(store, "ship", "old/v2/pod-a/run-1/")
+    assert not set(marks) & set(stored)  # the old ledger said they were there
+    assert set(stored) == set(names) - set(marks)
+    assert _ledger(root / "run-1")["done"] is True
+    assert ledger.read_bytes().endswith(b"\n")
+    # A cut last line: the ledger is read up to it, the bundle is owed again.
+    ledger.write_bytes(ledger.read_bytes().splitlines()[0] + b'\n{"shipped": {"segm')
+    third = Shipper(_options("old"))
+    assert third.resume(root, root / "run-3") == 1
 
 
 def test_object_lock_retention_on_a_locked_bucket(tmp_path: Path, store: SeaweedStore) -> None:
