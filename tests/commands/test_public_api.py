@@ -38,9 +38,10 @@ class TestPackage:
         """The gate's entry points keep the keyword arguments callers rely on."""
         import inspect
 
-        # Appended: full (read every record, not the sealed segments' tallies) came last.
+        # Appended: full (read every record, not the sealed segments' tallies), then
+        # rerun_sdk (run the SDK where a signed segment's tallies hold its outcome).
         assert list(inspect.signature(mcp_tap.evaluate).parameters) == [
-            "request", "workers", "full"]
+            "request", "workers", "full", "rerun_sdk"]
         # Appended, never reordered: open_bundles (bundles still being written) came last.
         assert list(inspect.signature(mcp_tap.load_request).parameters) == [
             "evidence", "policy", "rollback", "baseline", "reports", "environ", "open_bundles"]
