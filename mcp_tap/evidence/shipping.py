@@ -326,7 +326,9 @@ class Shipper:
             owed += 1
             with self._cond:
                 for number in _sealed_numbers(directory):
-                    if segment_name(number) not in ledger.shipped:
+                    # Both files: a run killed between a segment's put and its
+                    # manifest's may have saved the one without the other.
+                    if not {segment_name(number), manifest_name(number)} <= ledger.shipped.keys():
                         size = (_size(directory / segment_name(number))
                                 + _size(directory / manifest_name(number)))
                         self._jobs.append(_Job(directory, number, size))

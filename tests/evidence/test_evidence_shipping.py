@@ -232,6 +232,21 @@ def test_a_restart_reads_an_earlier_versions_ledger_and_a_cut_line(
     assert set(stored) == set(names) - set(marks)
     assert _ledger(root / "run-1")["done"] is True
     assert ledger.read_bytes().endswith(b"\n")
+    # A segment whose manifest did not go (a run killed between the two puts): the
+    # manifest is owed, and put; the segment is not put again.
+    client = store.client()
+    client.delete_object(Bucket="ship", Key=f"old/v2/pod-a/run-1/{manifest}")
+    lines = ledger.read_bytes().splitlines()
+    ledger.write_bytes(json.dumps({"location": location, "shipped": {segment: marks[segment]},
+                                   "done": False}).encode() + b"\n")
+    manifests = Shipper(_options("old"))
+    assert manifests.resume(root, root / "run-4") == 1
+    manifests.start()
+    assert manifests.close(TIMEOUT)
+    stored = _stored(store, "ship", "old/v2/pod-a/run-1/")
+    assert stored[manifest] == (root / "run-1" / manifest).read_bytes()
+    assert segment not in stored
+    assert len(lines) > 1
     # A cut last line: the ledger is read up to it, the bundle is owed again.
     ledger.write_bytes(ledger.read_bytes().splitlines()[0] + b'\n{"shipped": {"segm')
     third = Shipper(_options("old"))
