@@ -54,6 +54,9 @@ class Counters:
     missed: int = 0
     notifications: int = 0
     sessions: int = 0
+    # Refused before any look-up, each with its HTTP or JSON-RPC error: a path or method
+    # not served, an unknown session, a body that is not JSON, a batch.
+    refused: int = 0
 
 
 def _parse(raw: bytes) -> Any:
@@ -122,29 +125,34 @@ class MockServer:
             await self._runner.cleanup()
             self._runner = None
 
+    def _refuse(self, response: web.Response) -> web.Response:
+        self.counters.refused += 1
+        return response
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if self.book.paths and request.path not in self.book.paths:
-            return web.Response(status=404, text=f"mcp-tap serve: {request.path} was not "
-                                f"recorded (recorded: {', '.join(sorted(self.book.paths))})\n")
+            return self._refuse(web.Response(
+                status=404, text=f"mcp-tap serve: {request.path} was not recorded "
+                f"(recorded: {', '.join(sorted(self.book.paths))})\n"))
         session = request.headers.get(HEADER_SESSION_ID)
         if request.method == "DELETE" and session in self.sessions:
             self.sessions.discard(session)
             return web.Response(status=200)
         if request.method != "POST":
-            return web.Response(status=405, headers={"Allow": "POST"})
+            return self._refuse(web.Response(status=405, headers={"Allow": "POST"}))
         if session is not None and session not in self.sessions:
-            return _json(404, {"jsonrpc": "2.0", "id": None, "error": {
-                "code": -32600, "message": "mcp-tap serve: unknown or ended session"}}, {})
+            return self._refuse(_json(404, {"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32600, "message": "mcp-tap serve: unknown or ended session"}}, {}))
         raw = await request.read()
         try:
             message = _parse(raw)
         except ValueError:  # orjson.JSONDecodeError, json.JSONDecodeError
-            return _json(400, {"jsonrpc": "2.0", "id": None, "error": {
-                "code": -32700, "message": "mcp-tap serve: the request body is not JSON"}}, {})
+            return self._refuse(_json(400, {"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32700, "message": "mcp-tap serve: the request body is not JSON"}}, {}))
         if not isinstance(message, dict):
-            return _json(400, {"jsonrpc": "2.0", "id": None, "error": {
+            return self._refuse(_json(400, {"jsonrpc": "2.0", "id": None, "error": {
                 "code": -32600, "message": "mcp-tap serve: only single JSON-RPC messages "
-                "are served (no batches)"}}, {})
+                "are served (no batches)"}}, {}))
         headers = {HEADER_SESSION_ID: session} if session else {}
         if "id" not in message or "method" not in message:
             self.counters.notifications += 1

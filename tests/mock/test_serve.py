@@ -247,11 +247,18 @@ class TestCommand:
             result = asyncio.run(sdk_call_tool(ready["url"], "legacy", "add",
                                                {"a": 1, "b": 2}))
             assert result["structuredContent"] == {"result": 3}
+            # Refused before any look-up, and counted as such: not JSON, a batch.
+            json_headers = {"Content-Type": "application/json"}
+            codes = [httpx.post(ready["url"], content=body, headers=json_headers).json()
+                     ["error"]["code"] for body in (b"{not json", b"[]")]
+            assert codes == [-32700, -32600]
             proc.send_signal(signal.SIGTERM)
             out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
         stopped = json.loads(out.splitlines()[-1])
         assert stopped["event"] == "stopped" and stopped["answered"] == 3  # init, list, call
+        # The two, and the SDK client's GET for a server stream (405: only POST is served).
+        assert (stopped["refused"], stopped["missed"]) == (3, 0)
         assert err == ""
 
 
