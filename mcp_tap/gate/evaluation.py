@@ -415,6 +415,7 @@ def _scan_bundle(path: Path, role: str, policy: Policy, open_bundle: bool, full:
     scan = feed.finish(report, role, ok, problems, stated)
     if sealed is not None:  # why segments with tallies were read (their records were)
         scan.read_because = dict(sealed.unusable)
+        scan.records_read = feed.records
     return scan
 
 

@@ -39,7 +39,7 @@ from mcp_tap.gate.hopchanges import BoxChanges, HopChanges
 from mcp_tap.gate.policy import ErrorCounting, Policy
 from mcp_tap.gate.sketch import Measure
 from mcp_tap.gate.tally import ConformanceTally, HopTally, SdkTally, Tally
-from mcp_tap.sdkversion import sdk_provenance
+from mcp_tap.sdkversion import differential_code, sealed_by_another
 
 EXAMPLES_KEPT: Final = 10
 """Example digests a segment keeps per rule (and per hop box)."""
@@ -162,9 +162,12 @@ class SegmentTally:
     def _sdk_json(self) -> dict[str, Any]:
         if self.sdk is False:
             return {"unavailable": self.sdk_unavailable}
+        from mcp_tap.sdkdiff import sdk_provenance
+
         report = self.sdk.report() if self.sdk is not None else None
         return {
             "provenance": sdk_provenance(),
+            "differential": differential_code(),
             "compared": report.compared if report else 0,
             "rejected": report.rejected if report else 0,
             "byRule": {rule: {"count": c.count, "exchanges": c.exchanges, "where": c.where,
@@ -224,11 +227,9 @@ def sdk_unusable(tallies: Mapping[str, Any], policy: Policy) -> str:
     if policy.sdk.allow_fields:
         return "the policy allows SDK fields the tallies did not"
     sdk = tallies.get("sdk")
-    if not isinstance(sdk, dict) or "provenance" not in sdk:
+    if not isinstance(sdk, dict):
         return "the SDK differential did not run"
-    if sdk["provenance"] != sdk_provenance():
-        return "the SDK differential ran with another SDK"
-    return ""
+    return sealed_by_another(sdk)
 
 
 def sdk_part(data: Mapping[str, Any]) -> SdkTally:

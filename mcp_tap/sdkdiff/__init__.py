@@ -21,8 +21,7 @@ The path, as ``mcp/client/session.py`` 2.3.0 runs it for a received result:
 5. ``tools/list`` on a modern session: ``ClientSession._absorb_tool_listing`` removes every
    tool whose ``x-mcp-header`` annotations are invalid, using the SDK's own
    ``mcp.shared.inbound.find_invalid_x_mcp_header`` (applied when the ``mcp`` package is
-   installed; :func:`sdk_provenance` says whether it was, from the package metadata alone:
-   an installed ``mcp`` without the validator is refused on import).
+   installed; :func:`sdk_provenance` says whether it was).
 
 Two methods take a different path in the SDK and are reproduced as such: ``initialize`` is
 always validated at the session's pre-handshake fallback revision ``2025-11-25`` and refused
@@ -70,10 +69,11 @@ from mcp_tap.sdkdiff.sdk import (
     TYPED_METHODS,
     Difference,
     SdkParseError,
+    sdk_provenance,
     sdk_version,
     sdk_view,
 )
-from mcp_tap.sdkversion import DEFAULT_ALLOWLIST, sdk_provenance
+from mcp_tap.sdkversion import DEFAULT_ALLOWLIST
 
 __all__ = [
     "DEFAULT_ALLOWLIST",

@@ -40,9 +40,10 @@ from mcp_tap.sdkdiff.sdk import (
     ERAS,
     TYPED_METHODS,
     SdkParseError,
+    sdk_provenance,
     sdk_version,
 )
-from mcp_tap.sdkversion import DEFAULT_ALLOWLIST, sdk_provenance
+from mcp_tap.sdkversion import DEFAULT_ALLOWLIST
 
 # --- records and the report ------------------------------------------------------------------
 

@@ -19,16 +19,6 @@ from pydantic import TypeAdapter, ValidationError
 from mcp_tap.errors import TapError
 from mcp_tap.sdkversion import package_version
 
-_x_mcp_header_checker: Callable[[Any], str | None] | None = None
-"""The SDK client's own ``x-mcp-header`` validator, or None when ``mcp`` is not installed
-(:func:`~mcp_tap.sdkversion.sdk_provenance` says which from the package metadata alone)."""
-if package_version("mcp") is not None:
-    # An installed mcp without it is an SDK client this module does not know: the import
-    # fails here, where the differential's users report the SDK as unavailable.
-    from mcp.shared.inbound import find_invalid_x_mcp_header
-
-    _x_mcp_header_checker = find_invalid_x_mcp_header
-
 TYPED_METHODS: Final[frozenset[str]] = frozenset(
     {
         "initialize",
@@ -110,6 +100,26 @@ def _is_modern(version: str) -> bool:
 
 
 
+
+
+def sdk_provenance() -> dict[str, Any]:
+    """Say which SDK produced the typed view: package versions and the tool-listing filter."""
+    return {
+        "mcpTypes": package_version("mcp-types"),
+        "mcp": package_version("mcp"),
+        "toolHeaderFilter": _x_mcp_header_checker() is not None,
+    }
+
+
+@cache
+def _x_mcp_header_checker() -> Callable[[Any], str | None] | None:
+    """The SDK client's own ``x-mcp-header`` validator, or None when ``mcp`` is not installed."""
+    try:
+        from mcp.shared.inbound import find_invalid_x_mcp_header
+    except ImportError:
+        return None
+    checker: Callable[[Any], str | None] = find_invalid_x_mcp_header
+    return checker
 
 
 @cache
@@ -197,7 +207,7 @@ def _parse(method: str, version: str, result: Any) -> tuple[Any, dict[int, str]]
                 f"{model.protocol_version!r}"
             )
     if method == "tools/list" and _is_modern(version):
-        checker = _x_mcp_header_checker
+        checker = _x_mcp_header_checker()
         if checker is not None:
             for index, tool in enumerate(model.tools):
                 reason = checker(tool.input_schema)

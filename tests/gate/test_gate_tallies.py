@@ -195,13 +195,13 @@ def test_sdk_tallies_of_another_sdk_run_the_sdk(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tallies sealed by a recording process with another SDK are not this gate's outcome:
     it runs its own SDK, which gives the decision a re-run gives."""
-    from mcp_tap.gate import segments
+    import mcp_tap.sdkdiff
 
     _tallying(monkeypatch, 20_000)
     records = test_gate_golden._records()
-    own = segments.sdk_provenance()
+    own = mcp_tap.sdkdiff.sdk_provenance()
     with monkeypatch.context() as patched:  # the recording process's SDK, another mcp
-        patched.setattr(segments, "sdk_provenance", lambda: {**own, "mcp": "0.0.1"})
+        patched.setattr(mcp_tap.sdkdiff, "sdk_provenance", lambda: {**own, "mcp": "0.0.1"})
         signed = test_gate_fields._bundle(tmp_path / "signed", records)
     manifest = orjson.loads((signed / "segment-000001.manifest.json").read_bytes())
     assert manifest["tallies"]["sdk"]["provenance"]["mcp"] == "0.0.1"
@@ -231,3 +231,59 @@ def test_a_damaged_bundle_runs_the_sdk_on_what_it_reads(
     assert decision.reading.to_json()["sdk"]["segmentsFromTallies"] == 0
     assert decision.to_json() == evaluate(request, workers=1, full=True,
                                           rerun_sdk=True).to_json()
+
+
+def test_sdk_tallies_of_other_differential_code_run_the_sdk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same SDK packages but other code of the differential (another mcp-tap, whose
+    default allowlist or comparison may differ): its sealed outcome is not this gate's."""
+    from mcp_tap.gate import segments
+    from mcp_tap.sdkversion import differential_code
+
+    _tallying(monkeypatch, 20_000)
+    with monkeypatch.context() as patched:
+        patched.setattr(segments, "differential_code", lambda: "0" * 64)
+        signed = test_gate_fields._bundle(tmp_path / "signed", test_gate_golden._records())
+    manifest = orjson.loads((signed / "segment-000001.manifest.json").read_bytes())
+    assert manifest["tallies"]["sdk"]["differential"] == "0" * 64 != differential_code()
+    request = GateRequest(evidence=(signed,), policy=Policy())
+    decision = evaluate(request, workers=1, full=True)
+    manifests = len(list(signed.glob("*.manifest.json")))
+    assert decision.reading.to_json()["sdk"]["segmentsRunBecause"] == {
+        "the SDK differential ran with other code (another mcp-tap)": manifests}
+    assert decision.to_json() == evaluate(request, workers=1, full=True,
+                                          rerun_sdk=True).to_json()
+    tallies = evaluate(request, workers=1).reading.to_json()
+    assert tallies["mode"] == "records" and tallies["segmentsReadBecause"] == {
+        "the SDK differential ran with other code (another mcp-tap)": manifests}
+
+
+def test_the_differential_code_digest_follows_the_differential(tmp_path: Path) -> None:
+    """The digest changes when a file of the differential changes (or the allowlist's
+    module), and not when another module of the package does."""
+    import shutil
+    import subprocess
+    import sys
+
+    import mcp_tap
+
+    def digest(tree: Path) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", "from mcp_tap.sdkversion import differential_code; "
+             "print(differential_code())"], env={"PYTHONPATH": str(tree)}, cwd=tree,
+            capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    source = Path(mcp_tap.__file__).parent
+    trees = {}
+    for name, edit in (("same", None), ("compare", "sdkdiff/compare.py"),
+                       ("allowlist", "sdkversion.py"), ("other", "gate/health.py")):
+        tree = tmp_path / name
+        shutil.copytree(source, tree / "mcp_tap", ignore=shutil.ignore_patterns("__pycache__"))
+        if edit is not None:
+            with (tree / "mcp_tap" / edit).open("a") as out:
+                out.write("\n# an edit\n")
+        trees[name] = digest(tree)
+    assert len(trees["same"]) == 64
+    assert trees["other"] == trees["same"]
+    assert len({trees["same"], trees["compare"], trees["allowlist"]}) == 3
