@@ -14,7 +14,8 @@ depends on the gate's policy is kept in a form every policy can read:
   :data:`EXAMPLES_KEPT` example digests (a policy asking for more is read from records);
 * hop findings by (rule, box), and the hop-comparison count;
 * the SDK differential with the default allowlist, and the SDK it ran with (a policy with
-  ``[sdk] allow_fields``, or a gate with another SDK, reads records instead);
+  ``[sdk] allow_fields``, or a gate with another SDK or other code of the differential,
+  reads records instead);
 * the segment's records, exchanges and gap records (``[seq, lost, reason]``).
 
 :class:`MergedTallies` reads sealed tallies back (:meth:`MergedTallies.add`, in segment
