@@ -21,8 +21,9 @@ stated: counted (metrics, ``/readyz``), and its records are reported to the writ
 (:meth:`Shipper.take_unstated`) as a gap record with reason :data:`REASON_NOT_SHIPPED` in the
 next segment, which is shipped; and in the closing summary's ``shipping`` member.
 
-A ledger, ``.ship.json`` in the bundle directory, names where the bundle goes and what has
-reached the store (file names; for ``bundle.json``, which version). A new run finds the
+A ledger (:mod:`mcp_tap.evidence.shipledger`: ``.ship.json`` in the bundle directory)
+names where the bundle goes and what has reached the store (file names; for
+``bundle.json``, which version). A new run finds the
 ledgers of earlier runs in the same evidence directory (:meth:`Shipper.resume`) and uploads
 what they still owe, so a restart ships what the spool held (sealed segments only: the open
 segment of a run that was killed has no manifest and stays local).
@@ -47,7 +48,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -55,8 +56,8 @@ import orjson
 import structlog
 
 from mcp_tap.errors import InputError, StoreError
-from mcp_tap.evidence.disk import open_private
 from mcp_tap.evidence.format import BUNDLE_FILE, manifest_name, manifest_number, segment_name
+from mcp_tap.evidence.shipledger import ShipLedger, save_ledger
 from mcp_tap.evidence.store import (
     StoreLocation,
     bundle_location,
@@ -64,7 +65,6 @@ from mcp_tap.evidence.store import (
     upload_client_from_env,
 )
 
-LEDGER_FILE: Final = ".ship.json"
 REASON_NOT_SHIPPED: Final = "segment not shipped"
 BACKOFF_S: Final = 0.5
 MAX_BACKOFF_S: Final = 30.0
@@ -130,73 +130,6 @@ class _Counts:
     last_error: str = ""
 
 
-@dataclass(slots=True)
-class _Ledger:
-    """What of one bundle has reached the store (``.ship.json``).
-
-    The file is JSON lines, each folded into the ones before (:meth:`load`): the first
-    names the location, each later one what an upload job shipped. It grows by a line per
-    job: rewritten whole, it grew with the bundle, and with small segments the rewrites
-    came to more bytes than the evidence. Earlier versions wrote one object, no newline:
-    that is read as a first line, and the next save writes the file anew.
-    """
-
-    location: str
-    # file name -> what of it went: bundle.json's SHA-256, a sealed file's size
-    shipped: dict[str, str] = field(default_factory=dict)
-    done: bool = False
-    unsaved: dict[str, str] = field(default_factory=dict)  # shipped since the last save
-    appendable: bool = False  # the file holds this ledger's lines so far, newline-ended
-
-    def ship(self, name: str, mark: str) -> None:
-        """Note that ``name`` reached the store in the form ``mark``."""
-        self.shipped[name] = self.unsaved[name] = mark
-
-    @classmethod
-    def load(cls, directory: Path) -> _Ledger | None:
-        """The ledger of ``directory`` (None: none, or no readable first line). A later
-        line that does not parse (the end of one cut short by a crash) is skipped: the
-        next run uploads such a file again, the same key and bytes, and skips none."""
-        try:
-            raw = (directory / LEDGER_FILE).read_bytes()
-        except OSError:
-            return None
-        ledger: _Ledger | None = None
-        for line in raw.splitlines():
-            try:
-                data = orjson.loads(line)
-                if ledger is None:
-                    ledger = cls(str(data["location"]))
-                ledger.shipped.update({str(k): str(v) for k, v in data["shipped"].items()})
-                ledger.done = bool(data["done"])
-            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-                if ledger is None:
-                    return None
-        if ledger is not None:
-            ledger.appendable = raw.endswith(b"\n")
-        return ledger
-
-    def save(self, directory: Path) -> None:
-        """Write what is unsaved: the whole ledger as a new file the first time, then a
-        line per call."""
-        # Not fsynced: a ledger lost in a crash makes the next run upload a file again
-        # (the same key, the same bytes), never skip one (a file enters the ledger only
-        # after the store took it). Two fsyncs per segment were the shipper's largest cost
-        # after the upload itself.
-        path = directory / LEDGER_FILE
-        if not self.appendable:
-            tmp = path.with_name(path.name + ".tmp")
-            with open_private(tmp) as out:
-                out.write(orjson.dumps({"location": self.location, "shipped": self.shipped,
-                                        "done": self.done}) + b"\n")
-            os.replace(tmp, path)
-            self.appendable = True
-        else:
-            with path.open("ab") as out:
-                out.write(orjson.dumps({"shipped": self.unsaved, "done": self.done}) + b"\n")
-        self.unsaved = {}
-
-
 class Shipper:
     """Uploads sealed segments and ``bundle.json`` versions on its own thread (see the
     module doc). The hook methods (:meth:`sealed`, :meth:`bundle_written`) never block."""
@@ -215,7 +148,7 @@ class Shipper:
         self._final = False  # last_words(): nothing is given up any more
         self._deadline = 0.0
         self._thread: threading.Thread | None = None
-        self._ledgers: dict[Path, _Ledger] = {}
+        self._ledgers: dict[Path, ShipLedger] = {}
         self.counts = _Counts(lock=LOCK_UNKNOWN if options.retention_s else LOCK_OFF)
 
     # -- the writer's side (never blocks) ------------------------------------------------
@@ -319,7 +252,7 @@ class Shipper:
         except OSError:
             return 0
         for directory in siblings:
-            ledger = _Ledger.load(directory)
+            ledger = ShipLedger.load(directory)
             if ledger is None or ledger.done:
                 continue
             self._ledgers[directory] = ledger
@@ -466,9 +399,9 @@ class Shipper:
             data = _read(job.directory / BUNDLE_FILE)
             if data is not None and self._put_small(client, where, ledger, BUNDLE_FILE, data):
                 ledger.done = _closed(data)
-        _save(ledger, job.directory)  # once per upload job (a segment and its manifest)
+        save_ledger(ledger, job.directory)  # once per upload job (a segment and its manifest)
 
-    def _put_segment(self, client: Any, where: StoreLocation, ledger: _Ledger, path: Path,
+    def _put_segment(self, client: Any, where: StoreLocation, ledger: ShipLedger, path: Path,
                      manifest: bytes | None) -> None:
         """Put a sealed segment, streamed from its file, with the SHA-256 its manifest
         attests (the writer computed it as it wrote; hashing every shipped byte again cost
@@ -496,7 +429,7 @@ class Shipper:
                 self._put(client, where, path.name, body, _file_sha256(body))
             ledger.ship(path.name, mark)
 
-    def _put_small(self, client: Any, where: StoreLocation, ledger: _Ledger, name: str,
+    def _put_small(self, client: Any, where: StoreLocation, ledger: ShipLedger, name: str,
                    data: bytes) -> bool:
         """Put a manifest or ``bundle.json`` unless the ledger has this form of it already;
         whether it was put."""
@@ -541,15 +474,15 @@ class Shipper:
                 raise
         return True
 
-    def _ledger(self, directory: Path) -> _Ledger:
+    def _ledger(self, directory: Path) -> ShipLedger:
         # Under the lock or on the shipping thread; the ledger of a bundle in the hook's
         # directory exists before its first upload (bundle_written), so they never race.
         ledger = self._ledgers.get(directory)
         if ledger is None:
             where = bundle_location(self.options.root, self.options.release, self.options.pod,
                                     directory.name)
-            ledger = self._ledgers[directory] = _Ledger(str(where))
-            _save(ledger, directory)
+            ledger = self._ledgers[directory] = ShipLedger(str(where))
+            save_ledger(ledger, directory)
         return ledger
 
 
@@ -579,13 +512,6 @@ def shipping_status(counters: dict[str, int]) -> dict[str, Any] | None:
         "objectLock": LOCK_STATES.get(counters.get("ship_lock", LOCK_UNKNOWN), "not yet known"),
         "notes": notes,
     }
-
-
-def _save(ledger: _Ledger, directory: Path) -> None:
-    try:
-        ledger.save(directory)
-    except OSError as exc:  # a full disk: the next run may ship a file twice, no more
-        log.warning("shipping.ledger_failed", error=exc.strerror or str(exc))
 
 
 def _read(path: Path) -> bytes | None:

@@ -19,8 +19,8 @@ from threaded_server import serve_in_thread
 
 from mcp_tap.errors import InputError, StoreError
 from mcp_tap.evidence import EvidenceWriter, verify_bundle
+from mcp_tap.evidence.shipledger import LEDGER_FILE
 from mcp_tap.evidence.shipping import (
-    LEDGER_FILE,
     LOCK_ABSENT,
     LOCK_ON,
     REASON_NOT_SHIPPED,
