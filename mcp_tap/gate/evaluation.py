@@ -50,17 +50,11 @@ from mcp_tap.gate.decision import (
 )
 from mcp_tap.gate.fields import decode_checked
 from mcp_tap.gate.health import HealthWindow, WindowTally, evaluate_health
-from mcp_tap.gate.merging import Reading, SealedFeed, undecided
+from mcp_tap.gate.merging import Reading, SdkRuns, SealedFeed, undecided
 from mcp_tap.gate.pods import PlacedCounts, fleet_of, name_pods
 from mcp_tap.gate.policy import Policy, load_policy
 from mcp_tap.gate.rollback import check_rollback, missing_rollback, resolve_trust
-from mcp_tap.gate.segments import (
-    MergedTallies,
-    TallyError,
-    sdk_part,
-    sdk_unusable,
-    unknown_tallies,
-)
+from mcp_tap.gate.segments import MergedTallies, sealed_sdk
 from mcp_tap.gate.tally import ConformanceTally, HopTally, SdkTally
 from mcp_tap.sdkversion import DEFAULT_ALLOWLIST
 
@@ -110,11 +104,7 @@ class BundleScan:
     sealed_segments: int = 0
     read_because: dict[str, int] = field(default_factory=dict)
     records_read: int = 0
-    # Of the records read: the segments whose signed tallies gave their SDK differential,
-    # the exchanges the SDK ran on here, and why other segments' tallies could not say.
-    sdk_segments: int = 0
-    sdk_exchanges: int = 0
-    sdk_rerun_because: dict[str, int] = field(default_factory=dict)
+    sdk_runs: SdkRuns = field(default_factory=SdkRuns)  # of the records read
 
 
 def parse_report(raw: bytes, source: str) -> Report:
@@ -214,9 +204,7 @@ class _Feed:
         self.candidate = scan.conformance is not None and scan.hop is not None
         # Records still to come whose SDK differential a signed manifest gave (take_sdk).
         self.sdk_covered = 0
-        self.sdk_segments = 0  # segments whose SDK differential their tallies gave
-        self.sdk_exchanges = 0  # exchanges the SDK ran on here
-        self.sdk_rerun_because: dict[str, int] = {}
+        self.sdk_runs = SdkRuns()
 
     def take_sdk(self, _name: str, tallies: Mapping[str, Any] | None) -> bool:
         """verify's sealed consumer for a segment whose records are read: they are handed
@@ -227,25 +215,15 @@ class _Feed:
         manifest's signature covers the tallies with the chain head of those records), as it
         judged their conformance findings, which the gate also reads and does not recompute.
         """
-        why = unknown_tallies(tallies)
-        if not why:
-            assert tallies is not None
-            why = sdk_unusable(tallies, self.policy)
-        part = None
-        if not why:
-            assert tallies is not None
-            try:
-                part = sdk_part(tallies["sdk"])
-            except TallyError as exc:
-                why = str(exc)
-        if part is None or self.scan.sdk is None:
-            self.sdk_rerun_because[why] = self.sdk_rerun_because.get(why, 0) + 1
+        part = sealed_sdk(tallies, self.policy)
+        if isinstance(part, str):
+            self.sdk_runs.refused(part)
             return False
-        assert tallies is not None
+        assert tallies is not None and self.scan.sdk is not None  # a candidate's feed
         self.flush_sdk()  # the records read before this segment go first
         self.scan.sdk.merge(part)
         self.sdk_covered = tallies["records"]  # take_sealed checked: the manifest's count
-        self.sdk_segments += 1
+        self.sdk_runs.segments += 1
         return False
 
     def flush_sdk(self) -> None:
@@ -297,15 +275,13 @@ class _Feed:
                 sdk = self.sdk = _sdk_tally(scan, self.policy)
             if sdk is not False:
                 sdk.add_views(picked)
-                self.sdk_exchanges += len(picked)
+                self.sdk_runs.exchanges += len(picked)
 
     def finish(self, report: Any, role: str, ok: bool, problems: tuple[tuple[str, str, str], ...],
                stated: Mapping[str, Any]) -> BundleScan:
         """Fold in the SDK differential and return the scan with its integrity check."""
         self.flush_sdk()
-        scan = self.scan
-        scan.sdk_segments, scan.sdk_exchanges = self.sdk_segments, self.sdk_exchanges
-        scan.sdk_rerun_because = self.sdk_rerun_because
+        self.scan.sdk_runs = self.sdk_runs
         last = self.last
         head = report.chain_head or (evidence_digest(last) if last is not None else "")
         self.scan.check = BundleCheck(role=role, ok=ok, problems=problems, records=self.records,
@@ -466,8 +442,7 @@ def _sealed_scan(scan: BundleScan, feed: _Feed, sealed: SealedFeed, report: Any
     return replace(empty, check=replace(check, records=report.records, gaps=tuple(sealed.gaps)),
                    merged=sealed.merged, sealed_segments=sealed.segments,
                    read_because=scan.read_because, records_read=feed.records,
-                   sdk_segments=scan.sdk_segments, sdk_exchanges=scan.sdk_exchanges,
-                   sdk_rerun_because=scan.sdk_rerun_because)
+                   sdk_runs=scan.sdk_runs)
 
 
 def _empty_scan(
@@ -543,10 +518,7 @@ def evaluate(request: GateRequest, *, workers: int | None = None, full: bool = F
     for scan in scans:
         for why, n in scan.read_because.items():
             reading.read_because[why] = reading.read_because.get(why, 0) + n
-        reading.sdk_segments += scan.sdk_segments
-        reading.sdk_exchanges += scan.sdk_exchanges
-        for why, n in scan.sdk_rerun_because.items():
-            reading.sdk_run_because[why] = reading.sdk_run_because.get(why, 0) + n
+        reading.sdk.add(scan.sdk_runs)
     if not any(s.merged is not None for s in scans):
         tallies = _merge_scans(candidates, policy)
         window = tallies.window.window()

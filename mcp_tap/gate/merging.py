@@ -66,6 +66,37 @@ class SealedFeed:
 
 
 @dataclass(slots=True)
+class SdkRuns:
+    """Where the SDK differential of the records read came from: segments whose signed
+    tallies gave it, the exchanges the SDK ran on in the gate, and why other segments'
+    tallies could not give it (a segment without a signed manifest gives no reason: it has
+    no tallies)."""
+
+    segments: int = 0
+    exchanges: int = 0
+    because: dict[str, int] = field(default_factory=dict)
+
+    def refused(self, why: str) -> None:
+        """Count one segment whose tallies could not give it, and why."""
+        self.because[why] = self.because.get(why, 0) + 1
+
+    def add(self, other: SdkRuns) -> None:
+        """Fold in another bundle's."""
+        self.segments += other.segments
+        self.exchanges += other.exchanges
+        for why, n in other.because.items():
+            self.because[why] = self.because.get(why, 0) + n
+
+    def to_json(self) -> dict[str, Any]:
+        """As the reading states it."""
+        data: dict[str, Any] = {"segmentsFromTallies": self.segments,
+                                "exchangesRun": self.exchanges}
+        if self.because:
+            data["segmentsRunBecause"] = dict(sorted(self.because.items()))
+        return data
+
+
+@dataclass(slots=True)
 class Reading:
     """How the gate read the evidence: segments from tallies, records read, and whether
     each measurement's percentiles are exact or sketched."""
@@ -77,12 +108,7 @@ class Reading:
     read_because: dict[str, int] = field(default_factory=dict)
     sketched: list[str] = field(default_factory=list)
     fallback: str = ""  # why the tallies' decision was replaced by a full read
-    # Of the records read: segments whose SDK differential came from their signed tallies,
-    # the exchanges the SDK ran on in the gate, and why other segments' tallies could not
-    # give it (a segment without a signed manifest gives no reason: it has no tallies).
-    sdk_segments: int = 0
-    sdk_exchanges: int = 0
-    sdk_run_because: dict[str, int] = field(default_factory=dict)
+    sdk: SdkRuns = field(default_factory=SdkRuns)  # of the records read
 
     def to_json(self) -> dict[str, Any]:
         """The reading as the gate's output states it."""
@@ -101,10 +127,7 @@ class Reading:
             data["relativeError"] = RELATIVE_ACCURACY
         if self.read_because:
             data["segmentsReadBecause"] = dict(sorted(self.read_because.items()))
-        data["sdk"] = {"segmentsFromTallies": self.sdk_segments,
-                       "exchangesRun": self.sdk_exchanges}
-        if self.sdk_run_because:
-            data["sdk"]["segmentsRunBecause"] = dict(sorted(self.sdk_run_because.items()))
+        data["sdk"] = self.sdk.to_json()
         if self.fallback:
             data["fullReadBecause"] = self.fallback
         return data
@@ -122,10 +145,10 @@ class Reading:
         if self.sketched:
             line += (f"; sketched (within {RELATIVE_ACCURACY:.0%}): "
                      f"{', '.join(self.sketched)}")
-        if self.sdk_segments:
+        if self.sdk.segments:
             line += (f"; SDK differential: the recording process's outcome from the signed "
-                     f"tallies of {self.sdk_segments} segment(s), run here on "
-                     f"{self.sdk_exchanges} exchange(s)")
+                     f"tallies of {self.sdk.segments} segment(s), run here on "
+                     f"{self.sdk.exchanges} exchange(s)")
         if self.fallback:
             line += f"; {self.fallback}"
         return line
@@ -163,4 +186,4 @@ def undecided(window: HealthWindow, policy: HealthPolicy, baseline: HealthWindow
     return ""
 
 
-__all__ = ["Reading", "SealedFeed", "undecided"]
+__all__ = ["Reading", "SdkRuns", "SealedFeed", "undecided"]

@@ -233,6 +233,19 @@ def sdk_unusable(tallies: Mapping[str, Any], policy: Policy) -> str:
     return sealed_by_another(sdk)
 
 
+def sealed_sdk(tallies: object, policy: Policy) -> SdkTally | str:
+    """The SDK differential a segment's ``tallies`` hold, as the gate counts it, or why they
+    cannot stand for running the SDK on the segment's records under ``policy``."""
+    why = unknown_tallies(tallies)
+    if why:
+        return why
+    assert isinstance(tallies, dict)
+    try:
+        return sdk_unusable(tallies, policy) or sdk_part(tallies["sdk"])
+    except TallyError as exc:
+        return str(exc)
+
+
 def sdk_part(data: Mapping[str, Any]) -> SdkTally:
     """The SDK differential of one segment's tallies (their ``sdk`` member), as the gate
     counts it (TallyError if malformed)."""
@@ -387,4 +400,4 @@ def _str(value: object) -> str:
 
 
 __all__ = ["EXAMPLES_KEPT", "TALLY_VERSION", "MergedTallies", "SegmentTally", "TallyError",
-           "sdk_part", "sdk_unusable", "unknown_tallies", "usable"]
+           "sdk_part", "sdk_unusable", "sealed_sdk", "unknown_tallies", "usable"]
