@@ -12,7 +12,7 @@ import orjson
 import pytest
 from gate_bundles import exchange
 
-import mcp_tap.gate.evaluation as evaluation
+import mcp_tap.gate.scan as scanning
 from mcp_tap.evidence import EvidenceWriter
 from mcp_tap.evidence.view import Answer, Ingress, Origin, view_of
 from mcp_tap.gate import GateRequest, evaluate
@@ -74,7 +74,7 @@ def _summaries(bundle: Path, policy: Policy) -> dict[str, Any]:
 
 def _full_parse(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the gate parse every line fully (its narrow parse vouches for none)."""
-    monkeypatch.setattr(evaluation, "decode_checked", lambda _line: None)
+    monkeypatch.setattr(scanning, "decode_checked", lambda _line: None)
 
 
 def test_narrow_parse_same_decision_as_the_full_parse(
@@ -88,7 +88,7 @@ def test_narrow_parse_same_decision_as_the_full_parse(
         calls.append(bytes(line))
         return decode_checked(line)
 
-    monkeypatch.setattr(evaluation, "decode_checked", counted)
+    monkeypatch.setattr(scanning, "decode_checked", counted)
     trusted = Policy(evidence=EvidencePolicy(
         trusted_keys=(bytes.fromhex(ed25519_public_hex(KEY)),), require_signed=True))
     fast = _summaries(bundle, trusted)

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_gate_fields import _varied
 
-import mcp_tap.gate.evaluation as evaluation
+import mcp_tap.gate.scan as scanning
 from mcp_tap.evidence import EvidenceWriter, verify_bundle
 from mcp_tap.evidence.format import DIGEST_MEMBER, DIGEST_TAIL
 from mcp_tap.evidence.screen import nesting_bounded, suspect_lines
@@ -174,11 +174,11 @@ def test_gate_decides_what_the_full_parse_decides(
         vouched.append(view is not None)
         return view
 
-    monkeypatch.setattr(evaluation, "decode_checked", counted)
+    monkeypatch.setattr(scanning, "decode_checked", counted)
     request = GateRequest(evidence=(bundle,), policy=Policy())
     narrow = evaluate(request, workers=1).to_json()
     assert sum(vouched) > 60  # the ordinary lines were read narrowly
-    monkeypatch.setattr(evaluation, "decode_checked", lambda _line: None)
+    monkeypatch.setattr(scanning, "decode_checked", lambda _line: None)
     assert narrow == evaluate(request, workers=1).to_json()
 
 
